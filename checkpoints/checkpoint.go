@@ -1,0 +1,409 @@
+package checkpoints
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// File names inside one checkpoint directory, and the pointer file in the run directory.
+const (
+	ModelFile     = "model.safetensors"
+	ConfigFile    = "config.json"
+	TokenizerFile = "tokenizer.json"
+	OptimizerFile = "optimizer.safetensors"
+	TrainerFile   = "trainer_state.json"
+	LatestFile    = "latest"
+
+	tmpPrefix = "checkpoint.tmp-"
+	dirPrefix = "checkpoint-"
+)
+
+// Checkpoint is everything needed to use a trained model or to resume its training.
+type Checkpoint struct {
+	// Params are the model parameters (float32, with shapes), saved in model.safetensors under
+	// their names. Required.
+	Params []Tensor
+	// Config is the architecture, any JSON-serialisable value, saved as config.json. After Load
+	// it is a json.RawMessage; use DecodeConfig to read it into a struct. Required.
+	Config any
+	// Tokenizer holds the bytes of tokenizer.json; alternatively TokenizerPath names a file to
+	// copy. Both empty: no tokenizer.json. After Load, Tokenizer holds the bytes (nil if none).
+	Tokenizer     []byte
+	TokenizerPath string
+	// Optimizer is the AdamW state, saved in optimizer.safetensors; nil for none.
+	Optimizer *OptimizerState
+	// Trainer is the loop's position, saved as trainer_state.json.
+	Trainer TrainerState
+	// Dir is the checkpoint directory it was loaded from (set by Load and LoadDir), e.g.
+	// run/checkpoint-train-500; tokenize.Load(filepath.Join(Dir, TokenizerFile)) reads the
+	// tokenizer.
+	Dir string
+}
+
+// OptimizerState is AdamW's state (Loshchilov & Hutter 2019): the number of updates taken (t in
+// the bias corrections 1-β^t) and the first and second moments per parameter name, each as long
+// as that parameter's data. In optimizer.safetensors the moments of parameter p are the F32
+// tensors "m.p" and "v.p" with p's shape, and Step is the metadata entry "step".
+type OptimizerState struct {
+	Step int
+	M, V map[string][]float32
+}
+
+// TrainerState is the training loop's position, saved as trainer_state.json; with the step
+// counter the sampler and every seeded draw replay from where they stopped.
+type TrainerState struct {
+	Step            int     `json:"step"`             // completed optimizer steps in Phase
+	Phase           string  `json:"phase"`            // e.g. "pretrain" or "train"; letters, digits, '_' (part of the directory name)
+	Epoch           int     `json:"epoch"`            // sampler epoch reached
+	SamplerPosition int     `json:"sampler_position"` // sampler position (examples consumed), for the record
+	Seed            uint64  `json:"seed"`             // the recipe seed
+	BestMetric      float64 `json:"best_metric"`      // best validation value so far (0 if none)
+	BestMetricName  string  `json:"best_metric_name,omitempty"`
+	// RNG holds serialised generator states by name (e.g. rand.PCG.MarshalBinary), base64 in JSON.
+	RNG map[string][]byte `json:"rng,omitempty"`
+}
+
+// DecodeConfig decodes the architecture config into v (a pointer), whether Config came from Load
+// (raw JSON) or was set by the caller.
+func (ck *Checkpoint) DecodeConfig(v any) error {
+	raw, ok := ck.Config.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(ck.Config); err != nil {
+			return fmt.Errorf("checkpoint config: %w", err)
+		}
+	}
+	d := json.NewDecoder(bytes.NewReader(raw))
+	d.DisallowUnknownFields()
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(ck.Dir, ConfigFile), err)
+	}
+	return nil
+}
+
+var phaseRE = regexp.MustCompile(`^[A-Za-z0-9_]*$`)
+
+// Save writes ck as a new checkpoint directory under the run directory dir and makes it the
+// latest, so that a crash at any point leaves Load returning either the previous complete
+// checkpoint or the new one, never a mix:
+//
+//  1. every file is written into dir/checkpoint.tmp-XXXX/ (each through a temporary file,
+//     fsync and rename), and that directory is fsynced;
+//  2. it is renamed to dir/checkpoint-<phase>-<step>/ (checkpoint-<step> when Phase is empty;
+//     a ".2", ".3", ... suffix if that name is taken), and dir is fsynced;
+//  3. dir/latest, one line naming that directory, is replaced atomically (temp, fsync, rename).
+//
+// Load follows dir/latest only, so a directory renamed in step 2 before a crash in step 3 is
+// complete but ignored. Afterwards Save keeps the new checkpoint and the one latest named before
+// it, and removes older checkpoint-* directories and checkpoint.tmp-* leftovers of crashed saves.
+// One process at a time may save into dir.
+func Save(dir string, ck *Checkpoint) error {
+	if ck == nil {
+		return errors.New("checkpoints.Save: nil checkpoint")
+	}
+	if !phaseRE.MatchString(ck.Trainer.Phase) {
+		return fmt.Errorf("checkpoints.Save: phase %q: only letters, digits and '_' are allowed", ck.Trainer.Phase)
+	}
+	if ck.Trainer.Step < 0 {
+		return fmt.Errorf("checkpoints.Save: negative step %d", ck.Trainer.Step)
+	}
+	if ck.Config == nil {
+		return errors.New("checkpoints.Save: no config")
+	}
+	if len(ck.Tokenizer) > 0 && ck.TokenizerPath != "" {
+		return errors.New("checkpoints.Save: both Tokenizer bytes and TokenizerPath are set")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(dir, tmpPrefix+"*")
+	if err != nil {
+		return err
+	}
+	if err := writeFiles(tmp, ck); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+
+	name := dirPrefix + strconv.Itoa(ck.Trainer.Step)
+	if ck.Trainer.Phase != "" {
+		name = dirPrefix + ck.Trainer.Phase + "-" + strconv.Itoa(ck.Trainer.Step)
+	}
+	for i, base := 2, name; exists(filepath.Join(dir, name)); i++ {
+		name = base + "." + strconv.Itoa(i)
+	}
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := syncDir(dir); err != nil {
+		return err
+	}
+	prev, _ := readLatest(dir)
+	if err := writeFileAtomic(filepath.Join(dir, LatestFile), func(w io.Writer) error {
+		_, err := io.WriteString(w, name+"\n")
+		return err
+	}); err != nil {
+		return err
+	}
+	return prune(dir, name, prev)
+}
+
+// writeFiles writes the checkpoint's files into the directory tmp.
+func writeFiles(tmp string, ck *Checkpoint) error {
+	if err := WriteSafetensors(filepath.Join(tmp, ModelFile), ck.Params, nil); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(tmp, ConfigFile), ck.Config); err != nil {
+		return err
+	}
+	tok := ck.Tokenizer
+	if ck.TokenizerPath != "" {
+		var err error
+		if tok, err = os.ReadFile(ck.TokenizerPath); err != nil {
+			return err
+		}
+	}
+	if len(tok) > 0 {
+		if !json.Valid(tok) {
+			src := ck.TokenizerPath
+			if src == "" {
+				src = "Checkpoint.Tokenizer"
+			}
+			return fmt.Errorf("%s: tokenizer is not valid JSON", src)
+		}
+		if err := writeFileAtomic(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
+			_, err := w.Write(tok)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	if ck.Optimizer != nil {
+		if err := writeOptimizer(filepath.Join(tmp, OptimizerFile), ck.Optimizer, ck.Params); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
+		return err
+	}
+	return syncDir(tmp)
+}
+
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return writeFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(append(b, '\n'))
+		return err
+	})
+}
+
+func writeOptimizer(path string, o *OptimizerState, params []Tensor) error {
+	if o.Step < 0 {
+		return fmt.Errorf("%s: negative optimizer step %d", path, o.Step)
+	}
+	shapes := make(map[string][]int, len(params))
+	for _, p := range params {
+		shapes[p.Name] = p.Shape
+	}
+	var ts []Tensor
+	for _, kind := range []struct {
+		prefix  string
+		m, pair map[string][]float32
+	}{{"m.", o.M, o.V}, {"v.", o.V, o.M}} {
+		for name, data := range kind.m {
+			shape, ok := shapes[name]
+			if !ok {
+				return fmt.Errorf("%s: optimizer moment %q names no parameter", path, kind.prefix+name)
+			}
+			if _, ok := kind.pair[name]; !ok {
+				return fmt.Errorf("%s: parameter %q has a first or second moment but not both", path, name)
+			}
+			ts = append(ts, Tensor{Name: kind.prefix + name, Shape: shape, Data: data})
+		}
+	}
+	return WriteSafetensors(path, ts, map[string]string{"step": strconv.Itoa(o.Step)})
+}
+
+// Load loads the checkpoint that dir/latest names (see Save). A missing latest, a latest naming
+// no directory, and any missing or malformed file are errors naming the file.
+func Load(dir string) (*Checkpoint, error) {
+	name, err := readLatest(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%s: no complete checkpoint (%s is missing)", dir, LatestFile)
+		}
+		return nil, err
+	}
+	return LoadDir(filepath.Join(dir, name))
+}
+
+func readLatest(dir string) (string, error) {
+	path := filepath.Join(dir, LatestFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimSpace(string(b))
+	if !strings.HasPrefix(name, dirPrefix) || strings.ContainsAny(name, `/\`) || strings.Contains(name, "..") {
+		return "", fmt.Errorf("%s:1: %q is not a checkpoint directory name", path, name)
+	}
+	return name, nil
+}
+
+// LoadDir loads one checkpoint directory (e.g. run/checkpoint-train-500). model.safetensors,
+// config.json and trainer_state.json are required; tokenizer.json and optimizer.safetensors are
+// read when present.
+func LoadDir(path string) (*Checkpoint, error) {
+	ck := &Checkpoint{Dir: path}
+	var err error
+	if ck.Params, _, err = ReadSafetensors(filepath.Join(path, ModelFile)); err != nil {
+		return nil, err
+	}
+	cfgPath := filepath.Join(path, ConfigFile)
+	cfg, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	if !json.Valid(cfg) {
+		return nil, fmt.Errorf("%s: invalid JSON", cfgPath)
+	}
+	ck.Config = json.RawMessage(bytes.TrimSpace(cfg))
+
+	if ck.Tokenizer, err = os.ReadFile(filepath.Join(path, TokenizerFile)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		ck.Tokenizer = nil
+	}
+	if ck.Optimizer, err = readOptimizer(filepath.Join(path, OptimizerFile), ck.Params); err != nil {
+		return nil, err
+	}
+
+	tsPath := filepath.Join(path, TrainerFile)
+	b, err := os.ReadFile(tsPath)
+	if err != nil {
+		return nil, err
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&ck.Trainer); err != nil {
+		return nil, fmt.Errorf("%s: %w", tsPath, err)
+	}
+	return ck, nil
+}
+
+// readOptimizer reads optimizer.safetensors; a missing file gives a nil state.
+func readOptimizer(path string, params []Tensor) (*OptimizerState, error) {
+	ts, meta, err := ReadSafetensors(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	step, err := strconv.Atoi(meta["step"])
+	if err != nil || step < 0 {
+		return nil, fmt.Errorf("%s: metadata \"step\" = %q, want a count >= 0", path, meta["step"])
+	}
+	size := make(map[string]int, len(params))
+	for _, p := range params {
+		size[p.Name] = len(p.Data)
+	}
+	o := &OptimizerState{Step: step, M: map[string][]float32{}, V: map[string][]float32{}}
+	for _, t := range ts {
+		kind, name, _ := strings.Cut(t.Name, ".")
+		var dst map[string][]float32
+		switch kind {
+		case "m":
+			dst = o.M
+		case "v":
+			dst = o.V
+		default:
+			return nil, fmt.Errorf("%s: tensor %q: want m.<param> or v.<param>", path, t.Name)
+		}
+		n, ok := size[name]
+		if !ok {
+			return nil, fmt.Errorf("%s: tensor %q: no parameter %q in %s", path, t.Name, name, ModelFile)
+		}
+		if n != len(t.Data) {
+			return nil, fmt.Errorf("%s: tensor %q has %d values, parameter %q has %d", path, t.Name, len(t.Data), name, n)
+		}
+		dst[name] = t.Data
+	}
+	for name := range o.M {
+		if _, ok := o.V[name]; !ok {
+			return nil, fmt.Errorf("%s: parameter %q has m.%s but no v.%s", path, name, name, name)
+		}
+	}
+	for name := range o.V {
+		if _, ok := o.M[name]; !ok {
+			return nil, fmt.Errorf("%s: parameter %q has v.%s but no m.%s", path, name, name, name)
+		}
+	}
+	return o, nil
+}
+
+// prune removes checkpoint directories other than keep and prev, and leftovers of crashed saves
+// (checkpoint.tmp-* directories, .latest.tmp-* files).
+func prune(dir, keep, prev string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		n := e.Name()
+		if !e.IsDir() && strings.HasPrefix(n, "."+LatestFile+".tmp-") {
+			if err := os.Remove(filepath.Join(dir, n)); err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		if !e.IsDir() || n == keep || n == prev || !strings.HasPrefix(n, dirPrefix) && !strings.HasPrefix(n, tmpPrefix) {
+			continue
+		}
+		if err := os.RemoveAll(filepath.Join(dir, n)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Checkpoints lists the complete checkpoint directories under dir (names, sorted), for reports.
+func Checkpoints(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), dirPrefix) {
+			out = append(out, e.Name())
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}

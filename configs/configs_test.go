@@ -1,0 +1,480 @@
+package configs
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// fixture builds, in a temporary directory, a BEIR directory "data" (empty
+// files: configs checks only that they exist), a tokenizer "tok.json" and a
+// run directory "runs/r1". It returns the directory.
+func fixture(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, f := range []string{"data/corpus.jsonl", "data/queries.jsonl", "data/qrels/train.tsv",
+		"data/qrels/dev.tsv", "data/qrels/test.tsv", "tok.json", "runs/r1/config.json"} {
+		p := filepath.Join(dir, f)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func writeRecipe(t *testing.T, path, text string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestShippedRecipe(t *testing.T) {
+	r, err := Load("../recipes/retriever-cranfield.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Name = "retriever-cranfield"
+	want.OutputDir = filepath.Join(repo, "runs")
+	want.Data.Dir = filepath.Join(repo, "datasets", "cranfield")
+	want.Tokenizer.Train = true
+	want.Pretrain.Steps = 3000
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("shipped recipe:\n got %+v\nwant %+v", r, want)
+	}
+}
+
+// TestDefaults loads the smallest valid recipe and expects Defaults() with
+// only the required keys, the name and the paths filled in, and checks the
+// documented values of a few keys independently of Defaults.
+func TestDefaults(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "minimal.toml")
+	writeRecipe(t, path, "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\n")
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Defaults()
+	want.Name = "minimal"
+	want.OutputDir = filepath.Join(dir, "runs")
+	want.Data.Dir = filepath.Join(dir, "data")
+	want.Tokenizer.Train = true
+	if !reflect.DeepEqual(r, want) {
+		t.Errorf("minimal recipe:\n got %+v\nwant %+v", r, want)
+	}
+	for _, c := range []struct {
+		key       string
+		got, want any
+	}{
+		{"kind", r.Kind, "retriever"},
+		{"seed", r.Seed, int64(42)},
+		{"loss.temperature", r.Loss.Temperature, 0.05},
+		{"train.lr", r.Train.LR, 0.001},
+		{"train.batch_size", r.Train.BatchSize, 32},
+		{"index.k1", r.Index.K1, 1.2},
+		{"index.b", r.Index.B, 0.75},
+		{"eval.rrf_k", r.Eval.RRFK, 60},
+		{"sampler.negative_window", r.Sampler.NegativeWindow, [2]int{1, 30}},
+		{"rerank.candidates", r.Rerank.Candidates, 100},
+		{"rerank.list_size", r.Rerank.ListSize, 8},
+		{"rerank.losses", r.Rerank.Losses, []string{"pairwise", "listwise", "pointwise"}},
+		{"model.heads", r.Model.Heads, 4},
+		{"model.max_position", r.Model.MaxPosition, 512},
+		{"pretrain.steps", r.Pretrain.Steps, 0},
+	} {
+		if !reflect.DeepEqual(c.got, c.want) {
+			t.Errorf("default %s = %v, want %v", c.key, c.got, c.want)
+		}
+	}
+	// Defaults must not share slices between calls (the decoder writes into them).
+	a, b := Defaults(), Defaults()
+	a.Eval.Splits[0] = "changed"
+	if b.Eval.Splits[0] != "test" {
+		t.Error("Defaults() calls share the eval.splits slice")
+	}
+}
+
+// TestPathResolution puts the recipe two directories below its inputs.
+func TestPathResolution(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "recipes", "sub", "x.toml")
+	writeRecipe(t, path, fmt.Sprintf(`output_dir = "out"
+[data]
+dir = "../../data"
+[tokenizer]
+file = "../../tok.json"
+[model]
+init_from = "../../runs/r1"
+[rerank]
+first_stage = %q
+`, filepath.Join(dir, "runs", "r1")))
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ key, got, want string }{
+		{"output_dir", r.OutputDir, filepath.Join(dir, "recipes", "sub", "out")},
+		{"data.dir", r.Data.Dir, filepath.Join(dir, "data")},
+		{"tokenizer.file", r.Tokenizer.File, filepath.Join(dir, "tok.json")},
+		{"model.init_from", r.Model.InitFrom, filepath.Join(dir, "runs", "r1")},
+		{"rerank.first_stage", r.Rerank.FirstStage, filepath.Join(dir, "runs", "r1")},
+		{"name", r.Name, "x"},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %q, want %q", c.key, c.got, c.want)
+		}
+	}
+}
+
+func TestWriteResolvedRoundTrip(t *testing.T) {
+	dir := fixture(t)
+	custom := filepath.Join(dir, "custom.toml")
+	writeRecipe(t, custom, `kind = "reranker"
+seed = 7
+[data]
+dir = "data"
+dev_split = ""
+title_field = false
+[tokenizer]
+file = "tok.json"
+[model]
+encoder = "transformer"
+hidden = 96
+heads = 3
+dropout = 0.0
+init_from = "runs/r1"
+[loss]
+temperature = 0.02
+[train]
+lr = 3e-4
+grad_clip = 0.0
+[eval]
+splits = ["dev", "test"]
+systems = ["bm25", "rerank"]
+metrics = ["nDCG@10", "Recall@10"]
+[rerank]
+first_stage = "runs/r1"
+losses = ["listwise"]
+drop_above_first_positive = true
+`)
+	for _, src := range []string{"../recipes/retriever-cranfield.toml", custom} {
+		r, err := Load(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := filepath.Join(t.TempDir(), "recipe.resolved.toml")
+		if err := os.WriteFile(out, []byte("old contents"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := r.WriteResolved(out); err != nil {
+			t.Fatal(err)
+		}
+		text, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.HasPrefix(string(text), resolvedHeader) {
+			t.Errorf("%s: resolved file lacks its header comment", src)
+		}
+		// Every schema key is written out.
+		lines := keyLines(string(text))
+		for _, k := range schemaKeys() {
+			if _, ok := lines[k]; !ok {
+				t.Errorf("%s: resolved file lacks key %s", src, k)
+			}
+		}
+		back, err := Load(out)
+		if err != nil {
+			t.Fatalf("%s: reloading the resolved recipe: %v", src, err)
+		}
+		if !reflect.DeepEqual(back, r) {
+			t.Errorf("%s: round trip differs:\n got %+v\nwant %+v", src, back, r)
+		}
+		entries, _ := os.ReadDir(filepath.Dir(out))
+		if len(entries) != 1 {
+			t.Errorf("%s: %d files beside the resolved recipe, want 1 (temp file left?)", src, len(entries))
+		}
+	}
+	if err := Defaults().WriteResolved(filepath.Join(dir, "missing-dir", "r.toml")); err == nil {
+		t.Error("WriteResolved into a missing directory: no error")
+	}
+}
+
+// base makes a case's recipe valid apart from what the case tests. It is
+// appended, so the case's own text starts at line 1.
+const base = "\n[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\n"
+
+func TestLoadErrors(t *testing.T) {
+	dir := fixture(t)
+	for i, c := range []struct {
+		name string
+		text string
+		raw  bool   // do not append base
+		want string // the error must start with "<path>" + want
+	}{
+		// unknown keys
+		{"misspelt key", "[train]\nsteps = 3\nstpes = 3\n", false, `:3: unknown key "train.stpes" (did you mean "train.steps"?)`},
+		{"unknown table", "seed = 1\n\n[trian]\nsteps = 3\nlr = 1.0\n", false, `:3: unknown key "trian" (did you mean "train"?) and 2 more unknown keys`},
+		{"unknown top-level key", "# comment\nsead = 1\n", false, `:2: unknown key "sead" (did you mean "seed"?)`},
+		{"unknown dotted key", "train.stepz = 1\n", false, `:1: unknown key "train.stepz" (did you mean "train.steps"?)`},
+		{"unknown key after multi-line array", "[eval]\nmetrics = [\n  \"MAP\",\n  \"P@10\",\n]\nrrf = 60\n", false, `:6: unknown key "eval.rrf"`},
+		// wrong types
+		{"string for integer", "[train]\nlr = 0.1\nsteps = \"10\"\n", false, `:3: train.steps: wrong type: got a string, want an integer`},
+		{"float for integer", "\n[train]\nbatch_size = 1.5\n", false, `:3: train.batch_size: wrong type: got a float, want an integer`},
+		{"integer for boolean", "[tokenizer]\ntrain = 1\n[data]\ndir = \"data\"\n", true, `:2: tokenizer.train: wrong type: got an integer, want a boolean`},
+		{"string for array", "[sampler]\nnegative_window = \"1-30\"\n", false, `:2: sampler.negative_window: wrong type: got a string, want an array`},
+		{"short window", "[sampler]\nnegative_window = [1]\n", false, `:2: sampler.negative_window: expected array length 2; got TOML array of length 1`},
+		{"value for table", "train = 5\n", false, `:1: train: wrong type: got an integer, want a table`},
+		{"number in string list", "[eval]\nsplits = [\"test\", 3]\n", false, `:2: eval.splits: wrong type: got an integer, want a string`},
+		{"syntax error", "[train]\nlr =\n", false, `:2: train.lr: expected value but found '\n' instead`},
+		{"duplicate key", "seed = 1\nseed = 2\n", false, `:2: seed: Key 'seed' has already been defined.`},
+		// impossible values
+		{"temperature zero", "[loss]\ntemperature = 0.0\n", false, `:2: loss.temperature: must be > 0, got 0`},
+		{"temperature negative", "[loss]\ntemperature = -1\n", false, `:2: loss.temperature: must be > 0, got -1`},
+		{"temperature nan", "[loss]\ntemperature = nan\n", false, `:2: loss.temperature: must be a finite number, got NaN`},
+		{"batch size 1", "[train]\nbatch_size = 1\n", false, `:2: train.batch_size: must be >= 2, got 1`},
+		{"pretrain batch size", "[pretrain]\nsteps = 10\nbatch_size = 0\n", false, `:3: pretrain.batch_size: must be >= 2, got 0`},
+		{"k1 negative", "[index]\nk1 = -0.1\n", false, `:2: index.k1: must be >= 0, got -0.1`},
+		{"b above 1", "[index]\nb = 1.5\n", false, `:2: index.b: must be in [0, 1], got 1.5`},
+		{"max_length 3", "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\nmax_length = 3\n", true, `:5: tokenizer.max_length: must be >= 4, got 3`},
+		{"vocab too small", "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\nvocab_size = 99\n", true, `:5: tokenizer.vocab_size: must be >= 100, got 99`},
+		{"steps negative", "[train]\nsteps = -1\n", false, `:2: train.steps: must be >= 0, got -1`},
+		{"lr zero", "[train]\nlr = 0\n", false, `:2: train.lr: must be > 0, got 0`},
+		{"lr infinite", "[train]\nlr = inf\n", false, `:2: train.lr: must be a finite number, got +Inf`},
+		{"encoder lstm", "[model]\nencoder = \"lstm\"\n", false, `:2: model.encoder: unknown value "lstm", want one of "bow" or "transformer"`},
+		{"similarity l2", "[loss]\nsimilarity = \"l2\"\n", false, `:2: loss.similarity: unknown value "l2", want one of "dot" or "cosine"`},
+		{"kind", "kind = \"gan\"\n", false, `:1: kind: unknown value "gan", want one of "retriever", "reranker", "rag", "selfrag", "replug" or "realm"`},
+		{"schedule", "[train]\nschedule = \"step\"\n", false, `:2: train.schedule: unknown value "step", want one of "linear", "cosine" or "constant"`},
+		{"window from 0", "[sampler]\nnegative_window = [0, 30]\n", false, `:2: sampler.negative_window: must be [first, last] with 1 <= first <= last, got [0, 30]`},
+		{"window reversed", "[sampler]\nnegative_window = [30, 1]\n", false, `:2: sampler.negative_window: must be [first, last] with 1 <= first <= last, got [30, 1]`},
+		{"rrf_k zero", "[eval]\nrrf_k = 0\n", false, `:2: eval.rrf_k: must be >= 1, got 0`},
+		{"metric unknown", "[eval]\nmetrics = [\"F1@10\"]\n", false, `:2: eval.metrics: unknown metric "F1@10", want one of "nDCG", "MRR", "Recall", "P" or "MAP", optionally with @k`},
+		{"metric cutoff 0", "[eval]\nmetrics = [\"nDCG@0\"]\n", false, `:2: eval.metrics: metric "nDCG@0": cutoff must be an integer >= 1`},
+		{"depth below cutoff", "[eval]\ndepth = 100\n", false, `:2: eval.depth: metric "Recall@1000" needs 1000 hits but eval.depth = 100`},
+		{"system unknown", "[eval]\nsystems = [\"bm25\", \"splade\"]\n", false, `:2: eval.systems: unknown value "splade", want one of "bm25", "dense", "rrf" or "rerank"`},
+		{"system twice", "[eval]\nsystems = [\"bm25\", \"bm25\"]\n", false, `:2: eval.systems: "bm25" listed twice`},
+		{"name with slash", "name = \"a/b\"\n", false, `:1: name: "a/b" cannot name a run directory (no path separators, not . or ..)`},
+		{"seed negative", "seed = -1\n", false, `:1: seed: must be >= 0, got -1`},
+		{"dropout 1", "[model]\ndropout = 1.0\n", false, `:2: model.dropout: must be in [0, 1), got 1`},
+		{"heads do not divide", "[model]\nencoder = \"transformer\"\nhidden = 130\n", false, `:3: model.hidden: model.hidden = 130 is not a multiple of model.heads = 4`},
+		{"positions below length", "[model]\nencoder = \"transformer\"\nmax_position = 32\n", false, `:3: model.max_position: model.max_position = 32 is below tokenizer.max_length = 64`},
+		{"crop max below min", "[pretrain]\ncrop_min = 40\n", false, `:2: pretrain.crop_min: pretrain.crop_max = 32 is below pretrain.crop_min = 40`},
+		{"list above candidates", "[rerank]\ncandidates = 4\n", false, `:2: rerank.candidates: rerank.list_size = 8 exceeds rerank.candidates = 4`},
+		{"rerank loss unknown", "[rerank]\nlosses = [\"hinge\"]\n", false, `:2: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
+		{"rerank losses empty", "[rerank]\nlosses = []\n", false, `:2: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
+		// tokenizer: neither or both
+		{"tokenizer neither", "[data]\ndir = \"data\"\n[tokenizer]\nvocab_size = 200\n", true, `:3: tokenizer: set file = "path/to/tokenizer.json" or train = true`},
+		{"tokenizer neither, no table", "[data]\ndir = \"data\"\n", true, `: tokenizer: set file = "path/to/tokenizer.json" or train = true`},
+		{"tokenizer both", "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\nfile = \"tok.json\"\n", true, `:5: tokenizer.file: set either file or train = true, not both`},
+		// missing inputs
+		{"data dir missing", "[data]\ndir = \"nope\"\n[tokenizer]\ntrain = true\n", true, `:2: data.dir: stat ` + filepath.Join(dir, "nope") + `: no such file or directory`},
+		{"data dir unset", "[tokenizer]\ntrain = true\n", true, `: data.dir: required: the BEIR directory (corpus.jsonl, queries.jsonl, qrels/)`},
+		{"data dir is a file", "[data]\ndir = \"tok.json\"\n[tokenizer]\ntrain = true\n", true, `:2: data.dir: ` + filepath.Join(dir, "tok.json") + ` is not a directory`},
+		{"split missing", "[data]\ndir = \"data\"\ntest_split = \"heldout\"\n[tokenizer]\ntrain = true\n", true, `:3: data.test_split: stat ` + filepath.Join(dir, "data", "qrels", "heldout.tsv") + `: no such file`},
+		{"eval split missing", "[eval]\nsplits = [\"valid\"]\n", false, `:2: eval.splits: stat ` + filepath.Join(dir, "data", "qrels", "valid.tsv") + `: no such file`},
+		{"tokenizer file missing", "[data]\ndir = \"data\"\n[tokenizer]\nfile = \"missing.json\"\n", true, `:4: tokenizer.file: stat ` + filepath.Join(dir, "missing.json") + `: no such file`},
+		{"init_from missing", "[model]\ninit_from = \"runs/r2\"\n", false, `:2: model.init_from: stat ` + filepath.Join(dir, "runs", "r2") + `: no such file`},
+		{"first stage missing", "[rerank]\nfirst_stage = \"dense\"\n", false, `:2: rerank.first_stage: not "bm25" and not a run directory: stat ` + filepath.Join(dir, "dense") + `: no such file`},
+	} {
+		text := c.text
+		if !c.raw {
+			text += base
+		}
+		path := filepath.Join(dir, "case"+strconv.Itoa(i)+".toml")
+		writeRecipe(t, path, text)
+		_, err := Load(path)
+		if err == nil {
+			t.Errorf("%s: no error", c.name)
+			continue
+		}
+		if want := path + c.want; !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%s:\n got %q\nwant %q...", c.name, err, want)
+		}
+		if strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: error spans lines: %q", c.name, err)
+		}
+	}
+}
+
+// TestValidEdgeValues accepts the boundary of every range.
+func TestValidEdgeValues(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "edges.toml")
+	writeRecipe(t, path, `seed = 0
+[data]
+dir = "data"
+dev_split = ""
+test_split = ""
+[tokenizer]
+file = "tok.json"
+vocab_size = 5      # only checked when training
+max_length = 4
+[model]
+dropout = 0.0
+[loss]
+temperature = 1e-9
+[sampler]
+hard_negatives = 0
+negative_window = [7, 7]
+[pretrain]
+crop_min = 32
+[train]
+steps = 0
+batch_size = 2
+warmup_steps = 0
+grad_clip = 0.0
+checkpoint_every = 0
+[index]
+k1 = 0.0
+b = 1.0
+[eval]
+splits = []
+rrf_k = 1
+depth = 10
+metrics = ["MAP", "P@10"]
+[rerank]
+candidates = 2
+list_size = 2
+`)
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestKeyLines(t *testing.T) {
+	doc := `top = 1 # a = 2
+"quoted key" = "x = [y"
+[a]
+b = """
+c = 3
+"""
+d = [
+  1, # e = 4
+  [2, 3],
+]
+f = { g = 1, h = 2 }
+'literal' = 'it''s'
+[ x . "y.z" ]
+i.j = 5
+[[arr]]
+k = 6
+`
+	got := keyLines(doc)
+	want := map[string]int{
+		"top": 1, "quoted key": 2, "a": 3, "a.b": 4, "a.d": 7, "a.f": 11, "a.literal": 12,
+		"x": 13, "x.y.z": 13, "x.y": 13, "x.y.z.i": 14, "x.y.z.i.j": 14, "arr": 15, "arr.k": 16,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("keyLines:\n got %v\nwant %v", got, want)
+	}
+}
+
+// TestDocTable checks that doc.go documents every key with its default and
+// documents no key the schema lacks.
+func TestDocTable(t *testing.T) {
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string]string{} // key -> rest of the row
+	for _, line := range strings.Split(string(src), "\n") {
+		line, ok := strings.CutPrefix(line, "//\t")
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 2 || strings.HasPrefix(fields[0], "recipes/") || fields[0] == "key" {
+			continue
+		}
+		rows[fields[0]] = strings.TrimSpace(strings.TrimPrefix(line, fields[0]))
+	}
+	defaults := leafValues(reflect.ValueOf(*Defaults()), "")
+	for key, val := range defaults {
+		rest, ok := rows[key]
+		if !ok {
+			t.Errorf("doc.go: no row for key %s", key)
+			continue
+		}
+		if want := formatDefault(val); !strings.HasPrefix(rest, want+" ") {
+			t.Errorf("doc.go: %s: row %q does not start with the default %s", key, rest, want)
+		}
+	}
+	for key := range rows {
+		if _, ok := defaults[key]; !ok {
+			t.Errorf("doc.go: row for %s, which is not a key", key)
+		}
+	}
+	if len(defaults) != 58 {
+		t.Errorf("schema has %d keys, want 58", len(defaults))
+	}
+}
+
+// leafValues maps each non-table key to its value.
+func leafValues(v reflect.Value, prefix string) map[string]reflect.Value {
+	out := map[string]reflect.Value{}
+	for i := 0; i < v.NumField(); i++ {
+		name := v.Type().Field(i).Tag.Get("toml")
+		if f := v.Field(i); f.Kind() == reflect.Struct {
+			for k, x := range leafValues(f, prefix+name+".") {
+				out[k] = x
+			}
+		} else {
+			out[prefix+name] = f
+		}
+	}
+	return out
+}
+
+// formatDefault writes a value as the doc table does (TOML syntax).
+func formatDefault(v reflect.Value) string {
+	switch v.Kind() {
+	case reflect.String:
+		return strconv.Quote(v.String())
+	case reflect.Bool:
+		return strconv.FormatBool(v.Bool())
+	case reflect.Int, reflect.Int64:
+		return strconv.FormatInt(v.Int(), 10)
+	case reflect.Float64:
+		s := strconv.FormatFloat(v.Float(), 'g', -1, 64)
+		if !strings.ContainsAny(s, ".e") {
+			s += ".0"
+		}
+		return s
+	case reflect.Slice, reflect.Array:
+		parts := make([]string, v.Len())
+		for i := range parts {
+			parts[i] = formatDefault(v.Index(i))
+		}
+		return "[" + strings.Join(parts, ", ") + "]"
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// FuzzKeyLines checks that the key scanner never panics, whatever the text:
+// Load runs it before the parser has accepted the document.
+func FuzzKeyLines(f *testing.F) {
+	for _, s := range []string{"a = 1", "[a\nb = \"", "x = '''\n", "\"k", "[[", "a.\"b = 1", "x = [\"\\", "'''"} {
+		f.Add(s)
+	}
+	src, err := os.ReadFile("../recipes/retriever-cranfield.toml")
+	if err == nil {
+		f.Add(string(src))
+	}
+	f.Fuzz(func(t *testing.T, s string) { keyLines(s) })
+}

@@ -1,0 +1,98 @@
+// Package configs is the recipe schema: the TOML file that says what a run
+// trains, on which data, with which model, loss, sampler, optimiser, index and
+// evaluation. Load reads a recipe, fills every unset key with its default,
+// resolves relative paths against the recipe file's directory and validates
+// every value; WriteResolved writes the result (recipe.resolved.toml in a run
+// directory), which loads back to an equal Recipe.
+//
+// The package is not for running anything: it does not read the data, build
+// models or create run directories (see cmd/train). It checks only that the
+// inputs a recipe names exist.
+//
+// # Errors
+//
+// Every error names the recipe file as given, the line and the key:
+//
+//	recipes/x.toml:12: unknown key "train.stpes" (did you mean "train.steps"?)
+//	recipes/x.toml:30: train.batch_size: wrong type: got a string, want an integer
+//	recipes/x.toml:30: train.batch_size: must be >= 2, got 1
+//	recipes/x.toml:10: data.dir: stat /abs/datasets/cranfeld: no such file or directory
+//
+// Unknown keys, values of the wrong type, TOML syntax errors, missing inputs
+// (data.dir with corpus.jsonl and queries.jsonl, qrels/<split>.tsv of every
+// split named, tokenizer.file, model.init_from, a rerank.first_stage path) and
+// impossible values (the constraints in the table) are all errors. Floats must
+// be finite. A key the file does not set has no line; a conflict between two
+// keys is reported at the one the file sets.
+//
+// # Paths
+//
+// output_dir, data.dir, tokenizer.file, model.init_from and rerank.first_stage
+// (unless "bm25") are relative to the directory of the recipe file; absolute
+// paths are kept. After Load they are absolute.
+//
+// # Keys
+//
+// Every key, its default and its meaning. L is the sequence length, H the
+// hidden size, B the batch size, K the candidates per query.
+//
+//	key                                 default        meaning
+//	kind                                "retriever"    what is trained: "retriever" (dense bi-encoder), "reranker" (cross-encoder), "rag", "selfrag", "replug", "realm"
+//	name                                ""             run name, no path separators; "" means the recipe file's name without ".toml"; runs are <output_dir>/<name>-<timestamp>
+//	seed                                42             seed of every random choice (init, sampling, dropout); >= 0
+//	output_dir                          "runs"         directory below which run directories are created
+//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required
+//	data.train_split                    "train"        training judgements, qrels/<train_split>.tsv; required
+//	data.dev_split                      "dev"          development judgements (model selection, interpolation weight); "" for none
+//	data.test_split                     "test"         held-out judgements; "" for none
+//	data.title_field                    true           passage = title + " " + text (text alone when false)
+//	tokenizer.file                      ""             tokenizer.json to load; exactly one of file and train
+//	tokenizer.train                     false          train a WordPiece vocabulary on the corpus; exactly one of file and train
+//	tokenizer.vocab_size                8000           trained vocabulary size, special tokens included; >= 100 when training
+//	tokenizer.min_frequency             2              fewest occurrences for a trained word piece; >= 1 when training
+//	tokenizer.lowercase                 true           lowercase before a trained tokenizer splits text
+//	tokenizer.max_length                64             L: tokens per query or passage, [CLS]/[SEP] included, longer texts truncated; >= 4
+//	model.encoder                       "bow"          "bow" (mean of token embeddings, then a linear layer) or "transformer"
+//	model.hidden                        128            H: embedding and output width; >= 1, a multiple of heads for the transformer
+//	model.pooling                       "mean"         token states to one vector: "mean" (over unmasked tokens) or "cls"
+//	model.shared_towers                 true           queries and passages share one encoder
+//	model.layers                        2              Transformer blocks; >= 1
+//	model.heads                         4              attention heads; >= 1
+//	model.ffn                           512            feed-forward inner width; >= 1
+//	model.dropout                       0.1            dropout probability in training; in [0, 1)
+//	model.max_position                  512            learned positions; >= tokenizer.max_length for the transformer
+//	model.init_from                     ""             run directory whose checkpoint initialises the weights; "" for random init
+//	loss.name                           "infonce"      "infonce", "pairwise", "listwise" or "pointwise"
+//	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
+//	loss.temperature                    0.05           tau in softmax(s / tau); > 0
+//	sampler.hard_negatives              1              mined negatives per query; >= 0
+//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25"
+//	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last
+//	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
+//	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); 0 = off; >= 0
+//	pretrain.batch_size                 64             B for pretraining; >= 2
+//	pretrain.crop_min                   8              shortest cropped span in tokens; >= 1
+//	pretrain.crop_max                   32             longest cropped span in tokens; >= crop_min
+//	train.steps                         1000           optimiser steps; >= 0
+//	train.batch_size                    32             B: queries per batch; >= 2
+//	train.lr                            0.001          peak AdamW learning rate; > 0
+//	train.weight_decay                  0.01           AdamW decoupled weight decay; >= 0
+//	train.warmup_steps                  100            linear warm-up steps; >= 0
+//	train.schedule                      "linear"       decay after warm-up: "linear", "cosine" or "constant"
+//	train.grad_clip                     1.0            largest global gradient norm; 0 = no clipping; >= 0
+//	train.log_every                     50             steps between log lines; >= 1
+//	train.checkpoint_every              500            steps between checkpoints; 0 = only at the end; >= 0
+//	index.k1                            1.2            BM25 term-frequency saturation; >= 0
+//	index.b                             0.75           BM25 length normalisation; in [0, 1]
+//	eval.splits                         ["test"]       splits evaluated, each a qrels/<split>.tsv
+//	eval.systems                        ["bm25", "dense", "rrf"]  rankings compared: "bm25", "dense", "rrf" (fusion of bm25 and dense), "rerank" (first stage reranked)
+//	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1
+//	eval.depth                          1000           hits retrieved per query; >= 1 and >= every metric's cutoff
+//	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
+//	rerank.first_stage                  "bm25"         candidate source: "bm25" or a dense retriever's run directory
+//	rerank.candidates                   100            K: first-stage hits reranked per query; >= 1
+//	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
+//	rerank.drop_above_first_positive    false          drop candidates ranked above the first judged-relevant one (suspected false negatives)
+//	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
+//	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
+package configs

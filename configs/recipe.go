@@ -1,0 +1,300 @@
+package configs
+
+// Recipe is one training recipe: everything a run needs, read from a TOML
+// file by Load. Field comments give each key's default and meaning; doc.go
+// has the same as a table. After Load every path is absolute and every key
+// holds a value (its default when the file did not set it).
+type Recipe struct {
+	// Kind is what the recipe trains: "retriever" (dense bi-encoder),
+	// "reranker" (cross-encoder), "rag", "selfrag", "replug" or "realm".
+	// Default "retriever".
+	Kind string `toml:"kind"`
+	// Name names the run; run directories are <output_dir>/<name>-<timestamp>.
+	// Default: the recipe file's base name without ".toml".
+	Name string `toml:"name"`
+	// Seed seeds every random choice (initialisation, sampling, dropout);
+	// must be >= 0. Default 42.
+	Seed int64 `toml:"seed"`
+	// OutputDir is the directory below which run directories are created,
+	// relative to the recipe file. Default "runs".
+	OutputDir string `toml:"output_dir"`
+
+	Data      Data      `toml:"data"`
+	Tokenizer Tokenizer `toml:"tokenizer"`
+	Model     Model     `toml:"model"`
+	Loss      Loss      `toml:"loss"`
+	Sampler   Sampler   `toml:"sampler"`
+	Pretrain  Pretrain  `toml:"pretrain"`
+	Train     Train     `toml:"train"`
+	Index     Index     `toml:"index"`
+	Eval      Eval      `toml:"eval"`
+	Rerank    Rerank    `toml:"rerank"`
+}
+
+// Data is the [data] section: which BEIR collection to read.
+type Data struct {
+	// Dir is the BEIR directory (corpus.jsonl, queries.jsonl, qrels/),
+	// relative to the recipe file. Required; default "".
+	Dir string `toml:"dir"`
+	// TrainSplit names qrels/<train_split>.tsv, the training judgements.
+	// Default "train".
+	TrainSplit string `toml:"train_split"`
+	// DevSplit names the development judgements (model selection, the
+	// reranker's interpolation weight); "" for none. Default "dev".
+	DevSplit string `toml:"dev_split"`
+	// TestSplit names the held-out judgements; "" for none. Default "test".
+	TestSplit string `toml:"test_split"`
+	// TitleField makes a passage title + " " + text instead of text alone.
+	// Default true.
+	TitleField bool `toml:"title_field"`
+}
+
+// Tokenizer is the [tokenizer] section: load a tokenizer.json (File) or train
+// a WordPiece vocabulary on the training corpus (Train); exactly one of the two.
+type Tokenizer struct {
+	// File is a tokenizer.json to load, relative to the recipe file; "" to
+	// train one instead. Default "".
+	File string `toml:"file"`
+	// Train trains a WordPiece vocabulary on the corpus. Default false.
+	Train bool `toml:"train"`
+	// VocabSize is the vocabulary size of a trained tokenizer, special tokens
+	// included; >= 100 when training. Default 8000.
+	VocabSize int `toml:"vocab_size"`
+	// MinFrequency is the fewest occurrences a word piece needs to enter a
+	// trained vocabulary; >= 1. Default 2.
+	MinFrequency int `toml:"min_frequency"`
+	// Lowercase lowercases text before a trained tokenizer splits it.
+	// Default true.
+	Lowercase bool `toml:"lowercase"`
+	// MaxLength is L, the tokens per query or passage including [CLS] and
+	// [SEP]; longer texts are truncated; >= 4. Default 64.
+	MaxLength int `toml:"max_length"`
+}
+
+// Model is the [model] section: the encoder architecture.
+type Model struct {
+	// Encoder is "bow" (mean of token embeddings, then a linear layer) or
+	// "transformer". Default "bow".
+	Encoder string `toml:"encoder"`
+	// Hidden is H, the embedding and output width; >= 1 (a multiple of heads
+	// for the transformer). Default 128.
+	Hidden int `toml:"hidden"`
+	// Pooling turns token states into one vector: "mean" (over unmasked
+	// tokens) or "cls" (the [CLS] state). Default "mean".
+	Pooling string `toml:"pooling"`
+	// SharedTowers makes queries and passages share one encoder. Default true.
+	SharedTowers bool `toml:"shared_towers"`
+	// Layers is the number of Transformer blocks; >= 1. Default 2.
+	Layers int `toml:"layers"`
+	// Heads is the number of attention heads; >= 1, divides hidden.
+	// Default 4.
+	Heads int `toml:"heads"`
+	// FFN is the inner width of the feed-forward block; >= 1. Default 512.
+	FFN int `toml:"ffn"`
+	// Dropout is the dropout probability in training, in [0, 1). Default 0.1.
+	Dropout float64 `toml:"dropout"`
+	// MaxPosition is the number of learned positions; >= tokenizer.max_length.
+	// Default 512.
+	MaxPosition int `toml:"max_position"`
+	// InitFrom is a run directory whose checkpoint initialises the weights,
+	// relative to the recipe file; "" to start from random weights.
+	// Default "".
+	InitFrom string `toml:"init_from"`
+}
+
+// Loss is the [loss] section.
+type Loss struct {
+	// Name is the training loss: "infonce", "pairwise", "listwise" or
+	// "pointwise". Default "infonce".
+	Name string `toml:"name"`
+	// Similarity scores a query against a passage: "dot" or "cosine".
+	// Default "cosine".
+	Similarity string `toml:"similarity"`
+	// Temperature is tau in softmax(s / tau); > 0. Default 0.05.
+	Temperature float64 `toml:"temperature"`
+}
+
+// Sampler is the [sampler] section: how training examples are drawn.
+type Sampler struct {
+	// HardNegatives is the number of mined negatives per query; >= 0.
+	// Default 1.
+	HardNegatives int `toml:"hard_negatives"`
+	// NegativeSource is where negatives are mined from: "bm25". Default "bm25".
+	NegativeSource string `toml:"negative_source"`
+	// NegativeWindow is [first, last], the 1-based inclusive ranks of the
+	// source's ranking to mine from; 1 <= first <= last. Default [1, 30].
+	NegativeWindow [2]int `toml:"negative_window"`
+	// NegativeStrategy is "top" (the best-ranked non-relevant passages of the
+	// window) or "random" (uniform within the window). Default "random".
+	NegativeStrategy string `toml:"negative_strategy"`
+}
+
+// Pretrain is the [pretrain] section: unsupervised independent cropping
+// (Contriever, Izacard et al. 2022) on the corpus before supervised steps.
+type Pretrain struct {
+	// Steps is the number of cropping steps; 0 turns pretraining off; >= 0.
+	// Default 0.
+	Steps int `toml:"steps"`
+	// BatchSize is B, documents per pretraining batch; >= 2. Default 64.
+	BatchSize int `toml:"batch_size"`
+	// CropMin is the shortest span, in tokens; >= 1. Default 8.
+	CropMin int `toml:"crop_min"`
+	// CropMax is the longest span, in tokens; >= crop_min. Default 32.
+	CropMax int `toml:"crop_max"`
+}
+
+// Train is the [train] section: the supervised optimisation.
+type Train struct {
+	// Steps is the number of optimiser steps; >= 0. Default 1000.
+	Steps int `toml:"steps"`
+	// BatchSize is B, queries per batch; >= 2 (in-batch negatives need two).
+	// Default 32.
+	BatchSize int `toml:"batch_size"`
+	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
+	LR float64 `toml:"lr"`
+	// WeightDecay is AdamW's decoupled weight decay; >= 0. Default 0.01.
+	WeightDecay float64 `toml:"weight_decay"`
+	// WarmupSteps is the linear warm-up length in steps; >= 0. Default 100.
+	WarmupSteps int `toml:"warmup_steps"`
+	// Schedule is the decay after warm-up: "linear", "cosine" or "constant".
+	// Default "linear".
+	Schedule string `toml:"schedule"`
+	// GradClip is the largest global gradient norm; 0 turns clipping off;
+	// >= 0. Default 1.0.
+	GradClip float64 `toml:"grad_clip"`
+	// LogEvery is the steps between log lines; >= 1. Default 50.
+	LogEvery int `toml:"log_every"`
+	// CheckpointEvery is the steps between checkpoints; 0 saves only at the
+	// end; >= 0. Default 500.
+	CheckpointEvery int `toml:"checkpoint_every"`
+}
+
+// Index is the [index] section: BM25 (Lucene's formula).
+type Index struct {
+	// K1 is BM25's term-frequency saturation; >= 0. Default 1.2.
+	K1 float64 `toml:"k1"`
+	// B is BM25's length normalisation, in [0, 1]. Default 0.75.
+	B float64 `toml:"b"`
+}
+
+// Eval is the [eval] section: what is evaluated and reported.
+type Eval struct {
+	// Splits are the qrels splits evaluated. Default ["test"].
+	Splits []string `toml:"splits"`
+	// Systems are the rankings compared: "bm25", "dense", "rrf" (reciprocal
+	// rank fusion of bm25 and dense) and "rerank" (the first stage reranked).
+	// Default ["bm25", "dense", "rrf"].
+	Systems []string `toml:"systems"`
+	// RRFK is k in RRF's 1 / (k + rank) (Cormack et al. 2009); >= 1.
+	// Default 60.
+	RRFK int `toml:"rrf_k"`
+	// Depth is the hits retrieved per query; >= 1 and >= every metric's
+	// cutoff. Default 1000.
+	Depth int `toml:"depth"`
+	// Metrics are reported as "<name>" or "<name>@<k>" with name one of
+	// nDCG, MRR, Recall, P, MAP. Default ["nDCG@10", "MRR@10",
+	// "Recall@100", "Recall@1000", "MAP", "P@10"].
+	Metrics []string `toml:"metrics"`
+}
+
+// Rerank is the [rerank] section, read by kind = "reranker".
+type Rerank struct {
+	// FirstStage produces the candidates: "bm25", or a dense retriever's run
+	// directory relative to the recipe file. Default "bm25".
+	FirstStage string `toml:"first_stage"`
+	// Candidates is K, the first-stage hits reranked per query; >= 1.
+	// Default 100.
+	Candidates int `toml:"candidates"`
+	// ListSize is the passages per training list (one or more relevant);
+	// 2 <= list_size <= candidates. Default 8.
+	ListSize int `toml:"list_size"`
+	// DropAboveFirstPositive drops candidates ranked above the first judged
+	// relevant one from training lists, as suspected false negatives.
+	// Default false.
+	DropAboveFirstPositive bool `toml:"drop_above_first_positive"`
+	// Losses are the reranker losses trained and compared, each once:
+	// "pairwise", "listwise", "pointwise".
+	// Default ["pairwise", "listwise", "pointwise"].
+	Losses []string `toml:"losses"`
+	// Interpolate also reports alpha * s_first + (1 - alpha) * s_rerank with
+	// both min-max normalised per query and alpha chosen on the dev split.
+	// Default true.
+	Interpolate bool `toml:"interpolate"`
+}
+
+// Defaults returns a recipe holding every key's default. It is not valid on
+// its own: data.dir is required and the tokenizer needs file or train. Each
+// call returns fresh slices.
+func Defaults() *Recipe {
+	return &Recipe{
+		Kind:      "retriever",
+		Seed:      42,
+		OutputDir: "runs",
+		Data: Data{
+			TrainSplit: "train",
+			DevSplit:   "dev",
+			TestSplit:  "test",
+			TitleField: true,
+		},
+		Tokenizer: Tokenizer{
+			VocabSize:    8000,
+			MinFrequency: 2,
+			Lowercase:    true,
+			MaxLength:    64,
+		},
+		Model: Model{
+			Encoder:      "bow",
+			Hidden:       128,
+			Pooling:      "mean",
+			SharedTowers: true,
+			Layers:       2,
+			Heads:        4,
+			FFN:          512,
+			Dropout:      0.1,
+			MaxPosition:  512,
+		},
+		Loss: Loss{
+			Name:        "infonce",
+			Similarity:  "cosine",
+			Temperature: 0.05,
+		},
+		Sampler: Sampler{
+			HardNegatives:    1,
+			NegativeSource:   "bm25",
+			NegativeWindow:   [2]int{1, 30},
+			NegativeStrategy: "random",
+		},
+		Pretrain: Pretrain{
+			Steps:     0,
+			BatchSize: 64,
+			CropMin:   8,
+			CropMax:   32,
+		},
+		Train: Train{
+			Steps:           1000,
+			BatchSize:       32,
+			LR:              1e-3,
+			WeightDecay:     0.01,
+			WarmupSteps:     100,
+			Schedule:        "linear",
+			GradClip:        1.0,
+			LogEvery:        50,
+			CheckpointEvery: 500,
+		},
+		Index: Index{K1: 1.2, B: 0.75},
+		Eval: Eval{
+			Splits:  []string{"test"},
+			Systems: []string{"bm25", "dense", "rrf"},
+			RRFK:    60,
+			Depth:   1000,
+			Metrics: []string{"nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"},
+		},
+		Rerank: Rerank{
+			FirstStage:  "bm25",
+			Candidates:  100,
+			ListSize:    8,
+			Losses:      []string{"pairwise", "listwise", "pointwise"},
+			Interpolate: true,
+		},
+	}
+}

@@ -1,0 +1,236 @@
+package configs
+
+import (
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Allowed values of the enumerated keys (documented in doc.go).
+var (
+	kinds              = []string{"retriever", "reranker", "rag", "selfrag", "replug", "realm"}
+	encoders           = []string{"bow", "transformer"}
+	poolings           = []string{"mean", "cls"}
+	lossNames          = []string{"infonce", "pairwise", "listwise", "pointwise"}
+	similarities       = []string{"dot", "cosine"}
+	negativeSources    = []string{"bm25"}
+	negativeStrategies = []string{"top", "random"}
+	schedules          = []string{"linear", "cosine", "constant"}
+	systemNames        = []string{"bm25", "dense", "rrf", "rerank"}
+	rerankLosses       = []string{"pairwise", "listwise", "pointwise"}
+	metricNames        = []string{"nDCG", "MRR", "Recall", "P", "MAP"}
+)
+
+// metricRE matches a metric name: a base name, optionally "@k".
+var metricRE = regexp.MustCompile(`^([A-Za-z]+)(?:@([0-9]+))?$`)
+
+// validate checks every value of a decoded, resolved recipe; the first
+// impossible value is the error.
+func (l *loader) validate(r *Recipe) error {
+	v := &checker{l: l}
+	v.oneOf("kind", r.Kind, kinds)
+	atLeast(v, "seed", r.Seed, 0)
+
+	t := r.Tokenizer
+	if t.Train {
+		atLeast(v, "tokenizer.vocab_size", t.VocabSize, 100)
+		atLeast(v, "tokenizer.min_frequency", t.MinFrequency, 1)
+	}
+	atLeast(v, "tokenizer.max_length", t.MaxLength, 4)
+
+	m := r.Model
+	v.oneOf("model.encoder", m.Encoder, encoders)
+	atLeast(v, "model.hidden", m.Hidden, 1)
+	v.oneOf("model.pooling", m.Pooling, poolings)
+	atLeast(v, "model.layers", m.Layers, 1)
+	atLeast(v, "model.heads", m.Heads, 1)
+	atLeast(v, "model.ffn", m.FFN, 1)
+	v.inRange("model.dropout", m.Dropout, 0, 1, false)
+	atLeast(v, "model.max_position", m.MaxPosition, 1)
+	if m.Encoder == "transformer" {
+		if m.Heads > 0 && m.Hidden%m.Heads != 0 {
+			v.fail(v.setOf("model.heads", "model.hidden"), "model.hidden = %d is not a multiple of model.heads = %d", m.Hidden, m.Heads)
+		}
+		if m.MaxPosition < t.MaxLength {
+			v.fail(v.setOf("model.max_position", "tokenizer.max_length"), "model.max_position = %d is below tokenizer.max_length = %d", m.MaxPosition, t.MaxLength)
+		}
+	}
+
+	v.oneOf("loss.name", r.Loss.Name, lossNames)
+	v.oneOf("loss.similarity", r.Loss.Similarity, similarities)
+	v.positive("loss.temperature", r.Loss.Temperature)
+
+	s := r.Sampler
+	atLeast(v, "sampler.hard_negatives", s.HardNegatives, 0)
+	v.oneOf("sampler.negative_source", s.NegativeSource, negativeSources)
+	if w := s.NegativeWindow; w[0] < 1 || w[1] < w[0] {
+		v.fail("sampler.negative_window", "must be [first, last] with 1 <= first <= last, got [%d, %d]", w[0], w[1])
+	}
+	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
+
+	p := r.Pretrain
+	atLeast(v, "pretrain.steps", p.Steps, 0)
+	atLeast(v, "pretrain.batch_size", p.BatchSize, 2)
+	atLeast(v, "pretrain.crop_min", p.CropMin, 1)
+	if p.CropMax < p.CropMin {
+		v.fail(v.setOf("pretrain.crop_max", "pretrain.crop_min"), "pretrain.crop_max = %d is below pretrain.crop_min = %d", p.CropMax, p.CropMin)
+	}
+
+	tr := r.Train
+	atLeast(v, "train.steps", tr.Steps, 0)
+	atLeast(v, "train.batch_size", tr.BatchSize, 2)
+	v.positive("train.lr", tr.LR)
+	v.nonNegative("train.weight_decay", tr.WeightDecay)
+	atLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)
+	v.oneOf("train.schedule", tr.Schedule, schedules)
+	v.nonNegative("train.grad_clip", tr.GradClip)
+	atLeast(v, "train.log_every", tr.LogEvery, 1)
+	atLeast(v, "train.checkpoint_every", tr.CheckpointEvery, 0)
+
+	v.nonNegative("index.k1", r.Index.K1)
+	v.inRange("index.b", r.Index.B, 0, 1, true)
+
+	e := r.Eval
+	v.distinct("eval.splits", e.Splits)
+	v.distinct("eval.systems", e.Systems)
+	for _, sys := range e.Systems {
+		v.oneOf("eval.systems", sys, systemNames)
+	}
+	atLeast(v, "eval.rrf_k", e.RRFK, 1)
+	atLeast(v, "eval.depth", e.Depth, 1)
+	v.distinct("eval.metrics", e.Metrics)
+	for _, name := range e.Metrics {
+		_, k, err := ParseMetric(name)
+		if err != nil {
+			v.fail("eval.metrics", "%v", err)
+		} else if k > e.Depth {
+			v.fail(v.setOf("eval.metrics", "eval.depth"), "metric %q needs %d hits but eval.depth = %d", name, k, e.Depth)
+		}
+	}
+
+	rr := r.Rerank
+	atLeast(v, "rerank.candidates", rr.Candidates, 1)
+	atLeast(v, "rerank.list_size", rr.ListSize, 2)
+	if rr.ListSize > rr.Candidates {
+		v.fail(v.setOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
+	}
+	if len(rr.Losses) == 0 {
+		v.fail("rerank.losses", "must name at least one of %s", quoteList(rerankLosses))
+	}
+	v.distinct("rerank.losses", rr.Losses)
+	for _, loss := range rr.Losses {
+		v.oneOf("rerank.losses", loss, rerankLosses)
+	}
+	return v.err
+}
+
+// ParseMetric splits a metric name such as "nDCG@10" into its base name and
+// cutoff (0 when none, as in "MAP"). The base must be one of metricNames.
+func ParseMetric(name string) (base string, k int, err error) {
+	m := metricRE.FindStringSubmatch(name)
+	if m == nil || !slices.Contains(metricNames, m[1]) {
+		return "", 0, fmt.Errorf("unknown metric %q, want one of %s, optionally with @k", name, quoteList(metricNames))
+	}
+	if m[2] != "" {
+		k, err = strconv.Atoi(m[2])
+		if err != nil || k < 1 {
+			return "", 0, fmt.Errorf("metric %q: cutoff must be an integer >= 1", name)
+		}
+	}
+	return m[1], k, nil
+}
+
+// checker records the first failed check.
+type checker struct {
+	l   *loader
+	err error
+}
+
+func (v *checker) fail(key, format string, args ...any) {
+	if v.err == nil {
+		v.err = v.l.errf(key, format, args...)
+	}
+}
+
+// setOf returns the first of keys that the file sets, so that a conflict
+// between two keys is reported at the line the user wrote; else keys[0].
+func (v *checker) setOf(keys ...string) string {
+	for _, k := range keys {
+		if v.l.isSet(k) {
+			return k
+		}
+	}
+	return keys[0]
+}
+
+func (v *checker) oneOf(key, val string, allowed []string) {
+	if !slices.Contains(allowed, val) {
+		v.fail(key, "unknown value %q, want one of %s", val, quoteList(allowed))
+	}
+}
+
+func atLeast[T int | int64](v *checker, key string, val, lo T) {
+	if val < lo {
+		v.fail(key, "must be >= %d, got %d", lo, val)
+	}
+}
+
+// finite reports whether x is a usable number and fails key otherwise.
+func (v *checker) finite(key string, x float64) bool {
+	if math.IsNaN(x) || math.IsInf(x, 0) {
+		v.fail(key, "must be a finite number, got %v", x)
+		return false
+	}
+	return true
+}
+
+func (v *checker) positive(key string, x float64) {
+	if v.finite(key, x) && x <= 0 {
+		v.fail(key, "must be > 0, got %v", x)
+	}
+}
+
+func (v *checker) nonNegative(key string, x float64) {
+	if v.finite(key, x) && x < 0 {
+		v.fail(key, "must be >= 0, got %v", x)
+	}
+}
+
+// inRange checks lo <= x < hi, or lo <= x <= hi when closed.
+func (v *checker) inRange(key string, x, lo, hi float64, closed bool) {
+	if !v.finite(key, x) {
+		return
+	}
+	if x < lo || x > hi || (!closed && x == hi) {
+		bracket := ")"
+		if closed {
+			bracket = "]"
+		}
+		v.fail(key, "must be in [%v, %v%s, got %v", lo, hi, bracket, x)
+	}
+}
+
+// distinct fails when list names an element twice.
+func (v *checker) distinct(key string, list []string) {
+	for i, s := range list {
+		if slices.Contains(list[:i], s) {
+			v.fail(key, "%q listed twice", s)
+			return
+		}
+	}
+}
+
+// quoteList formats allowed values as "a", "b" or "c".
+func quoteList(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = strconv.Quote(s)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}

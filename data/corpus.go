@@ -1,0 +1,172 @@
+package data
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// Corpus is the document collection of corpus.jsonl, in file order. IDs,
+// Titles and Texts are parallel slices indexed by document position.
+type Corpus struct {
+	IDs    []string
+	Titles []string
+	Texts  []string
+
+	// Empty lists, in file order, the ids of documents whose title and text are
+	// both empty. They are kept in the corpus (qrels may judge them) and listed
+	// here so that callers can report them.
+	Empty []string
+
+	index map[string]int
+}
+
+// Len returns the number of documents.
+func (c *Corpus) Len() int { return len(c.IDs) }
+
+// Index returns the position of document id, and whether it exists.
+func (c *Corpus) Index(id string) (int, bool) {
+	i, ok := c.index[id]
+	return i, ok
+}
+
+// Passage returns the text of document i as passages are encoded: with
+// withTitle, title + " " + text (either part alone when the other is empty);
+// without, the text only.
+func (c *Corpus) Passage(i int, withTitle bool) string {
+	switch {
+	case !withTitle || c.Titles[i] == "":
+		return c.Texts[i]
+	case c.Texts[i] == "":
+		return c.Titles[i]
+	default:
+		return c.Titles[i] + " " + c.Texts[i]
+	}
+}
+
+// LoadCorpus reads a BEIR corpus.jsonl: one {"_id", "title", "text"} object per
+// line ("title" and "text" optional, "metadata" ignored). A malformed line, a
+// missing, empty or non-string "_id", a non-string title or text, an unknown
+// member or a duplicate id is an error naming path and line. Documents with an
+// empty title and text are kept and listed in Corpus.Empty.
+func LoadCorpus(path string) (*Corpus, error) {
+	recs, err := readJSONL(path, "title", "text")
+	if err != nil {
+		return nil, err
+	}
+	c := &Corpus{
+		IDs:    make([]string, 0, len(recs)),
+		Titles: make([]string, 0, len(recs)),
+		Texts:  make([]string, 0, len(recs)),
+		index:  make(map[string]int, len(recs)),
+	}
+	lines := make([]int, 0, len(recs))
+	for _, r := range recs {
+		if j, dup := c.index[r.ID]; dup {
+			return nil, fmt.Errorf("%s:%d: duplicate _id %q (first at line %d)", path, r.Line, r.ID, lines[j])
+		}
+		c.index[r.ID] = len(c.IDs)
+		c.IDs = append(c.IDs, r.ID)
+		c.Titles = append(c.Titles, r.Title)
+		c.Texts = append(c.Texts, r.Text)
+		lines = append(lines, r.Line)
+		if r.Title == "" && r.Text == "" {
+			c.Empty = append(c.Empty, r.ID)
+		}
+	}
+	if len(c.IDs) == 0 {
+		return nil, fmt.Errorf("%s: no documents", path)
+	}
+	return c, nil
+}
+
+// Queries are the queries of queries.jsonl, in file order. IDs and Texts are
+// parallel slices.
+type Queries struct {
+	IDs   []string
+	Texts []string
+
+	index map[string]int
+}
+
+// Len returns the number of queries.
+func (q *Queries) Len() int { return len(q.IDs) }
+
+// Index returns the position of query id, and whether it exists.
+func (q *Queries) Index(id string) (int, bool) {
+	i, ok := q.index[id]
+	return i, ok
+}
+
+// Text returns the text of query id, and whether the query exists.
+func (q *Queries) Text(id string) (string, bool) {
+	i, ok := q.index[id]
+	if !ok {
+		return "", false
+	}
+	return q.Texts[i], true
+}
+
+// LoadQueries reads a BEIR queries.jsonl: one {"_id", "text"} object per line
+// ("metadata" ignored). Errors as for LoadCorpus; in addition a query whose
+// text is empty is an error.
+func LoadQueries(path string) (*Queries, error) {
+	recs, err := readJSONL(path, "text")
+	if err != nil {
+		return nil, err
+	}
+	q := &Queries{
+		IDs:   make([]string, 0, len(recs)),
+		Texts: make([]string, 0, len(recs)),
+		index: make(map[string]int, len(recs)),
+	}
+	lines := make([]int, 0, len(recs))
+	for _, r := range recs {
+		if j, dup := q.index[r.ID]; dup {
+			return nil, fmt.Errorf("%s:%d: duplicate _id %q (first at line %d)", path, r.Line, r.ID, lines[j])
+		}
+		if r.Text == "" {
+			return nil, fmt.Errorf("%s:%d: query %q: field \"text\" is empty", path, r.Line, r.ID)
+		}
+		q.index[r.ID] = len(q.IDs)
+		q.IDs = append(q.IDs, r.ID)
+		q.Texts = append(q.Texts, r.Text)
+		lines = append(lines, r.Line)
+	}
+	if len(q.IDs) == 0 {
+		return nil, fmt.Errorf("%s: no queries", path)
+	}
+	return q, nil
+}
+
+// Dataset is a loaded BEIR directory.
+type Dataset struct {
+	Dir     string
+	Corpus  *Corpus
+	Queries *Queries
+	Qrels   map[string]Qrels // split name -> judgements of qrels/<split>.tsv
+}
+
+// Load reads dir/corpus.jsonl, dir/queries.jsonl and dir/qrels/<split>.tsv for
+// each split named, checking every qrels id against the corpus and queries.
+func Load(dir string, splits ...string) (*Dataset, error) {
+	corpus, err := LoadCorpus(filepath.Join(dir, "corpus.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	queries, err := LoadQueries(filepath.Join(dir, "queries.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	d := &Dataset{Dir: dir, Corpus: corpus, Queries: queries, Qrels: make(map[string]Qrels, len(splits))}
+	for _, s := range splits {
+		if _, dup := d.Qrels[s]; dup {
+			continue
+		}
+		qr, err := LoadQrels(filepath.Join(dir, "qrels", s+".tsv"), corpus, queries)
+		if err != nil {
+			return nil, err
+		}
+		d.Qrels[s] = qr
+	}
+	return d, nil
+}

@@ -1,0 +1,131 @@
+package data
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"unicode/utf8"
+)
+
+// record is one JSON line of corpus.jsonl or queries.jsonl.
+type record struct {
+	ID    string
+	Title string
+	Text  string
+	Line  int // 1-based line number in the file
+}
+
+// readJSONL reads a BEIR JSON-lines file. allowed lists the string members a
+// line may have besides "_id" (and the ignored "metadata"). Blank lines are
+// skipped; every other line must be one JSON object.
+func readJSONL(path string, allowed ...string) ([]record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<16)
+	var recs []record
+	for line := 1; ; line++ {
+		b, err := r.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		if len(b) == 0 && err != nil {
+			break
+		}
+		if line == 1 {
+			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // UTF-8 byte-order mark
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) > 0 {
+			rec, perr := parseRecord(b, allowed)
+			if perr != nil {
+				return nil, fmt.Errorf("%s:%d: %w", path, line, perr)
+			}
+			rec.Line = line
+			recs = append(recs, rec)
+		}
+		if err != nil { // io.EOF after a last line without newline
+			break
+		}
+	}
+	return recs, nil
+}
+
+func parseRecord(b []byte, allowed []string) (record, error) {
+	if !utf8.Valid(b) {
+		return record{}, errors.New("invalid UTF-8")
+	}
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(b, &members); err != nil {
+		var te *json.UnmarshalTypeError
+		if errors.As(err, &te) {
+			return record{}, fmt.Errorf("invalid JSON: line is a JSON %s, want an object", te.Value)
+		}
+		return record{}, fmt.Errorf("invalid JSON: %v", err)
+	}
+	var rec record
+	raw, ok := members["_id"]
+	if !ok {
+		return record{}, errors.New(`missing field "_id"`)
+	}
+	if err := stringField("_id", raw, &rec.ID); err != nil {
+		return record{}, err
+	}
+	if rec.ID == "" {
+		return record{}, errors.New(`field "_id" is empty`)
+	}
+	for _, name := range slices.Sorted(maps.Keys(members)) {
+		raw := members[name]
+		switch {
+		case name == "_id" || name == "metadata":
+		case name == "title" && slices.Contains(allowed, name):
+			if err := stringField(name, raw, &rec.Title); err != nil {
+				return record{}, err
+			}
+		case name == "text" && slices.Contains(allowed, name):
+			if err := stringField(name, raw, &rec.Text); err != nil {
+				return record{}, err
+			}
+		default:
+			return record{}, fmt.Errorf("unknown field %q (want %q, %v or \"metadata\")", name, "_id", allowed)
+		}
+	}
+	return rec, nil
+}
+
+func stringField(name string, raw json.RawMessage, dst *string) error {
+	if err := json.Unmarshal(raw, dst); err != nil {
+		return fmt.Errorf("field %q: want a string, got %s", name, jsonKind(raw))
+	}
+	return nil
+}
+
+// jsonKind names the JSON type of a raw value for error messages.
+func jsonKind(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "nothing"
+	}
+	switch raw[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	case 'n':
+		return "null"
+	default:
+		return "a number"
+	}
+}

@@ -1,0 +1,128 @@
+package experiment
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"gorgonia.org/gorgonia"
+
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// pairBatch is one contrastive batch in text: B queries and N >= B passages, passage i < B the
+// positive of query i, the rest hard negatives shared by every query.
+type pairBatch struct {
+	Queries, Passages []string
+}
+
+// biTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries,
+// N passages, L tokens), built once and run every step.
+type biTask struct {
+	m       *model.BiEncoder
+	tok     *tokenize.Tokenizer
+	L       int
+	seed    uint64
+	stream  uint64 // dropout stream of the phase
+	next    func(step int) (pairBatch, error)
+	g       *gorgonia.ExprGraph
+	vm      gorgonia.VM
+	qIn     *model.Inputs
+	pIn     *model.Inputs
+	loss    *gorgonia.Node
+	bound   []model.Bound
+	params  []trainer.Param
+	B, N    int
+	lastTru int // texts truncated in the last batch
+}
+
+func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau float64, sim losses.Similarity,
+	seed, stream uint64, next func(step int) (pairBatch, error)) (*biTask, error) {
+	t := &biTask{m: m, tok: tok, L: L, seed: seed, stream: stream, next: next, B: B, N: N}
+	t.g = gorgonia.NewGraph()
+	b := model.NewBinder(t.g)
+	t.qIn = model.NewInputs(t.g, B, L, "query")
+	t.pIn = model.NewInputs(t.g, N, L, "passage")
+	q, err := m.Query.Build(b, t.qIn, true)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.Passage.Build(b, t.pIn, true)
+	if err != nil {
+		return nil, err
+	}
+	if t.loss, err = losses.InfoNCE(q, p, tau, sim); err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("gradient graph: %w", err)
+	}
+	t.bound = b.Bound()
+	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
+	t.params = make([]trainer.Param, len(t.bound))
+	for i, bd := range t.bound {
+		t.params[i] = trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)}
+	}
+	return t, nil
+}
+
+func (t *biTask) Step(step int) (float64, int, error) {
+	pb, err := t.next(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
+		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
+			len(pb.Queries), len(pb.Passages), t.B, t.N)
+	}
+	qb := t.tok.EncodeBatch(pb.Queries, t.L)
+	pbt := t.tok.EncodeBatch(pb.Passages, t.L)
+	t.lastTru = qb.Truncated + pbt.Truncated
+	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
+		return 0, 0, err
+	}
+	if err := t.pIn.Let(pbt.IDs, pbt.Mask, pbt.Types); err != nil {
+		return 0, 0, err
+	}
+	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
+	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
+	if err := t.vm.RunAll(); err != nil {
+		return 0, 0, err
+	}
+	for i, bd := range t.bound {
+		gv, err := bd.Node.Grad()
+		if err != nil {
+			return 0, 0, fmt.Errorf("gradient of %s: %w", bd.Param.Name, err)
+		}
+		t.params[i].Grad = gv.Data().([]float32)
+	}
+	return scalarValue(t.loss), t.B, nil
+}
+
+func (t *biTask) Params() []trainer.Param { return t.params }
+
+// AfterUpdate zeroes the gradients (a TapeMachine adds each run's gradients to the previous
+// ones) and resets the machine for the next step.
+func (t *biTask) AfterUpdate() {
+	for _, p := range t.params {
+		clear(p.Grad)
+	}
+	t.vm.Reset()
+}
+func (t *biTask) Close() { t.vm.Close() }
+
+func scalarValue(n *gorgonia.Node) float64 {
+	switch v := n.Value().Data().(type) {
+	case float32:
+		return float64(v)
+	case float64:
+		return v
+	case []float32:
+		return float64(v[0])
+	case []float64:
+		return v[0]
+	}
+	panic(fmt.Sprintf("loss node holds %T", n.Value().Data()))
+}

@@ -1,0 +1,434 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/sampler"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// Options are the command-line side of a run.
+type Options struct {
+	// ResumeDir continues the run in that directory from its latest checkpoint.
+	ResumeDir string
+	// Out receives messages and the results table; Progress the progress bars.
+	Out, Progress io.Writer
+}
+
+// Run runs the recipe and returns its run directory.
+func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Progress == nil {
+		o.Progress = os.Stderr
+	}
+	switch rec.Kind {
+	case "retriever":
+		return runRetriever(ctx, rec, o)
+	default:
+		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever)", rec.Kind)
+	}
+}
+
+// BiEncoderConfig is the config.json of a bi-encoder checkpoint.
+type BiEncoderConfig struct {
+	Kind         string              `json:"kind"` // "bi-encoder"
+	Encoder      model.EncoderConfig `json:"encoder"`
+	SharedTowers bool                `json:"shared_towers"`
+	Similarity   string              `json:"similarity"`
+	Temperature  float64             `json:"temperature"`
+	MaxLength    int                 `json:"max_length"`
+}
+
+// prepareRunDir creates a new run directory, or checks the one to resume.
+func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
+	if o.ResumeDir == "" {
+		return NewRunDir(rec)
+	}
+	if _, err := os.Stat(filepath.Join(o.ResumeDir, ResolvedRecipeFile)); err != nil {
+		return "", fmt.Errorf("-resume %s: not a run directory: %w", o.ResumeDir, err)
+	}
+	return o.ResumeDir, nil
+}
+
+// loadTokenizer returns the run's tokenizer: the run directory's tokenizer.json when resuming,
+// else the recipe's file or one trained on the passages, saved into the run directory and
+// reloaded from there (so the run uses exactly what it ships).
+func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []string, out io.Writer) (*tokenize.Tokenizer, string, error) {
+	path := filepath.Join(dir, checkpoints.TokenizerFile)
+	if resume {
+		t, err := tokenize.Load(path)
+		return t, path, err
+	}
+	var t *tokenize.Tokenizer
+	var err error
+	if rec.Tokenizer.File != "" {
+		t, err = tokenize.Load(rec.Tokenizer.File)
+	} else {
+		start := time.Now()
+		t, err = tokenize.Train(passages, tokenize.TrainOptions{
+			VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
+		if err == nil {
+			fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())
+		}
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	if err := t.Save(path); err != nil {
+		return nil, "", err
+	}
+	t, err = tokenize.Load(path)
+	return t, path, err
+}
+
+func encoderConfig(rec *configs.Recipe, vocab int) model.EncoderConfig {
+	return model.EncoderConfig{
+		Encoder: rec.Model.Encoder, Vocab: vocab, Hidden: rec.Model.Hidden, Layers: rec.Model.Layers,
+		Heads: rec.Model.Heads, FFN: rec.Model.FFN, MaxPosition: rec.Model.MaxPosition,
+		Dropout: rec.Model.Dropout, Pooling: rec.Model.Pooling,
+	}
+}
+
+// Dropout streams per phase (XORed into the seed) so the phases draw independent masks.
+const (
+	streamPretrain = 0x70726574 // "pret"
+	streamTrain    = 0x74726169 // "trai"
+)
+
+func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	dir, err := prepareRunDir(rec, o)
+	if err != nil {
+		return "", err
+	}
+	resume := o.ResumeDir != ""
+	splits := []string{rec.Data.TrainSplit}
+	for _, s := range rec.Eval.Splits {
+		if !slices.Contains(splits, s) {
+			splits = append(splits, s)
+		}
+	}
+	ds, err := data.Load(rec.Data.Dir, splits...)
+	if err != nil {
+		return dir, err
+	}
+	corpus := ds.Corpus
+	if len(corpus.Empty) > 0 {
+		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
+	}
+	passages := make([]string, corpus.Len())
+	for i := range passages {
+		passages[i] = corpus.Passage(i, rec.Data.TitleField)
+	}
+	tok, tokPath, err := loadTokenizer(rec, dir, resume, passages, o.Out)
+	if err != nil {
+		return dir, err
+	}
+	start := time.Now()
+	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", corpus.Len(), time.Since(start).Seconds())
+
+	cfg := BiEncoderConfig{Kind: "bi-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
+		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
+	seed := uint64(rec.Seed)
+	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, seed)
+	if err != nil {
+		return dir, err
+	}
+	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
+	if err != nil {
+		return dir, err
+	}
+
+	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
+	// checkpoint stopped.
+	var state checkpoints.TrainerState
+	var optState *checkpoints.OptimizerState
+	if resume {
+		ck, err := checkpoints.Load(dir)
+		if err != nil {
+			return dir, err
+		}
+		if err := setParams(m, ck.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		state, optState = ck.Trainer, ck.Optimizer
+		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
+	}
+	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	if err != nil {
+		return dir, err
+	}
+	defer lg.Close()
+
+	save := func(phase string, opt *trainer.AdamW) func(done int) error {
+		return func(done int) error {
+			st := opt.State()
+			return checkpoints.Save(dir, &checkpoints.Checkpoint{
+				Params: paramTensors(m), Config: cfg, TokenizerPath: tokPath,
+				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
+				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed},
+			})
+		}
+	}
+	L := rec.Tokenizer.MaxLength
+	var trainSeconds float64
+	var trainExamples int
+	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
+
+	// Phase 1: unsupervised independent cropping (Contriever).
+	if pt := rec.Pretrain; pt.Steps > 0 && phaseOrder[state.Phase] <= 1 && !(state.Phase == "pretrain" && state.Step >= pt.Steps) {
+		startStep := 0
+		if state.Phase == "pretrain" {
+			startStep = state.Step
+		}
+		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, rec.Loss.Temperature, sim, seed, streamPretrain,
+			func(step int) (pairBatch, error) {
+				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
+				return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
+			})
+		if err != nil {
+			return dir, err
+		}
+		res, err := runPhase(ctx, task, "pretrain", pt.Steps, startStep, optState, rec, lg, o, save)
+		task.Close()
+		if err != nil {
+			return dir, err
+		}
+		trainSeconds += res.Seconds
+		trainExamples += res.Examples
+		optState = nil
+	}
+
+	// Phase 2: supervised InfoNCE on the training qrels with BM25-mined hard negatives.
+	if tr := rec.Train; tr.Steps > 0 && !(state.Phase == "train" && state.Step >= tr.Steps) {
+		startStep := 0
+		if state.Phase == "train" {
+			startStep = state.Step
+		} else {
+			optState = nil
+		}
+		smp, stats, err := retrieverSampler(rec, ds, bm25, passages, seed)
+		if err != nil {
+			return dir, err
+		}
+		fmt.Fprintf(o.Out, "sampler: %d training queries, %d examples; %d judged-relevant documents excluded from the negative window; %d queries short of negatives (%d slots filled at random)\n",
+			stats.Queries, stats.Examples, stats.ExcludedRelevant, len(stats.Short), stats.Missing)
+		n := rec.Sampler.HardNegatives
+		var avoided int
+		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, rec.Loss.Temperature, sim, seed, streamTrain,
+			func(step int) (pairBatch, error) {
+				b, st, err := smp.Batch(step)
+				avoided += st.FalseNegativesAvoided
+				return pairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}, err
+			})
+		if err != nil {
+			return dir, err
+		}
+		res, err := runPhase(ctx, task, "train", tr.Steps, startStep, optState, rec, lg, o, save)
+		task.Close()
+		if err != nil {
+			return dir, err
+		}
+		fmt.Fprintf(o.Out, "sampler: %d examples skipped to keep judged-relevant passages out of other queries' negatives\n", avoided)
+		trainSeconds += res.Seconds
+		trainExamples += res.Examples
+	}
+
+	metrics := map[string]float64{"train/seconds": trainSeconds}
+	if trainSeconds > 0 {
+		metrics["train/examples_per_second"] = float64(trainExamples) / trainSeconds
+	}
+	if err := evaluateRetriever(rec, ds, tok, m, bm25, passages, dir, metrics, o.Out); err != nil {
+		return dir, err
+	}
+	return dir, WriteMetrics(dir, metrics)
+}
+
+// runPhase runs one training phase with a fresh AdamW (or the restored one when resuming).
+func runPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, optState *checkpoints.OptimizerState,
+	rec *configs.Recipe, lg *trainer.Log, o Options, save func(string, *trainer.AdamW) func(int) error) (trainer.Result, error) {
+	opt := trainer.NewAdamW(rec.Train.WeightDecay)
+	if optState != nil && startStep > 0 {
+		if err := opt.SetState(trainer.OptimizerState{Step: optState.Step, M: optState.M, V: optState.V}); err != nil {
+			return trainer.Result{}, err
+		}
+	}
+	warm := min(rec.Train.WarmupSteps, steps/10+1)
+	if phase == "train" {
+		warm = rec.Train.WarmupSteps
+	}
+	res, err := trainer.Run(ctx, task, opt, trainer.Options{
+		Phase: phase, Steps: steps, StartStep: startStep,
+		Schedule: trainer.Schedule{Peak: rec.Train.LR, Warmup: warm, Total: steps, Kind: rec.Train.Schedule},
+		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: rec.Train.CheckpointEvery,
+		Log: lg, Progress: o.Progress, Checkpoint: save(phase, opt),
+	})
+	if err == nil {
+		fmt.Fprintf(o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", phase, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
+	}
+	return res, err
+}
+
+// retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
+// sampler over the resulting examples.
+func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
+	qrels := ds.Qrels[rec.Data.TrainSplit]
+	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
+	ranking := map[string][]string{}
+	queries := map[string]string{}
+	for _, qid := range qrels.QueryIDs() {
+		text, _ := ds.Queries.Text(qid)
+		queries[qid] = text
+		for _, h := range bm25.Search(text, hi) {
+			ranking[qid] = append(ranking[qid], h.DocID)
+		}
+	}
+	examples, stats, err := sampler.Mine(qrels, ranking, sampler.MineOptions{
+		Negatives: rec.Sampler.HardNegatives, Lo: lo, Hi: hi, Strategy: sampler.Strategy(rec.Sampler.NegativeStrategy), Seed: seed})
+	if err != nil {
+		return nil, stats, err
+	}
+	smp, err := sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
+		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed})
+	return smp, stats, err
+}
+
+// evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
+// their RRF, writes the TREC runs, fills metrics and prints one table per split.
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder,
+	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
+	start := time.Now()
+	L := rec.Tokenizer.MaxLength
+	pv, err := encodeTexts(m.Passage, tok, passages, L)
+	if err != nil {
+		return err
+	}
+	cosine := rec.Loss.Similarity == "cosine"
+	if cosine {
+		normalizeRows(pv, m.Passage.Dim())
+	}
+	flat, err := index.NewFlat(ds.Corpus.IDs, pv, m.Passage.Dim())
+	if err != nil {
+		return err
+	}
+	encodeSeconds := time.Since(start).Seconds()
+	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
+	depth := rec.Eval.Depth
+	for _, split := range rec.Eval.Splits {
+		qrels := ds.Qrels[split]
+		qids := qrels.QueryIDs()
+		texts := make([]string, len(qids))
+		for i, q := range qids {
+			texts[i], _ = ds.Queries.Text(q)
+		}
+		qv, err := encodeTexts(m.Query, tok, texts, L)
+		if err != nil {
+			return err
+		}
+		if cosine {
+			normalizeRows(qv, m.Query.Dim())
+		}
+		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
+		for i, hits := range flat.SearchBatch(qv, depth) {
+			runs["dense"][qids[i]] = hits
+			runs["bm25"][qids[i]] = bm25.Search(texts[i], depth)
+		}
+		runs["rrf"] = index.RRF(rec.Eval.RRFK, depth, runs["bm25"], runs["dense"])
+		var systems []System
+		for _, s := range rec.Eval.Systems {
+			r, ok := runs[s]
+			if !ok {
+				return fmt.Errorf("eval.systems: %q is not a system of a retriever recipe (bm25, dense, rrf)", s)
+			}
+			systems = append(systems, System{Name: s, Run: r})
+		}
+		rows, err := EvaluateSystems(dir, split, split == rec.Data.TestSplit, qrels, systems, rec.Eval.Metrics, metrics)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
+	}
+	return nil
+}
+
+// encodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
+func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int) ([]float32, error) {
+	r, err := model.NewEncoderRunner(t, 64, L)
+	if err != nil {
+		return nil, err
+	}
+	b := tok.EncodeBatch(texts, L)
+	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
+}
+
+func normalizeRows(v []float32, dim int) {
+	for i := 0; i+dim <= len(v); i += dim {
+		var s float64
+		for _, x := range v[i : i+dim] {
+			s += float64(x) * float64(x)
+		}
+		if s == 0 {
+			continue
+		}
+		inv := float32(1 / math.Sqrt(s))
+		for j := i; j < i+dim; j++ {
+			v[j] *= inv
+		}
+	}
+}
+
+// paramTensors copies the model's parameters into checkpoint tensors.
+func paramTensors(m *model.BiEncoder) []checkpoints.Tensor {
+	var ts []checkpoints.Tensor
+	for _, p := range m.Params() {
+		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
+			Data: append([]float32(nil), p.Value.Data().([]float32)...)})
+	}
+	return ts
+}
+
+// setParams copies checkpoint tensors into the model, which must have exactly those names
+// and shapes.
+func setParams(m *model.BiEncoder, ts []checkpoints.Tensor) error {
+	byName := map[string]checkpoints.Tensor{}
+	for _, t := range ts {
+		byName[t.Name] = t
+	}
+	var errs []error
+	for _, p := range m.Params() {
+		t, ok := byName[p.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("missing tensor %s", p.Name))
+			continue
+		}
+		delete(byName, p.Name)
+		if !slices.Equal(t.Shape, []int(p.Value.Shape())) {
+			errs = append(errs, fmt.Errorf("tensor %s has shape %v, the model wants %v", p.Name, t.Shape, p.Value.Shape()))
+			continue
+		}
+		copy(p.Value.Data().([]float32), t.Data)
+	}
+	for name := range byName {
+		errs = append(errs, fmt.Errorf("unexpected tensor %s", name))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,415 @@
+package index
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+)
+
+// BM25Params configures a BM25 index.
+type BM25Params struct {
+	// K1 saturates term frequency (>= 0); B scales length normalisation (0..1).
+	K1, B float64
+	// ExactLengths scores with exact document lengths in float64 (the textbook formula).
+	// The zero value, false, reproduces Lucene 4.10: lengths go through the lossy one-byte
+	// norm and the arithmetic is float32, as BM25Similarity does.
+	ExactLengths bool
+	// Analyzer turns passages and queries into terms; nil means EnglishAnalyzer().
+	Analyzer *Analyzer
+}
+
+// DefaultBM25Params are Lucene's defaults: k1 = 1.2, b = 0.75, Lucene norms, English analysis.
+func DefaultBM25Params() BM25Params {
+	return BM25Params{K1: 1.2, B: 0.75}
+}
+
+// posting is one document holding a term, with the term's frequency there.
+type posting struct {
+	doc, tf int32
+}
+
+// BM25 is an in-memory inverted index scored with Okapi BM25 as Lucene 4.10's
+// BM25Similarity computes it (Robertson and Zaragoza, "The Probabilistic Relevance Framework:
+// BM25 and Beyond", 2009):
+//
+//	score(q, d) = sum over query terms t of idf(t) · tf(t,d)·(k1+1) / (tf(t,d) + k1·(1 - b + b·dl(d)/avgdl))
+//	idf(t)      = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
+//
+// with N the number of passages, n(t) the number holding t, dl(d) the number of terms of d
+// after analysis (stop words excluded) and avgdl the mean of dl. A query is the OR of its
+// analyzed terms, each with boost 1, so a term repeated in the query counts twice. With Lucene
+// norms, dl(d) is replaced by 1/f² where f = byte315ToFloat(floatToByte315(1/sqrt(dl(d)))),
+// which keeps about one significant decimal digit of the length.
+//
+// A BM25 is read-only after NewBM25 and safe for concurrent searches.
+type BM25 struct {
+	ids      []string
+	params   BM25Params
+	analyzer *Analyzer
+	terms    map[string]int32 // term -> row of postings
+	postings [][]posting      // docs ascending
+	docLen   []int32          // terms per passage after analysis
+	idRank   []int32          // idRank[d] = position of ids[d] in ascending id order
+	byRank   []int32          // byRank[r] = passage whose id comes r-th in ascending order
+	avgdl    float64          // exact mean of docLen
+
+	// Lucene mode: lenNorm[d] = k1·(1 - b + b·decodedLength(d)/avgdl) in float32.
+	lenNorm32 []float32
+	// Exact mode: lenNorm[d] = k1·(1 - b + b·dl(d)/avgdl) in float64.
+	lenNorm64 []float64
+}
+
+// NewBM25 indexes texts[i] under ids[i]. It panics when the slices differ in length, an id is
+// repeated or empty, or K1 < 0 or B is outside [0, 1]: those are programming errors, not data
+// errors (data errors are caught when the corpus is read).
+func NewBM25(ids, texts []string, p BM25Params) *BM25 {
+	if len(ids) != len(texts) {
+		panic(fmt.Sprintf("index: NewBM25: %d ids but %d texts", len(ids), len(texts)))
+	}
+	if p.K1 < 0 || math.IsNaN(p.K1) || !(p.B >= 0 && p.B <= 1) {
+		panic(fmt.Sprintf("index: NewBM25: k1 = %v must be >= 0 and b = %v in [0, 1]", p.K1, p.B))
+	}
+	checkIDs("NewBM25", ids)
+	a := p.Analyzer
+	if a == nil {
+		a = EnglishAnalyzer()
+	}
+	x := &BM25{
+		ids:      slices.Clone(ids),
+		params:   p,
+		analyzer: a,
+		terms:    make(map[string]int32),
+		docLen:   make([]int32, len(ids)),
+	}
+	var total int64
+	tf := make(map[string]int32)
+	stems := make(map[string]string)
+	for d, text := range texts {
+		clear(tf)
+		terms := a.analyze(text, stems)
+		for _, t := range terms {
+			tf[t]++
+		}
+		// Insert in first-occurrence order so the term table does not depend on map order.
+		for _, t := range terms {
+			n, ok := tf[t]
+			if !ok {
+				continue
+			}
+			delete(tf, t)
+			row, seen := x.terms[t]
+			if !seen {
+				row = int32(len(x.postings))
+				x.terms[t] = row
+				x.postings = append(x.postings, nil)
+			}
+			x.postings[row] = append(x.postings[row], posting{doc: int32(d), tf: n})
+		}
+		x.docLen[d] = int32(len(terms))
+		total += int64(len(terms))
+	}
+	if len(ids) > 0 {
+		x.avgdl = float64(total) / float64(len(ids))
+	}
+	x.computeNorms(total)
+	order := make([]int32, len(ids))
+	for i := range order {
+		order[i] = int32(i)
+	}
+	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(ids[a], ids[b]) })
+	x.byRank = order
+	x.idRank = make([]int32, len(ids))
+	for r, d := range order {
+		x.idRank[d] = int32(r)
+	}
+	return x
+}
+
+func checkIDs(fn string, ids []string) {
+	seen := make(map[string]bool, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			panic(fmt.Sprintf("index: %s: empty id at position %d", fn, i))
+		}
+		if seen[id] {
+			panic(fmt.Sprintf("index: %s: id %q repeated (position %d)", fn, id, i))
+		}
+		seen[id] = true
+	}
+}
+
+// computeNorms precomputes the length part of the BM25 denominator for every passage.
+func (x *BM25) computeNorms(total int64) {
+	n := len(x.ids)
+	k1, b := x.params.K1, x.params.B
+	if x.params.ExactLengths {
+		x.lenNorm64 = make([]float64, n)
+		for d, dl := range x.docLen {
+			x.lenNorm64[d] = k1 * (1 - b + b*float64(dl)/x.avgdl)
+		}
+		return
+	}
+	// BM25Similarity.avgFieldLength: (float) (sumTotalTermFreq / (double) maxDoc), 1 if empty.
+	avgdl := float32(1)
+	if total > 0 {
+		avgdl = float32(float64(total) / float64(n))
+	}
+	k1f, bf := float32(k1), float32(b)
+	var cache [256]float32 // BM25Similarity's per-query cache, indexed by norm byte
+	for i := range cache {
+		bDL := float32(bf * luceneDecodeLength(byte(i)))
+		cache[i] = k1f * float32(float32(1-bf)+float32(bDL/avgdl))
+	}
+	x.lenNorm32 = make([]float32, n)
+	for d, dl := range x.docLen {
+		x.lenNorm32[d] = cache[luceneEncodeLength(int(dl))]
+	}
+}
+
+// luceneEncodeLength is BM25Similarity.encodeNormValue(boost 1, length):
+// SmallFloat.floatToByte315(1 / (float) Math.sqrt(length)).
+func luceneEncodeLength(length int) byte {
+	return floatToByte315(float32(1) / float32(math.Sqrt(float64(length))))
+}
+
+// luceneDecodeLength is BM25Similarity.decodeNormValue: 1 / (f·f) for f = byte315ToFloat(b).
+func luceneDecodeLength(b byte) float32 {
+	f := byte315ToFloat(b)
+	return 1 / float32(f*f)
+}
+
+// floatToByte315 is Lucene's SmallFloat.floatToByte315: a float in one byte with 3 mantissa
+// bits and zero exponent point 15, rounding down; values too small give 0 (or 1 for tiny
+// positives), values too large give 255.
+func floatToByte315(f float32) byte {
+	bits := int32(math.Float32bits(f))
+	small := bits >> (24 - 3)
+	if small <= (63-15)<<3 {
+		if bits <= 0 {
+			return 0
+		}
+		return 1
+	}
+	if small >= (63-15)<<3+0x100 {
+		return 255
+	}
+	return byte(small - (63-15)<<3)
+}
+
+// byte315ToFloat is Lucene's SmallFloat.byte315ToFloat, the inverse of floatToByte315.
+func byte315ToFloat(b byte) float32 {
+	if b == 0 {
+		return 0
+	}
+	bits := uint32(b) << (24 - 3)
+	bits += (63 - 15) << 24
+	return math.Float32frombits(bits)
+}
+
+// Len returns the number of indexed passages.
+func (x *BM25) Len() int { return len(x.ids) }
+
+// DocID returns the id of passage i (0-based, in NewBM25's order).
+func (x *BM25) DocID(i int) string { return x.ids[i] }
+
+// DocLen returns the number of terms passage i has after analysis.
+func (x *BM25) DocLen(i int) int { return int(x.docLen[i]) }
+
+// AvgDocLen returns the exact mean passage length in terms (Lucene rounds it to float32).
+func (x *BM25) AvgDocLen() float64 { return x.avgdl }
+
+// DocFreq returns the number of passages holding the analyzed term t.
+func (x *BM25) DocFreq(t string) int {
+	row, ok := x.terms[t]
+	if !ok {
+		return 0
+	}
+	return len(x.postings[row])
+}
+
+// Analyzer returns the analyzer used for passages and queries.
+func (x *BM25) Analyzer() *Analyzer { return x.analyzer }
+
+// IDF returns Lucene's idf for a term held by n of the N passages:
+// ln(1 + (N - n + 0.5) / (n + 0.5)).
+func IDF(N, n int) float64 {
+	return math.Log(1 + (float64(N)-float64(n)+0.5)/(float64(n)+0.5))
+}
+
+// Search analyzes query and returns the k best passages with a positive score (fewer when
+// fewer match; none when k < 1).
+func (x *BM25) Search(query string, k int) []Hit {
+	return x.SearchTerms(x.analyzer.Analyze(query), k)
+}
+
+// SearchTerms scores already analyzed query terms (a repeated term counts once per
+// occurrence) and returns the k best passages with a positive score.
+//
+// In Lucene mode each term's contribution is computed in float32 as BM25DocScorer.score does,
+// summed in float64 and rounded to float32, as BooleanScorer's buckets do; on Cranfield and
+// CISI every score of the reference Lucene 4.10 runs is reproduced bit for bit.
+func (x *BM25) SearchTerms(terms []string, k int) []Hit {
+	if k < 1 {
+		return nil
+	}
+	var touched []int32
+	seen := make([]bool, len(x.ids))
+	if x.params.ExactLengths {
+		acc := make([]float64, len(x.ids))
+		for _, t := range terms {
+			row, ok := x.terms[t]
+			if !ok {
+				continue
+			}
+			w := IDF(len(x.ids), len(x.postings[row])) * (x.params.K1 + 1)
+			for _, p := range x.postings[row] {
+				if !seen[p.doc] {
+					seen[p.doc] = true
+					touched = append(touched, p.doc)
+				}
+				tf := float64(p.tf)
+				acc[p.doc] += w * tf / (tf + x.lenNorm64[p.doc])
+			}
+		}
+		return x.top(touched, func(d int32) float64 { return acc[d] }, k)
+	}
+	acc := make([]float64, len(x.ids))
+	for _, t := range terms {
+		row, ok := x.terms[t]
+		if !ok {
+			continue
+		}
+		w := x.weight32(len(x.postings[row]))
+		for _, p := range x.postings[row] {
+			if !seen[p.doc] {
+				seen[p.doc] = true
+				touched = append(touched, p.doc)
+			}
+			acc[p.doc] += float64(score32(w, p.tf, x.lenNorm32[p.doc]))
+		}
+	}
+	// Positive float32 scores order like their bits: one uint64 key per passage, (inverted score
+	// bits, id rank), sorts score descending then id ascending without a comparison function.
+	keys := make([]uint64, 0, len(touched))
+	for _, d := range touched {
+		if s := float32(acc[d]); s > 0 {
+			keys = append(keys, uint64(^math.Float32bits(s))<<32|uint64(x.idRank[d]))
+		}
+	}
+	slices.Sort(keys)
+	keys = keys[:min(k, len(keys))]
+	hits := make([]Hit, len(keys))
+	for i, key := range keys {
+		hits[i] = Hit{
+			DocID: x.ids[x.byRank[uint32(key)]],
+			Score: float64(math.Float32frombits(^uint32(key >> 32))),
+		}
+	}
+	return hits
+}
+
+// weight32 is BM25DocScorer.weightValue = idf · boost · (k1 + 1) in float32, boost 1.
+func (x *BM25) weight32(df int) float32 {
+	idf := float32(IDF(len(x.ids), df))
+	return idf * float32(float32(x.params.K1)+1)
+}
+
+// score32 is BM25DocScorer.score: weightValue · freq / (freq + norm), in float32.
+func score32(w float32, tf int32, norm float32) float32 {
+	f := float32(tf)
+	return float32(w*f) / float32(f+norm)
+}
+
+// top sorts the touched passages by score and keeps the k best with a positive score (exact
+// mode). Ties compare precomputed id ranks rather than strings.
+func (x *BM25) top(touched []int32, score func(int32) float64, k int) []Hit {
+	type cand struct {
+		score float64
+		rank  int32 // position of the id in ascending order
+		doc   int32
+	}
+	cands := make([]cand, 0, len(touched))
+	for _, d := range touched {
+		if s := score(d); s > 0 {
+			cands = append(cands, cand{s, x.idRank[d], d})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return int(a.rank - b.rank)
+	})
+	cands = cands[:min(k, len(cands))]
+	hits := make([]Hit, len(cands))
+	for i, c := range cands {
+		hits[i] = Hit{DocID: x.ids[c.doc], Score: c.score}
+	}
+	return hits
+}
+
+// Score returns the BM25 score of passage doc (0-based index) for query, 0 when no query term
+// occurs in it. It equals the Score Search reports for that passage.
+func (x *BM25) Score(query string, doc int) float64 {
+	if doc < 0 || doc >= len(x.ids) {
+		panic(fmt.Sprintf("index: BM25.Score: passage %d out of range [0, %d)", doc, len(x.ids)))
+	}
+	var s float64
+	for _, t := range x.analyzer.Analyze(query) {
+		row, ok := x.terms[t]
+		if !ok {
+			continue
+		}
+		ps := x.postings[row]
+		i, found := slices.BinarySearchFunc(ps, int32(doc), func(p posting, d int32) int {
+			return int(p.doc - d)
+		})
+		if !found {
+			continue
+		}
+		p := ps[i]
+		if x.params.ExactLengths {
+			w := IDF(len(x.ids), len(ps)) * (x.params.K1 + 1)
+			tf := float64(p.tf)
+			s += w * tf / (tf + x.lenNorm64[doc])
+		} else {
+			s += float64(score32(x.weight32(len(ps)), p.tf, x.lenNorm32[doc]))
+		}
+	}
+	if x.params.ExactLengths {
+		return s
+	}
+	return float64(float32(s))
+}
+
+// SortHits sorts hits by Score descending, ties by DocID ascending; NaN scores go last.
+func SortHits(hits []Hit) {
+	slices.SortFunc(hits, compareHits)
+}
+
+// compareHits orders a before b (negative) when a scores higher, or scores the same and has
+// the smaller DocID. NaN scores sort after every number.
+func compareHits(a, b Hit) int {
+	an, bn := math.IsNaN(a.Score), math.IsNaN(b.Score)
+	switch {
+	case an && !bn:
+		return 1
+	case bn && !an:
+		return -1
+	case !an && a.Score > b.Score:
+		return -1
+	case !an && a.Score < b.Score:
+		return 1
+	}
+	switch {
+	case a.DocID < b.DocID:
+		return -1
+	case a.DocID > b.DocID:
+		return 1
+	}
+	return 0
+}

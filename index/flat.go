@@ -1,0 +1,215 @@
+package index
+
+import (
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// Flat is an exact inner-product index over float32 embeddings: every search scores every
+// passage, score(q, d) = sum_i q[i]·d[i], accumulated in float32 in a fixed order so Search and
+// SearchBatch agree to the bit. Normalise the vectors beforehand for cosine similarity.
+// A Flat is read-only after NewFlat and safe for concurrent searches.
+type Flat struct {
+	ids  []string
+	vecs []float32 // N×dim, row-major
+	dim  int
+}
+
+// NewFlat indexes the N = len(ids) passages whose embeddings are the rows of vecs (N×dim,
+// row-major). The vectors are copied. It fails when dim < 1, len(vecs) != N·dim, an id is
+// empty or repeated, or a value is NaN or infinite.
+func NewFlat(ids []string, vecs []float32, dim int) (*Flat, error) {
+	if dim < 1 {
+		return nil, fmt.Errorf("index: NewFlat: dim %d must be >= 1", dim)
+	}
+	if len(vecs) != len(ids)*dim {
+		return nil, fmt.Errorf("index: NewFlat: %d values for %d ids × dim %d (want %d)",
+			len(vecs), len(ids), dim, len(ids)*dim)
+	}
+	seen := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if id == "" {
+			return nil, fmt.Errorf("index: NewFlat: empty id at row %d", i)
+		}
+		if j, ok := seen[id]; ok {
+			return nil, fmt.Errorf("index: NewFlat: id %q at rows %d and %d", id, j, i)
+		}
+		seen[id] = i
+	}
+	for i, v := range vecs {
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, fmt.Errorf("index: NewFlat: row %d (id %q) column %d is %v",
+				i/dim, ids[i/dim], i%dim, v)
+		}
+	}
+	return &Flat{ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim}, nil
+}
+
+// Len returns the number of indexed passages.
+func (f *Flat) Len() int { return len(f.ids) }
+
+// Dim returns the embedding dimension.
+func (f *Flat) Dim() int { return f.dim }
+
+// Search returns the k passages with the largest inner product with q (length dim), all of
+// them when k >= Len, none when k < 1. Ties are broken by DocID ascending. It panics when
+// len(q) != dim.
+func (f *Flat) Search(q []float32, k int) []Hit {
+	if len(q) != f.dim {
+		panic(fmt.Sprintf("index: Flat.Search: query has %d values, dim is %d", len(q), f.dim))
+	}
+	if k < 1 {
+		return nil
+	}
+	t := newTopK(f.ids, k)
+	for d := range f.ids {
+		t.offer(d, float64(dot(q, f.vecs[d*f.dim:(d+1)*f.dim])))
+	}
+	return t.hits()
+}
+
+// Block sizes of SearchBatch's matrix product: a block of queries is scored against a block of
+// passages while both stay in cache.
+const (
+	queryBlock   = 8
+	passageBlock = 256
+)
+
+// SearchBatch searches the B = len(qs)/dim queries stored row-major in qs (B×dim) and returns
+// their results in order; result b equals Search(qs[b·dim:(b+1)·dim], k). Blocks of queries run
+// on at most GOMAXPROCS goroutines. It panics when len(qs) is not a multiple of dim.
+func (f *Flat) SearchBatch(qs []float32, k int) [][]Hit {
+	if len(qs)%f.dim != 0 {
+		panic(fmt.Sprintf("index: Flat.SearchBatch: %d values is not a multiple of dim %d", len(qs), f.dim))
+	}
+	nq := len(qs) / f.dim
+	out := make([][]Hit, nq)
+	if k < 1 || nq == 0 {
+		return out
+	}
+	nBlocks := (nq + queryBlock - 1) / queryBlock
+	workers := min(runtime.GOMAXPROCS(0), nBlocks)
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for {
+				blk := int(next.Add(1)) - 1
+				if blk >= nBlocks {
+					return
+				}
+				lo, hi := blk*queryBlock, min((blk+1)*queryBlock, nq)
+				f.searchBlock(qs, lo, hi, k, out)
+			}
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// searchBlock scores queries lo..hi-1 against all passages, block by block.
+func (f *Flat) searchBlock(qs []float32, lo, hi, k int, out [][]Hit) {
+	tops := make([]*topK, hi-lo)
+	for i := range tops {
+		tops[i] = newTopK(f.ids, k)
+	}
+	n, dim := len(f.ids), f.dim
+	for p0 := 0; p0 < n; p0 += passageBlock {
+		p1 := min(p0+passageBlock, n)
+		for qi := lo; qi < hi; qi++ {
+			q := qs[qi*dim : (qi+1)*dim]
+			t := tops[qi-lo]
+			for d := p0; d < p1; d++ {
+				t.offer(d, float64(dot(q, f.vecs[d*dim:(d+1)*dim])))
+			}
+		}
+	}
+	for i, t := range tops {
+		out[lo+i] = t.hits()
+	}
+}
+
+// dot is the float32 inner product with four running sums, added in a fixed order.
+func dot(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s0, s1, s2, s3 float32
+	i := 0
+	for ; i+4 <= len(a); i += 4 {
+		s0 += a[i] * b[i]
+		s1 += a[i+1] * b[i+1]
+		s2 += a[i+2] * b[i+2]
+		s3 += a[i+3] * b[i+3]
+	}
+	for ; i < len(a); i++ {
+		s0 += a[i] * b[i]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// topK keeps the k best hits seen so far in a binary heap whose root is the worst kept hit
+// under compareHits.
+type topK struct {
+	ids  []string
+	k    int
+	heap []Hit
+}
+
+func newTopK(ids []string, k int) *topK {
+	return &topK{ids: ids, k: k, heap: make([]Hit, 0, min(k, len(ids)))}
+}
+
+func (t *topK) offer(d int, score float64) {
+	h := Hit{DocID: t.ids[d], Score: score}
+	if len(t.heap) < t.k {
+		t.heap = append(t.heap, h)
+		t.up(len(t.heap) - 1)
+		return
+	}
+	if compareHits(h, t.heap[0]) < 0 {
+		t.heap[0] = h
+		t.down(0)
+	}
+}
+
+// worse reports whether kept hit i ranks below kept hit j.
+func (t *topK) worse(i, j int) bool { return compareHits(t.heap[i], t.heap[j]) > 0 }
+
+func (t *topK) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !t.worse(i, p) {
+			return
+		}
+		t.heap[i], t.heap[p] = t.heap[p], t.heap[i]
+		i = p
+	}
+}
+
+func (t *topK) down(i int) {
+	n := len(t.heap)
+	for {
+		w := i
+		if l := 2*i + 1; l < n && t.worse(l, w) {
+			w = l
+		}
+		if r := 2*i + 2; r < n && t.worse(r, w) {
+			w = r
+		}
+		if w == i {
+			return
+		}
+		t.heap[i], t.heap[w] = t.heap[w], t.heap[i]
+		i = w
+	}
+}
+
+// hits returns the kept hits sorted best first.
+func (t *topK) hits() []Hit {
+	out := slices.Clone(t.heap)
+	SortHits(out)
+	return out
+}

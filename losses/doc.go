@@ -1,0 +1,29 @@
+// Package losses holds the training objectives of the toolkit as Gorgonia graphs: each loss
+// takes *gorgonia.Node inputs (float32 or float64) and returns a scalar loss node, which the
+// caller differentiates with gorgonia.Grad and runs on a TapeMachine (BindDualValues on the
+// parameters).
+//
+// Retriever losses: InfoNCE and InfoNCEMasked (contrastive, in-batch plus hard negatives),
+// Pairwise (RankNet), Listwise (ListNet), Pointwise (binary cross-entropy). Retrieval-augmented
+// generation: RAGSequence, RAGToken, RAGSequenceFull and the posterior RAGPosterior (Lewis et
+// al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023).
+//
+// Tensor shapes in the docs use B batch, K candidates per query, N passages in a batch,
+// T target tokens, H hidden size.
+//
+// Softmax, log-softmax and log-sum-exp are computed by this package's own custom ops
+// (max-subtracted, analytic gradients, float64 inside even for float32 graphs), not by
+// Gorgonia's SoftMax. The custom ops support symbolic differentiation only (gorgonia.Grad);
+// they do not implement ADOp, so a LispMachine cannot differentiate through them. Labels,
+// masks and teacher distributions are validated when the graph runs: a bad value (a negative
+// label, a mask that hides a positive, ...) makes the machine fail with an error naming the
+// loss and the element.
+//
+// Reusing a graph across steps: a TapeMachine adds each run's gradients into the dual values
+// bound with BindDualValues, so the caller zeroes them after reading (as Gorgonia's solvers do);
+// TestGraphReuse shows the pattern.
+//
+// Not here: sampling negatives, mining, batching (package sampler), encoders and similarity
+// heads with parameters (package model), optimisers (package trainer). Every loss is checked
+// against testdata/losses.json, PyTorch autograd values in float64.
+package losses

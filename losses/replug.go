@@ -1,0 +1,83 @@
+package losses
+
+import (
+	"math"
+
+	"github.com/pkg/errors"
+	G "gorgonia.org/gorgonia"
+)
+
+// RePlugKL trains the retriever to rank passages the way a frozen language model finds them
+// useful: it pulls the retrieval distribution towards the LM's preference distribution.
+//
+//	p_R  = softmax(s_b / tauR)          retriever's distribution over the K passages
+//	p_LM = softmax(lmLogLik_b / tauLM)  LM preference, a constant (no gradient into the LM)
+//	L    = mean_b KL(p_LM || p_R) = mean_b sum_k p_LM,bk (log p_LM,bk - log p_R,bk)
+//
+// Inputs: s [B,K] retriever scores of K retrieved passages per query; lmLogLik [B,K] the LM's
+// log-likelihood of the ground-truth continuation given each passage (log P_LM(y | d_k, x)),
+// same dtype (float32 or float64); temperatures tauR, tauLM > 0. lmLogLik receives no
+// gradient and passes none to whatever computed it. The gradient on s_b is
+// (p_R,b - p_LM,b) / (tauR B). Softmax and log-softmax are max-subtracted and 0 log 0 = 0, so
+// log-likelihoods hundreds of nats apart (long continuations) give no Inf or NaN.
+//
+// Reference: Shi et al. 2023, "REPLUG: Retrieval-Augmented Black-Box Language Models", eq. 3-4
+// (LM-Supervised Retrieval, REPLUG LSR).
+//
+// Prefer it when the reader is a black box that can only score continuations: unlike
+// RAGSequence and RAGToken it needs no gradient from the generator, and it trains only the
+// retriever.
+func RePlugKL(s, lmLogLik *G.Node, tauR, tauLM float64) (*G.Node, error) {
+	const loss = "RePlugKL"
+	dt, err := floatDtype(loss, []string{"s", "lmLogLik"}, s, lmLogLik)
+	if err != nil {
+		return nil, err
+	}
+	for _, tau := range []struct {
+		name string
+		v    float64
+	}{{"tauR", tauR}, {"tauLM", tauLM}} {
+		if !(tau.v > 0) || math.IsInf(tau.v, 0) {
+			return nil, errors.Errorf("losses: %s: %s = %g, want > 0", loss, tau.name, tau.v)
+		}
+	}
+	if err := wantShape(loss, "s", s, -1, -1); err != nil {
+		return nil, err
+	}
+	if err := wantShape(loss, "lmLogLik", lmLogLik, s.Shape()[0], s.Shape()[1]); err != nil {
+		return nil, err
+	}
+	target, err := constSoftmaxRows(lmLogLik, 1/tauLM) // [B,K] constant
+	if err != nil {
+		return nil, err
+	}
+	negH, err := negEntropyRows(target) // [B]: sum_k p_LM log p_LM
+	if err != nil {
+		return nil, err
+	}
+	scaled, err := G.HadamardProd(s, scalar(dt, 1/tauR))
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: scale by 1/tauR", loss)
+	}
+	logR, err := logSoftmaxRows(scaled)
+	if err != nil {
+		return nil, err
+	}
+	cross, err := G.HadamardProd(target, logR)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s", loss)
+	}
+	crossRows, err := G.Sum(cross, 1) // [B]: sum_k p_LM log p_R
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s", loss)
+	}
+	kl, err := G.Sub(negH, crossRows)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s", loss)
+	}
+	out, err := G.Mean(kl)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
+	}
+	return out, nil
+}

@@ -1,0 +1,24 @@
+// Package model holds the neural encoders of ragtrain as Gorgonia graphs:
+// custom differentiable ops (embedding gather, LayerNorm, GELU, dropout,
+// multi-head attention, masked pooling), the "bow" and "transformer"
+// encoders, and the bi-encoder (query and passage towers) of dense retrieval.
+//
+// Parameters (Param) live outside graphs. A graph is built once per batch
+// shape: NewBinder(g) binds each parameter used to one node of g, NewInputs
+// adds the token inputs, Tower.Build adds the encoder and returns the pooled
+// vectors [B,H]. The trainer adds a loss, calls gorgonia.Grad with
+// Binder.Nodes(), and for every step copies a batch in with Inputs.Let, runs
+// the machine, reads the gradient nodes and updates Param.Value in place.
+// EncoderRunner encodes a corpus with the same parameters.
+//
+// Tensor layout: B sequences of L tokens are flattened to N = B*L rows,
+// sequence b at rows b*L..b*L+L-1; H is the hidden size, V the vocabulary.
+// Parameters are float32; every op also runs in float64 (used by the
+// finite-difference tests).
+//
+// A node value produced by an op of this package is reused by the op at the
+// next run: copy it out if it must outlive the run.
+//
+// Not here: losses (package losses), the optimiser and training loop
+// (trainer), tokenization (tokenize), checkpoint files (checkpoints).
+package model

@@ -1,0 +1,343 @@
+package model
+
+import (
+	"fmt"
+	"hash"
+	"hash/fnv"
+	"runtime"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// float is the element type of every differentiable tensor in this package.
+type float interface{ ~float32 | ~float64 }
+
+// kernel is what differs between the custom ops of this package. customOp
+// wraps a kernel into a gorgonia.Op with symbolic (SymDiff) and automatic
+// (DoDiff) differentiation.
+type kernel interface {
+	// name returns the op name with its parameters; kernels with equal names
+	// compute the same function.
+	name() string
+	arity() int
+	typ() hm.Type
+	shape(in []tensor.Shape) (tensor.Shape, error)
+	// forward writes every element of out (which may hold a previous result).
+	forward(in []*tensor.Dense, out *tensor.Dense) error
+	// diff says, per input, whether the op is differentiable with respect to it.
+	diff() []bool
+	// grads says, per input, how to compute the gradient of the loss with
+	// respect to that input from the inputs, the output and the output's
+	// gradient; nil for inputs that diff marks false.
+	grads(in []tensor.Shape) []*gradTerm
+}
+
+// Arguments of a gradTerm besides input indices.
+const (
+	argOut  = -1 // the op's output
+	argGrad = -2 // the gradient of the loss with respect to the op's output
+)
+
+// gradTerm computes one input's gradient as k(args...). A nil k means the
+// output gradient passes through unchanged (args is then ignored).
+type gradTerm struct {
+	k    kernel
+	args []int
+}
+
+var opSeq atomic.Uint64
+
+// customOp adapts a kernel to gorgonia.Op, gorgonia.SDOp and gorgonia.ADOp.
+// It keeps its output tensor between runs (a graph is built once and run many
+// times), so a value read from its node is valid until the next run.
+type customOp struct {
+	k   kernel
+	uid uint64 // nonzero for random ops, which Gorgonia must never merge
+	out *tensor.Dense
+}
+
+func newOp(k kernel) *customOp { return &customOp{k: k} }
+
+// newRandomOp returns an op that is never merged with another op by
+// Gorgonia's common-subexpression elimination.
+func newRandomOp(k kernel) *customOp { return &customOp{k: k, uid: opSeq.Add(1)} }
+
+func (o *customOp) Arity() int        { return o.k.arity() }
+func (o *customOp) Type() hm.Type     { return o.k.typ() }
+func (o *customOp) ReturnsPtr() bool  { return false }
+func (o *customOp) CallsExtern() bool { return false }
+func (o *customOp) OverwritesInput() int {
+	return -1
+}
+func (o *customOp) WriteHash(h hash.Hash) { fmt.Fprintf(h, "ragtrain.%s#%d", o.k.name(), o.uid) }
+func (o *customOp) Hashcode() uint32 {
+	h := fnv.New32a()
+	o.WriteHash(h)
+	return h.Sum32()
+}
+func (o *customOp) String() string { return o.k.name() }
+
+func (o *customOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
+	if len(ds) != o.k.arity() {
+		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(ds), o.k.arity())
+	}
+	shapes := make([]tensor.Shape, len(ds))
+	for i, d := range ds {
+		s, ok := d.(tensor.Shape)
+		if !ok {
+			return nil, fmt.Errorf("model: %s: input %d has no shape (%T)", o.k.name(), i, d)
+		}
+		shapes[i] = s
+	}
+	return o.k.shape(shapes)
+}
+
+func (o *customOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
+	in, shapes, err := denseInputs(o.k, vals)
+	if err != nil {
+		return nil, err
+	}
+	s, err := o.k.shape(shapes)
+	if err != nil {
+		return nil, err
+	}
+	dt := outDtype(in)
+	if o.out == nil || o.out.Dtype() != dt || !o.out.Shape().Eq(s) {
+		o.out = tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(dt))
+	}
+	if err := o.k.forward(in, o.out); err != nil {
+		return nil, err
+	}
+	return o.out, nil
+}
+
+// outDtype is the dtype of the first float input (ids are ints).
+func outDtype(in []*tensor.Dense) tensor.Dtype {
+	for _, t := range in {
+		if dt := t.Dtype(); dt == tensor.Float32 || dt == tensor.Float64 {
+			return dt
+		}
+	}
+	return tensor.Float32
+}
+
+func denseInputs(k kernel, vals []gorgonia.Value) ([]*tensor.Dense, []tensor.Shape, error) {
+	if len(vals) != k.arity() {
+		return nil, nil, fmt.Errorf("model: %s: got %d inputs, want %d", k.name(), len(vals), k.arity())
+	}
+	in := make([]*tensor.Dense, len(vals))
+	shapes := make([]tensor.Shape, len(vals))
+	for i, v := range vals {
+		d, ok := v.(*tensor.Dense)
+		if !ok {
+			return nil, nil, fmt.Errorf("model: %s: input %d is a %T, want *tensor.Dense", k.name(), i, v)
+		}
+		if d.RequiresIterator() {
+			d = d.Materialize().(*tensor.Dense)
+		}
+		in[i] = d
+		shapes[i] = d.Shape()
+	}
+	return in, shapes, nil
+}
+
+func (o *customOp) DiffWRT(n int) []bool {
+	d := o.k.diff()
+	if len(d) != n {
+		return make([]bool, n)
+	}
+	return d
+}
+
+func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (gorgonia.Nodes, error) {
+	terms, err := o.gradTerms(inputs)
+	if err != nil {
+		return nil, err
+	}
+	res := make(gorgonia.Nodes, len(inputs))
+	for i, t := range terms {
+		if t == nil {
+			continue
+		}
+		if t.k == nil {
+			res[i] = grad
+			continue
+		}
+		args := make(gorgonia.Nodes, len(t.args))
+		for j, a := range t.args {
+			switch a {
+			case argOut:
+				args[j] = output
+			case argGrad:
+				args[j] = grad
+			default:
+				args[j] = inputs[a]
+			}
+		}
+		if res[i], err = gorgonia.ApplyOp(newOp(t.k), args...); err != nil {
+			return nil, fmt.Errorf("model: gradient of %s wrt input %d: %w", o.k.name(), i, err)
+		}
+	}
+	return res, nil
+}
+
+func (o *customOp) gradTerms(inputs gorgonia.Nodes) ([]*gradTerm, error) {
+	if len(inputs) != o.k.arity() {
+		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(inputs), o.k.arity())
+	}
+	shapes := make([]tensor.Shape, len(inputs))
+	for i, n := range inputs {
+		shapes[i] = n.Shape()
+	}
+	terms := o.k.grads(shapes)
+	if terms == nil {
+		return nil, fmt.Errorf("model: %s is not differentiable", o.k.name())
+	}
+	return terms, nil
+}
+
+// DoDiff accumulates the input gradients into the inputs' dual values, for
+// Gorgonia's LispMachine.
+func (o *customOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, output *gorgonia.Node) error {
+	terms, err := o.gradTerms(inputs)
+	if err != nil {
+		return err
+	}
+	g, err := output.Grad()
+	if err != nil {
+		return fmt.Errorf("model: %s: output gradient: %w", o.k.name(), err)
+	}
+	for i, t := range terms {
+		if t == nil {
+			continue
+		}
+		dst, err := inputs[i].Grad()
+		if err != nil {
+			return fmt.Errorf("model: %s: gradient of input %d: %w", o.k.name(), i, err)
+		}
+		v := g
+		if t.k != nil {
+			vals := make([]gorgonia.Value, len(t.args))
+			for j, a := range t.args {
+				switch a {
+				case argOut:
+					vals[j] = output.Value()
+				case argGrad:
+					vals[j] = g
+				default:
+					vals[j] = inputs[a].Value()
+				}
+			}
+			if v, err = newOp(t.k).Do(vals...); err != nil {
+				return err
+			}
+		}
+		if err := accumulate(dst, v); err != nil {
+			return fmt.Errorf("model: %s: gradient of input %d: %w", o.k.name(), i, err)
+		}
+	}
+	return nil
+}
+
+// accumulate adds src to dst element-wise.
+func accumulate(dst, src gorgonia.Value) error {
+	d, ok1 := dst.(*tensor.Dense)
+	s, ok2 := src.(*tensor.Dense)
+	if !ok1 || !ok2 || d.Size() != s.Size() {
+		return fmt.Errorf("cannot add %v into %v", src.Shape(), dst.Shape())
+	}
+	switch dd := d.Data().(type) {
+	case []float32:
+		addInto(dd, s.Data().([]float32))
+	case []float64:
+		addInto(dd, s.Data().([]float64))
+	default:
+		return fmt.Errorf("unsupported dtype %v", d.Dtype())
+	}
+	return nil
+}
+
+func addInto[T float](dst, src []T) {
+	for i, v := range src {
+		dst[i] += v
+	}
+}
+
+// apply adds a kernel's op to the graph of its inputs.
+func apply(k kernel, in ...*gorgonia.Node) (*gorgonia.Node, error) {
+	n, err := gorgonia.ApplyOp(newOp(k), in...)
+	if err != nil {
+		return nil, fmt.Errorf("model: %s: %w", k.name(), err)
+	}
+	return n, nil
+}
+
+// Type helpers: a is the float element type, b the (integer) id type.
+var (
+	tvA = hm.TypeVariable('a')
+	tvB = hm.TypeVariable('i') // not 'b': Gorgonia's inferNodeType uses 'b' for the result
+)
+
+func ft(dims int) gorgonia.TensorType { return gorgonia.TensorType{Dims: dims, Of: tvA} }
+func it(dims int) gorgonia.TensorType { return gorgonia.TensorType{Dims: dims, Of: tvB} }
+
+func fnType(ts ...hm.Type) hm.Type { return hm.NewFnType(ts...) }
+
+// Shape checks.
+
+func want2D(op string, i int, s tensor.Shape) error {
+	if len(s) != 2 {
+		return fmt.Errorf("model: %s: input %d has shape %v, want a matrix", op, i, s)
+	}
+	return nil
+}
+
+func wantVec(op string, i int, s tensor.Shape, n int) error {
+	if len(s) != 1 || (n >= 0 && s[0] != n) {
+		if n < 0 {
+			return fmt.Errorf("model: %s: input %d has shape %v, want a vector", op, i, s)
+		}
+		return fmt.Errorf("model: %s: input %d has shape %v, want (%d)", op, i, s, n)
+	}
+	return nil
+}
+
+// Tensor access.
+
+func data[T float](t *tensor.Dense) []T { return t.Data().([]T) }
+
+func ints(op string, t *tensor.Dense) ([]int, error) {
+	v, ok := t.Data().([]int)
+	if !ok {
+		return nil, fmt.Errorf("model: %s: ids have dtype %v, want int", op, t.Dtype())
+	}
+	return v, nil
+}
+
+// parallelFor calls f on disjoint ranges covering [0, n), on up to
+// GOMAXPROCS goroutines when n*cost (a rough count of operations) is large.
+func parallelFor(n, cost int, f func(lo, hi int)) {
+	workers := runtime.GOMAXPROCS(0)
+	if workers > n {
+		workers = n
+	}
+	if workers <= 1 || n*cost < 1<<15 {
+		f(0, n)
+		return
+	}
+	var wg sync.WaitGroup
+	chunk := (n + workers - 1) / workers
+	for lo := 0; lo < n; lo += chunk {
+		hi := min(lo+chunk, n)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(lo, hi)
+		}()
+	}
+	wg.Wait()
+}

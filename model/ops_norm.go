@@ -1,0 +1,252 @@
+package model
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/chewxy/hm"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// LayerNormEps is BERT's layer_norm_eps.
+const LayerNormEps = 1e-12
+
+// LayerNorm normalises each row of x over its last axis (Ba, Kiros and
+// Hinton, 2016):
+//
+//	y = (x - mean(x)) / sqrt(var(x) + eps) * gamma + beta
+//
+// with the biased variance, as torch.nn.LayerNorm. x is [N,H], gamma and
+// beta are [H]; the result is [N,H]. Differentiable with respect to all
+// three (analytic backward).
+func LayerNorm(x, gamma, beta *gorgonia.Node, eps float64) (*gorgonia.Node, error) {
+	return apply(layerNormK{eps: eps}, x, gamma, beta)
+}
+
+type layerNormK struct{ eps float64 }
+
+func (k layerNormK) name() string { return fmt.Sprintf("LayerNorm{%g}", k.eps) }
+func (layerNormK) arity() int     { return 3 }
+func (layerNormK) typ() hm.Type   { return fnType(ft(2), ft(1), ft(1), ft(2)) }
+func (layerNormK) diff() []bool   { return []bool{true, true, true} }
+func (k layerNormK) grads(in []tensor.Shape) []*gradTerm {
+	return []*gradTerm{
+		{k: lnGradXK{eps: k.eps}, args: []int{0, 1, argGrad}},
+		{k: lnGradGammaK{eps: k.eps}, args: []int{0, argGrad}},
+		{k: colSumK{}, args: []int{argGrad}},
+	}
+}
+
+func (k layerNormK) shape(in []tensor.Shape) (tensor.Shape, error) {
+	if err := want2D(k.name(), 0, in[0]); err != nil {
+		return nil, err
+	}
+	for i := 1; i < 3; i++ {
+		if err := wantVec(k.name(), i, in[i], in[0][1]); err != nil {
+			return nil, err
+		}
+	}
+	return in[0].Clone(), nil
+}
+
+func (k layerNormK) forward(in []*tensor.Dense, out *tensor.Dense) error {
+	h := in[0].Shape()[1]
+	switch o := out.Data().(type) {
+	case []float32:
+		layerNorm(o, data[float32](in[0]), data[float32](in[1]), data[float32](in[2]), h, k.eps)
+	case []float64:
+		layerNorm(o, data[float64](in[0]), data[float64](in[1]), data[float64](in[2]), h, k.eps)
+	}
+	return nil
+}
+
+// rowStats returns the mean and 1/sqrt(var+eps) of a row, accumulated in
+// float64.
+func rowStats[T float](x []T, eps float64) (mean, rstd float64) {
+	var s float64
+	for _, v := range x {
+		s += float64(v)
+	}
+	mean = s / float64(len(x))
+	var ss float64
+	for _, v := range x {
+		d := float64(v) - mean
+		ss += d * d
+	}
+	return mean, 1 / math.Sqrt(ss/float64(len(x))+eps)
+}
+
+func layerNorm[T float](out, x, gamma, beta []T, h int, eps float64) {
+	parallelFor(len(x)/h, 8*h, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xr, or := x[i*h:(i+1)*h], out[i*h:(i+1)*h]
+			mean, rstd := rowStats(xr, eps)
+			m, r := T(mean), T(rstd)
+			for j, v := range xr {
+				or[j] = (v-m)*r*gamma[j] + beta[j]
+			}
+		}
+	})
+}
+
+// lnGradXK: (x, gamma, g) -> dx with
+// dx = rstd * (dxhat - mean(dxhat) - xhat*mean(dxhat*xhat)), dxhat = g*gamma.
+type lnGradXK struct{ eps float64 }
+
+func (k lnGradXK) name() string                      { return fmt.Sprintf("LayerNormGradX{%g}", k.eps) }
+func (lnGradXK) arity() int                          { return 3 }
+func (lnGradXK) typ() hm.Type                        { return fnType(ft(2), ft(1), ft(2), ft(2)) }
+func (lnGradXK) diff() []bool                        { return []bool{false, false, false} }
+func (lnGradXK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k lnGradXK) shape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[2]) {
+		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[2])
+	}
+	return in[0].Clone(), nil
+}
+
+func (k lnGradXK) forward(in []*tensor.Dense, out *tensor.Dense) error {
+	h := in[0].Shape()[1]
+	switch o := out.Data().(type) {
+	case []float32:
+		layerNormGradX(o, data[float32](in[0]), data[float32](in[1]), data[float32](in[2]), h, k.eps)
+	case []float64:
+		layerNormGradX(o, data[float64](in[0]), data[float64](in[1]), data[float64](in[2]), h, k.eps)
+	}
+	return nil
+}
+
+func layerNormGradX[T float](out, x, gamma, g []T, h int, eps float64) {
+	parallelFor(len(x)/h, 12*h, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			xr, gr, or := x[i*h:(i+1)*h], g[i*h:(i+1)*h], out[i*h:(i+1)*h]
+			mean, rstd := rowStats(xr, eps)
+			var sd, sdx float64
+			for j, v := range xr {
+				xhat := (float64(v) - mean) * rstd
+				d := float64(gr[j]) * float64(gamma[j])
+				sd += d
+				sdx += d * xhat
+			}
+			sd /= float64(h)
+			sdx /= float64(h)
+			for j, v := range xr {
+				xhat := (float64(v) - mean) * rstd
+				d := float64(gr[j]) * float64(gamma[j])
+				or[j] = T(rstd * (d - sd - xhat*sdx))
+			}
+		}
+	})
+}
+
+// lnGradGammaK: (x, g) -> dgamma = Σ_rows g*xhat.
+type lnGradGammaK struct{ eps float64 }
+
+func (k lnGradGammaK) name() string                      { return fmt.Sprintf("LayerNormGradGamma{%g}", k.eps) }
+func (lnGradGammaK) arity() int                          { return 2 }
+func (lnGradGammaK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(1)) }
+func (lnGradGammaK) diff() []bool                        { return []bool{false, false} }
+func (lnGradGammaK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k lnGradGammaK) shape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[1])
+	}
+	return tensor.Shape{in[0][1]}, nil
+}
+
+func (k lnGradGammaK) forward(in []*tensor.Dense, out *tensor.Dense) error {
+	h := in[0].Shape()[1]
+	switch o := out.Data().(type) {
+	case []float32:
+		layerNormGradGamma(o, data[float32](in[0]), data[float32](in[1]), h, k.eps)
+	case []float64:
+		layerNormGradGamma(o, data[float64](in[0]), data[float64](in[1]), h, k.eps)
+	}
+	return nil
+}
+
+func layerNormGradGamma[T float](out, x, g []T, h int, eps float64) {
+	acc := make([]float64, h)
+	for i := 0; i+h <= len(x); i += h {
+		mean, rstd := rowStats(x[i:i+h], eps)
+		for j, v := range x[i : i+h] {
+			acc[j] += float64(g[i+j]) * (float64(v) - mean) * rstd
+		}
+	}
+	for j := range out {
+		out[j] = T(acc[j])
+	}
+}
+
+// GELU is the Gaussian error linear unit of BERT and GPT-2 in its exact (erf)
+// form (Hendrycks and Gimpel, 2016): gelu(x) = x * Φ(x) =
+// 0.5 * x * (1 + erf(x/√2)). Element-wise on a tensor of any shape.
+func GELU(x *gorgonia.Node) (*gorgonia.Node, error) {
+	return apply(geluK{}, x)
+}
+
+type geluK struct{}
+
+func (geluK) name() string { return "GELU" }
+func (geluK) arity() int   { return 1 }
+func (geluK) typ() hm.Type { return fnType(tvA, tvA) }
+func (geluK) diff() []bool { return []bool{true} }
+func (geluK) grads(in []tensor.Shape) []*gradTerm {
+	return []*gradTerm{{k: geluGradK{}, args: []int{0, argGrad}}}
+}
+func (geluK) shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
+func (geluK) forward(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		gelu(o, data[float32](in[0]))
+	case []float64:
+		gelu(o, data[float64](in[0]))
+	}
+	return nil
+}
+
+func gelu[T float](out, x []T) {
+	parallelFor(len(x), 30, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := float64(x[i])
+			out[i] = T(0.5 * v * (1 + math.Erf(v/math.Sqrt2)))
+		}
+	})
+}
+
+// geluGradK: (x, g) -> g * (Φ(x) + x·φ(x)).
+type geluGradK struct{}
+
+func (geluGradK) name() string                        { return "GELUGrad" }
+func (geluGradK) arity() int                          { return 2 }
+func (geluGradK) typ() hm.Type                        { return fnType(tvA, tvA, tvA) }
+func (geluGradK) diff() []bool                        { return []bool{false, false} }
+func (geluGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k geluGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
+	if !in[0].Eq(in[1]) {
+		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[1])
+	}
+	return in[0].Clone(), nil
+}
+func (geluGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		geluGrad(o, data[float32](in[0]), data[float32](in[1]))
+	case []float64:
+		geluGrad(o, data[float64](in[0]), data[float64](in[1]))
+	}
+	return nil
+}
+
+func geluGrad[T float](out, x, g []T) {
+	const invSqrt2Pi = 0.3989422804014327
+	parallelFor(len(x), 40, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			v := float64(x[i])
+			cdf := 0.5 * (1 + math.Erf(v/math.Sqrt2))
+			pdf := invSqrt2Pi * math.Exp(-0.5*v*v)
+			out[i] = T(float64(g[i]) * (cdf + v*pdf))
+		}
+	})
+}

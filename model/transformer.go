@@ -1,0 +1,200 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+
+	"gorgonia.org/gorgonia"
+)
+
+// The transformer encoder is BERT's (Devlin et al., 2019): word + position +
+// token-type embeddings, LayerNorm, dropout, then Layers post-LN blocks
+//
+//	a = LayerNorm(x + Dropout(Attention(x)·Woᵀ + bo))
+//	x = LayerNorm(a + Dropout(GELU(a·W1ᵀ + b1)·W2ᵀ + b2))
+//
+// where Attention is multi-head scaled dot-product self-attention whose
+// weights exclude padding keys (and future keys when Causal) and pass through
+// dropout. The output is pooled by masked mean or by the first token; there
+// is no projection after pooling.
+//
+// Parameters (prefix "encoder" when shared, else "query"/"passage"), all
+// initialised as BERT (initializer_range 0.02): weights and embeddings
+// N(0, 0.02²), biases 0, LayerNorm weight 1 and bias 0. Linear weights are
+// stored [out,in] like torch.nn.Linear, so they export to Hugging Face
+// BertModel without a transpose (HFBertName gives the name):
+//
+//	ours (after the prefix)          shape    Hugging Face BertModel
+//	embeddings.word                  [V,H]    embeddings.word_embeddings.weight
+//	embeddings.position              [P,H]    embeddings.position_embeddings.weight
+//	embeddings.type                  [2,H]    embeddings.token_type_embeddings.weight
+//	embeddings.norm.weight|bias      [H]      embeddings.LayerNorm.weight|bias
+//	layer.N.attn.q.weight|bias       [H,H]|[H] encoder.layer.N.attention.self.query.weight|bias
+//	layer.N.attn.k.weight|bias       [H,H]|[H] encoder.layer.N.attention.self.key.weight|bias
+//	layer.N.attn.v.weight|bias       [H,H]|[H] encoder.layer.N.attention.self.value.weight|bias
+//	layer.N.attn.out.weight|bias     [H,H]|[H] encoder.layer.N.attention.output.dense.weight|bias
+//	layer.N.attn.norm.weight|bias    [H]      encoder.layer.N.attention.output.LayerNorm.weight|bias
+//	layer.N.ffn.in.weight|bias       [F,H]|[F] encoder.layer.N.intermediate.dense.weight|bias
+//	layer.N.ffn.out.weight|bias      [H,F]|[H] encoder.layer.N.output.dense.weight|bias
+//	layer.N.ffn.norm.weight|bias     [H]      encoder.layer.N.output.LayerNorm.weight|bias
+//
+// (P = MaxPosition, F = FFN.) BERT's pooler (dense + tanh on [CLS]) is not
+// part of this encoder.
+
+var hfBertLayerNames = map[string]string{
+	"attn.q":    "attention.self.query",
+	"attn.k":    "attention.self.key",
+	"attn.v":    "attention.self.value",
+	"attn.out":  "attention.output.dense",
+	"attn.norm": "attention.output.LayerNorm",
+	"ffn.in":    "intermediate.dense",
+	"ffn.out":   "output.dense",
+	"ffn.norm":  "output.LayerNorm",
+}
+
+// HFBertName maps a transformer parameter name (with its tower prefix) to
+// the Hugging Face BertModel state-dict name; the tensor needs no transpose.
+// It fails on names that are not transformer parameters (e.g. bow ones).
+func HFBertName(name string) (string, error) {
+	_, rest, _ := strings.Cut(name, ".")
+	switch rest {
+	case "embeddings.word":
+		return "embeddings.word_embeddings.weight", nil
+	case "embeddings.position":
+		return "embeddings.position_embeddings.weight", nil
+	case "embeddings.type":
+		return "embeddings.token_type_embeddings.weight", nil
+	case "embeddings.norm.weight", "embeddings.norm.bias":
+		return "embeddings.LayerNorm." + strings.TrimPrefix(rest, "embeddings.norm."), nil
+	}
+	parts := strings.Split(rest, ".")
+	if len(parts) == 5 && parts[0] == "layer" && (parts[4] == "weight" || parts[4] == "bias") {
+		if _, err := strconv.Atoi(parts[1]); err == nil {
+			if hf, ok := hfBertLayerNames[parts[2]+"."+parts[3]]; ok {
+				return "encoder.layer." + parts[1] + "." + hf + "." + parts[4], nil
+			}
+		}
+	}
+	return "", fmt.Errorf("model: parameter %q has no Hugging Face BertModel name", name)
+}
+
+func (t *Tower) initTransformer(r *rand.Rand) {
+	c := t.Cfg
+	const std = 0.02
+	t.param("embeddings.word", c.Vocab, c.Hidden).normal(r, std)
+	t.param("embeddings.position", c.MaxPosition, c.Hidden).normal(r, std)
+	t.param("embeddings.type", TypeVocab, c.Hidden).normal(r, std)
+	t.layerNormParams("embeddings.norm", c.Hidden)
+	for i := 0; i < c.Layers; i++ {
+		p := fmt.Sprintf("layer.%d.", i)
+		t.linearParams(r, p+"attn.q", c.Hidden, c.Hidden)
+		t.linearParams(r, p+"attn.k", c.Hidden, c.Hidden)
+		t.linearParams(r, p+"attn.v", c.Hidden, c.Hidden)
+		t.linearParams(r, p+"attn.out", c.Hidden, c.Hidden)
+		t.layerNormParams(p+"attn.norm", c.Hidden)
+		t.linearParams(r, p+"ffn.in", c.FFN, c.Hidden)
+		t.linearParams(r, p+"ffn.out", c.Hidden, c.FFN)
+		t.layerNormParams(p+"ffn.norm", c.Hidden)
+	}
+}
+
+func (t *Tower) linearParams(r *rand.Rand, name string, out, in int) {
+	t.param(name+".weight", out, in).normal(r, 0.02)
+	t.param(name+".bias", out).constant(0)
+}
+
+func (t *Tower) layerNormParams(name string, h int) {
+	t.param(name+".weight", h).constant(1)
+	t.param(name+".bias", h).constant(0)
+}
+
+func (t *Tower) linear(b *Binder, x *gorgonia.Node, name string) (*gorgonia.Node, error) {
+	return Linear(x, t.node(b, name+".weight"), t.node(b, name+".bias"))
+}
+
+func (t *Tower) layerNorm(b *Binder, x *gorgonia.Node, name string) (*gorgonia.Node, error) {
+	return LayerNorm(x, t.node(b, name+".weight"), t.node(b, name+".bias"), LayerNormEps)
+}
+
+func (t *Tower) transformerTokens(b *Binder, in *Inputs, train bool) (*gorgonia.Node, error) {
+	c := t.Cfg
+	if in.L > c.MaxPosition {
+		return nil, fmt.Errorf("model: tower %s: sequence length %d exceeds max_position = %d", t.Prefix, in.L, c.MaxPosition)
+	}
+	x, err := Embed(t.node(b, "embeddings.word"), t.node(b, "embeddings.position"), t.node(b, "embeddings.type"), in.IDs, in.Types, in.L)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = t.layerNorm(b, x, "embeddings.norm"); err != nil {
+		return nil, err
+	}
+	if x, err = t.dropout(x, train); err != nil {
+		return nil, err
+	}
+	for i := 0; i < c.Layers; i++ {
+		if x, err = t.block(b, in, x, fmt.Sprintf("layer.%d.", i), train); err != nil {
+			return nil, fmt.Errorf("model: tower %s layer %d: %w", t.Prefix, i, err)
+		}
+	}
+	return x, nil
+}
+
+// block is one post-LN transformer layer on x [B*L,H].
+func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
+	c := t.Cfg
+	var err error
+	var q, k, v, s, a, h *gorgonia.Node
+	if q, err = t.linear(b, x, p+"attn.q"); err != nil {
+		return nil, err
+	}
+	if k, err = t.linear(b, x, p+"attn.k"); err != nil {
+		return nil, err
+	}
+	if v, err = t.linear(b, x, p+"attn.v"); err != nil {
+		return nil, err
+	}
+	scale := 1 / math.Sqrt(float64(c.Hidden/c.Heads))
+	if s, err = AttentionScores(q, k, in.L, c.Heads, scale); err != nil {
+		return nil, err
+	}
+	if s, err = MaskedSoftmax(s, in.Mask, c.Causal); err != nil {
+		return nil, err
+	}
+	if s, err = t.dropout(s, train); err != nil {
+		return nil, err
+	}
+	if a, err = AttentionContext(s, v, in.L, c.Heads); err != nil {
+		return nil, err
+	}
+	if a, err = t.linear(b, a, p+"attn.out"); err != nil {
+		return nil, err
+	}
+	if a, err = t.dropout(a, train); err != nil {
+		return nil, err
+	}
+	if a, err = Add(x, a); err != nil {
+		return nil, err
+	}
+	if a, err = t.layerNorm(b, a, p+"attn.norm"); err != nil {
+		return nil, err
+	}
+	if h, err = t.linear(b, a, p+"ffn.in"); err != nil {
+		return nil, err
+	}
+	if h, err = GELU(h); err != nil {
+		return nil, err
+	}
+	if h, err = t.linear(b, h, p+"ffn.out"); err != nil {
+		return nil, err
+	}
+	if h, err = t.dropout(h, train); err != nil {
+		return nil, err
+	}
+	if h, err = Add(a, h); err != nil {
+		return nil, err
+	}
+	return t.layerNorm(b, h, p+"ffn.norm")
+}

@@ -1,0 +1,37 @@
+// Package tokenize turns text into the fixed-shape id batches the encoders
+// read: BERT-style WordPiece tokenizers loaded from, trained into, and saved
+// as Hugging Face tokenizer.json files.
+//
+// A Tokenizer implements the BERT pipeline end to end in Go:
+//
+//   - BertNormalizer: drop control characters, map whitespace to ' ', put
+//     spaces around CJK ideographs, strip accents (NFD, then drop Mn marks)
+//     and lowercase;
+//   - BertPreTokenizer: split on whitespace, isolate each punctuation rune;
+//   - WordPiece: greedy longest-match-first over the vocabulary, continuing
+//     pieces prefixed "##", a word with no full cover becoming [UNK]
+//     (Wu et al. 2016, "Google's Neural Machine Translation System", §4.1;
+//     Devlin et al. 2019, "BERT", §3);
+//   - added (special) tokens, matched on the raw text before normalisation,
+//     leftmost-longest, and never split;
+//   - the post-processor layout [CLS] A [SEP] and [CLS] A [SEP] B [SEP].
+//
+// The ids equal those of the Hugging Face tokenizers library and of
+// github.com/sugarme/tokenizer for bert-base-uncased (tests compare both on
+// the Cranfield collection). The encoding is done here rather than through
+// sugarme because sugarme is about 40 times slower and ignores
+// "strip_accents": null; sugarme's Save and Train are not usable (stubs, and
+// output on stdout), so Save writes the JSON itself and Train is a
+// deterministic port of the Hugging Face WordPieceTrainer (BPE merges with a
+// "##" continuing prefix).
+//
+// Batches have fixed shapes: EncodeBatch and EncodePairBatch pad every row to
+// the maxLen they are given, so a batch of B texts is B×L ids, a B×L float32
+// mask (1 real, 0 padding) and B×L segment ids.
+//
+// Not for: byte-level BPE, SentencePiece or other model families; offsets
+// and alignments; dynamic padding. Load accepts only the BERT layout
+// (BertNormalizer, BertPreTokenizer, WordPiece, BertProcessing or the
+// equivalent TemplateProcessing) and reports anything else as an error
+// instead of encoding it differently.
+package tokenize
