@@ -69,6 +69,7 @@
 //	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25"
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
+//	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
 //	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); 0 = off; >= 0
 //	pretrain.batch_size                 64             B for pretraining; >= 2
 //	pretrain.crop_min                   8              shortest cropped span in tokens; >= 1

@@ -127,6 +127,11 @@ type Sampler struct {
 	// NegativeStrategy is "top" (the best-ranked non-relevant passages of the
 	// window) or "random" (uniform within the window). Default "random".
 	NegativeStrategy string `toml:"negative_strategy"`
+	// FalseNegatives says what happens to an in-batch passage judged relevant to a query
+	// other than its own: "mask" keeps the example and removes that passage from the query's
+	// softmax (RocketQA-style), "defer" moves the example to a later batch so no batch holds
+	// one (fails when the judgements overlap too much to pack batches). Default "mask".
+	FalseNegatives string `toml:"false_negatives"`
 }
 
 // Pretrain is the [pretrain] section: unsupervised independent cropping
@@ -263,6 +268,7 @@ func Defaults() *Recipe {
 			NegativeSource:   "bm25",
 			NegativeWindow:   [2]int{1, 30},
 			NegativeStrategy: "random",
+			FalseNegatives:   "mask",
 		},
 		Pretrain: Pretrain{
 			Steps:     0,

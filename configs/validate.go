@@ -18,6 +18,7 @@ var (
 	similarities       = []string{"dot", "cosine"}
 	negativeSources    = []string{"bm25"}
 	negativeStrategies = []string{"top", "random"}
+	falseNegatives     = []string{"mask", "defer"}
 	schedules          = []string{"linear", "cosine", "constant"}
 	systemNames        = []string{"bm25", "dense", "rrf", "rerank"}
 	rerankLosses       = []string{"pairwise", "listwise", "pointwise"}
@@ -70,6 +71,7 @@ func (l *loader) validate(r *Recipe) error {
 		v.fail("sampler.negative_window", "must be [first, last] with 1 <= first <= last, got [%d, %d]", w[0], w[1])
 	}
 	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
+	v.oneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
 
 	p := r.Pretrain
 	atLeast(v, "pretrain.steps", p.Steps, 0)

@@ -2,10 +2,12 @@ package eval_test
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -102,38 +104,94 @@ var luceneAnchors = []struct {
 	{"cisi", "all", map[string]float64{"nDCG@10": 0.3682, "MRR@10": 0.5990, "Recall@100": 0.4402, "P@10": 0.3382, "MAP": 0.2095}},
 }
 
-// TestLuceneRunFigures evaluates the reference Lucene runs (kept at depth 100) and must find
-// the README's figures to the 4 decimals printed. MAP was measured at depth 1000, so the
-// depth-100 run may only fall short of it, by the precision of relevant documents at ranks
-// 101-1000 (small).
+// inRankOrder replaces every score by a value decreasing with the position in the list, so
+// that an evaluation keeps the list order even where scores tie.
+func inRankOrder(run eval.Run) eval.Run {
+	out := eval.Run{}
+	for q, hits := range run {
+		ranked := make([]index.Hit, len(hits))
+		for i, h := range hits {
+			ranked[i] = index.Hit{DocID: h.DocID, Score: float64(len(hits) - i)}
+		}
+		out[q] = ranked
+	}
+	return out
+}
+
+// inLuceneOrder sorts each list as Lucene's TopScoreDocCollector does: float32 score
+// descending, ties by internal document number (the position in the corpus) ascending.
+func inLuceneOrder(run eval.Run, ids []string) eval.Run {
+	pos := map[string]int{}
+	for i, id := range ids {
+		pos[id] = i
+	}
+	out := eval.Run{}
+	for q, hits := range run {
+		sorted := slices.Clone(hits)
+		slices.SortStableFunc(sorted, func(a, b index.Hit) int {
+			if sa, sb := float32(a.Score), float32(b.Score); sa != sb {
+				return cmp.Compare(sb, sa)
+			}
+			return pos[a.DocID] - pos[b.DocID]
+		})
+		out[q] = sorted
+	}
+	return inRankOrder(out)
+}
+
+// check compares metric values with the README's 4-decimal figures.
+func check(t *testing.T, what string, got, want map[string]float64, tol float64, skip ...string) {
+	t.Helper()
+	for _, m := range metrics {
+		if !slices.Contains(skip, m) && math.Abs(got[m]-want[m]) > tol {
+			t.Errorf("%s: %s = %.5f, README %.4f (tolerance %g)", what, m, got[m], want[m], tol)
+		}
+	}
+}
+
+// TestLuceneRunFigures evaluates the reference Lucene runs (kept at depth 100).
+//
+// The README's figures keep the runs' rank order on tied scores (Lucene's order: internal
+// document number); trec_eval, and Evaluate, break ties by doc id descending instead. In rank
+// order every figure but MAP is reproduced to the 4 decimals printed, on every split. MAP was
+// measured at depth 1000, so at depth 100 it falls short. In trec_eval order the test splits
+// still agree to 4 decimals; the "all" splits move by up to 0.0014 (tied scores around
+// rank 10 of some CISI queries).
 func TestLuceneRunFigures(t *testing.T) {
 	for _, a := range luceneAnchors {
+		what := a.coll + " " + a.split
 		run, err := eval.ReadTREC(filepath.Join("testdata", "lucene-bm25-english-"+a.coll+".run"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		qrels := readQrels(t, filepath.Join("..", "datasets", a.coll, "qrels", a.split+".tsv"))
-		got, err := eval.Evaluate(run, qrels, metrics)
+		ranked, err := eval.Evaluate(inRankOrder(run), qrels, metrics)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, m := range metrics {
-			tol := 0.5e-4
-			if m == "MAP" {
-				tol = 0.005
-			}
-			if d := a.want[m] - got[m]; math.Abs(d) > tol || m == "MAP" && d < -0.5e-4 {
-				t.Errorf("%s %s: Lucene run %s = %.5f, README %.4f", a.coll, a.split, m, got[m], a.want[m])
-			}
+		check(t, what+" (rank order)", ranked, a.want, 0.5e-4, "MAP")
+		if ranked["MAP"] > a.want["MAP"]+0.5e-4 {
+			t.Errorf("%s: depth-100 MAP %.5f above the depth-1000 figure %.4f", what, ranked["MAP"], a.want["MAP"])
+		}
+		trec, err := eval.Evaluate(run, qrels, metrics)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.split == "test" {
+			check(t, what+" (trec_eval order)", trec, a.want, 0.5e-4, "MAP")
+		} else {
+			check(t, what+" (trec_eval order)", trec, a.want, 0.0015, "MAP")
 		}
 	}
 }
 
 // TestBM25ReproducesLucene is the acceptance check of package index's BM25: with Lucene's
 // defaults it must score every (query, passage) pair of the reference runs exactly as Lucene
-// 4.10 did (float32 equality), and reach the README's figures at depth 1000.
+// 4.10 did (float32 equality), and reach the README's figures at depth 1000: nDCG@10 within
+// 0.02 in trec_eval order (the criterion), every figure to 4 decimals in Lucene's
+// order.
 func TestBM25ReproducesLucene(t *testing.T) {
-	byColl := map[string]eval.Run{}
+	var rows []eval.Row
 	for _, coll := range []string{"cranfield", "cisi"} {
 		c := readCollection(t, filepath.Join("..", "datasets", coll))
 		x := index.NewBM25(c.ids, c.texts, index.DefaultBM25Params())
@@ -141,7 +199,6 @@ func TestBM25ReproducesLucene(t *testing.T) {
 		for q, text := range c.queries {
 			run[q] = x.Search(text, 1000)
 		}
-		byColl[coll] = run
 
 		lucene, err := eval.ReadTREC(filepath.Join("testdata", "lucene-bm25-english-"+coll+".run"))
 		if err != nil {
@@ -168,33 +225,37 @@ func TestBM25ReproducesLucene(t *testing.T) {
 		if mismatched > 0 {
 			t.Errorf("%s: %d of %d Lucene (query, passage) scores not reproduced", coll, mismatched, pairs)
 		}
-		// Equal scores may order differently (Lucene: internal doc number; index: DocID), so
-		// compare top-10 sets only after checking that ties are the only differences.
 		if overlap != top {
 			t.Errorf("%s: top-10 overlap with Lucene %d of %d", coll, overlap, top)
 		}
 		t.Logf("%s: %d Lucene scores reproduced bit for bit, top-10 overlap %d/%d", coll, pairs-mismatched, overlap, top)
-	}
 
-	var rows []eval.Row
-	for _, a := range luceneAnchors {
-		qrels := readQrels(t, filepath.Join("..", "datasets", a.coll, "qrels", a.split+".tsv"))
-		got, err := eval.Evaluate(byColl[a.coll], qrels, metrics)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if d := got["nDCG@10"] - a.want["nDCG@10"]; math.Abs(d) > 0.02 {
-			t.Errorf("%s %s: nDCG@10 %.4f, Lucene %.4f: more than 0.02 apart", a.coll, a.split, got["nDCG@10"], a.want["nDCG@10"])
-		}
-		for _, m := range metrics {
-			if math.Abs(got[m]-a.want[m]) > 0.5e-4 {
-				t.Errorf("%s %s: %s %.5f, Lucene %.4f", a.coll, a.split, m, got[m], a.want[m])
+		for _, a := range luceneAnchors {
+			if a.coll != coll {
+				continue
 			}
+			what := a.coll + " " + a.split
+			qrels := readQrels(t, filepath.Join("..", "datasets", a.coll, "qrels", a.split+".tsv"))
+			got, err := eval.Evaluate(run, qrels, metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d := got["nDCG@10"] - a.want["nDCG@10"]; math.Abs(d) > 0.02 {
+				t.Errorf("%s: nDCG@10 %.4f, Lucene %.4f: more than 0.02 apart", what, got["nDCG@10"], a.want["nDCG@10"])
+			}
+			check(t, what+" (trec_eval order)", got, a.want, 0.0015)
+			inLucene, err := eval.Evaluate(inLuceneOrder(run, c.ids), qrels, metrics)
+			if err != nil {
+				t.Fatal(err)
+			}
+			check(t, what+" (Lucene order)", inLucene, a.want, 0.5e-4)
+			rows = append(rows,
+				eval.Row{System: "index.BM25 " + what, Scores: got},
+				eval.Row{System: "index.BM25 " + what + ", Lucene tie order", Scores: inLucene},
+				eval.Row{System: "Lucene 4.10 " + what + " (README)", Scores: a.want})
 		}
-		rows = append(rows, eval.Row{System: "index.BM25 " + a.coll + " " + a.split, Scores: got},
-			eval.Row{System: "Lucene 4.10 " + a.coll + " " + a.split, Scores: a.want})
 	}
-	t.Log("\n" + eval.FormatTable(metrics, rows))
+	t.Log("depth 1000, trec_eval tie order unless stated\n" + eval.FormatTable(metrics, rows))
 }
 
 // topOverlap counts the documents two lists share in their first n, extending each list's

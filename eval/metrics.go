@@ -61,7 +61,10 @@ func parseMetrics(names []string) ([]metric, error) {
 
 // Evaluate returns, for each metric name, its mean over the evaluated queries (see the
 // package doc: queries of qrels with a relevant document; missing from the run counts 0).
-// Metric names: "nDCG@k", "MRR@k", "Recall@k", "P@k", "MAP" (whole run), "MAP@k". It fails on
+// Metric names: "nDCG@k", "MRR@k", "Recall@k", "P@k", "MAP" (whole run), "MAP@k"; the name
+// before '@' is case-insensitive. MRR@k is the reciprocal rank of the first relevant hit within
+// the first k (0 if none: trec_eval's recip_rank cut at k, as BEIR reports it); P@k divides by
+// k even when fewer are retrieved; MAP@k is trec_eval's map_cut.k. It fails on
 // an unknown metric name, on qrels without any relevant document, and on a doc id listed twice
 // for one query of the run.
 func Evaluate(run Run, qrels map[string]map[string]int, metrics []string) (map[string]float64, error) {

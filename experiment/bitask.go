@@ -2,9 +2,11 @@ package experiment
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -16,6 +18,9 @@ import (
 // positive of query i, the rest hard negatives shared by every query.
 type pairBatch struct {
 	Queries, Passages []string
+	// Mask, when not nil, is B x N: 0 removes candidate j from query i's softmax (a passage
+	// judged relevant to query i that serves as another query's positive or negative).
+	Mask []float32
 }
 
 // biTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries,
@@ -32,13 +37,14 @@ type biTask struct {
 	qIn     *model.Inputs
 	pIn     *model.Inputs
 	loss    *gorgonia.Node
+	mask    *tensor.Dense // B x N additive mask, nil when the task takes none
 	bound   []model.Bound
 	params  []trainer.Param
 	B, N    int
 	lastTru int // texts truncated in the last batch
 }
 
-func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau float64, sim losses.Similarity,
+func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau float64, sim losses.Similarity, masked bool,
 	seed, stream uint64, next func(step int) (pairBatch, error)) (*biTask, error) {
 	t := &biTask{m: m, tok: tok, L: L, seed: seed, stream: stream, next: next, B: B, N: N}
 	t.g = gorgonia.NewGraph()
@@ -53,7 +59,14 @@ func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau flo
 	if err != nil {
 		return nil, err
 	}
-	if t.loss, err = losses.InfoNCE(q, p, tau, sim); err != nil {
+	if masked {
+		t.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(tensor.Float32))
+		mn := gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
+		t.loss, err = losses.InfoNCEMasked(q, p, mn, tau, sim)
+	} else {
+		t.loss, err = losses.InfoNCE(q, p, tau, sim)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
@@ -76,6 +89,18 @@ func (t *biTask) Step(step int) (float64, int, error) {
 	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
 		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
 			len(pb.Queries), len(pb.Passages), t.B, t.N)
+	}
+	if t.mask != nil {
+		m := t.mask.Data().([]float32)
+		if len(pb.Mask) != len(m) {
+			return 0, 0, fmt.Errorf("candidate mask of %d values, want %d", len(pb.Mask), len(m))
+		}
+		for i, keep := range pb.Mask {
+			m[i] = 0
+			if keep == 0 {
+				m[i] = float32(math.Inf(-1))
+			}
+		}
 	}
 	qb := t.tok.EncodeBatch(pb.Queries, t.L)
 	pbt := t.tok.EncodeBatch(pb.Passages, t.L)

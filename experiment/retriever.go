@@ -30,6 +30,11 @@ type Options struct {
 	ResumeDir string
 	// Out receives messages and the results table; Progress the progress bars.
 	Out, Progress io.Writer
+
+	// interruptPhase and interruptAt stop the run as SIGINT would, when that phase reaches that
+	// step (tests of resume).
+	interruptPhase string
+	interruptAt    int
 }
 
 // Run runs the recipe and returns its run directory.
@@ -115,11 +120,6 @@ const (
 )
 
 func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
-	dir, err := prepareRunDir(rec, o)
-	if err != nil {
-		return "", err
-	}
-	resume := o.ResumeDir != ""
 	splits := []string{rec.Data.TrainSplit}
 	for _, s := range rec.Eval.Splits {
 		if !slices.Contains(splits, s) {
@@ -128,8 +128,13 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	}
 	ds, err := data.Load(rec.Data.Dir, splits...)
 	if err != nil {
-		return dir, err
+		return "", err
 	}
+	dir, err := prepareRunDir(rec, o)
+	if err != nil {
+		return "", err
+	}
+	resume := o.ResumeDir != ""
 	corpus := ds.Corpus
 	if len(corpus.Empty) > 0 {
 		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
@@ -200,7 +205,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, rec.Loss.Temperature, sim, seed, streamPretrain,
+		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, rec.Loss.Temperature, sim, false, seed, streamPretrain,
 			func(step int) (pairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -234,11 +239,16 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 			stats.Queries, stats.Examples, stats.ExcludedRelevant, len(stats.Short), stats.Missing)
 		n := rec.Sampler.HardNegatives
 		var avoided int
-		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, rec.Loss.Temperature, sim, seed, streamTrain,
+		masked := rec.Sampler.FalseNegatives == "mask"
+		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, rec.Loss.Temperature, sim, masked, seed, streamTrain,
 			func(step int) (pairBatch, error) {
 				b, st, err := smp.Batch(step)
-				avoided += st.FalseNegativesAvoided
-				return pairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}, err
+				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
+				pb := pairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
+				if masked {
+					pb.Mask = b.Mask
+				}
+				return pb, err
 			})
 		if err != nil {
 			return dir, err
@@ -248,7 +258,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		fmt.Fprintf(o.Out, "sampler: %d examples skipped to keep judged-relevant passages out of other queries' negatives\n", avoided)
+		if masked {
+			fmt.Fprintf(o.Out, "sampler: %d judged-relevant in-batch candidates masked out of other queries' softmax\n", avoided)
+		} else {
+			fmt.Fprintf(o.Out, "sampler: %d examples deferred to keep judged-relevant passages out of other queries' negatives\n", avoided)
+		}
 		trainSeconds += res.Seconds
 		trainExamples += res.Examples
 	}
@@ -266,6 +280,12 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 // runPhase runs one training phase with a fresh AdamW (or the restored one when resuming).
 func runPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, optState *checkpoints.OptimizerState,
 	rec *configs.Recipe, lg *trainer.Log, o Options, save func(string, *trainer.AdamW) func(int) error) (trainer.Result, error) {
+	if o.interruptPhase == phase {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		task = &interrupter{Task: task, at: o.interruptAt, cancel: cancel}
+	}
 	opt := trainer.NewAdamW(rec.Train.WeightDecay)
 	if optState != nil && startStep > 0 {
 		if err := opt.SetState(trainer.OptimizerState{Step: optState.Step, M: optState.M, V: optState.V}); err != nil {
@@ -308,7 +328,8 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 		return nil, stats, err
 	}
 	smp, err := sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
-		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed})
+		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed,
+			MaskFalseNegatives: rec.Sampler.FalseNegatives == "mask"})
 	return smp, stats, err
 }
 
@@ -431,4 +452,18 @@ func setParams(m *model.BiEncoder, ts []checkpoints.Tensor) error {
 		errs = append(errs, fmt.Errorf("unexpected tensor %s", name))
 	}
 	return errors.Join(errs...)
+}
+
+// interrupter cancels the run's context when the wrapped task reaches step at.
+type interrupter struct {
+	trainer.Task
+	at     int
+	cancel context.CancelFunc
+}
+
+func (t *interrupter) Step(step int) (float64, int, error) {
+	if step == t.at {
+		t.cancel()
+	}
+	return t.Task.Step(step)
 }

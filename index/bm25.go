@@ -40,7 +40,8 @@ type posting struct {
 // after analysis (stop words excluded) and avgdl the mean of dl. A query is the OR of its
 // analyzed terms, each with boost 1, so a term repeated in the query counts twice. With Lucene
 // norms, dl(d) is replaced by 1/f² where f = byte315ToFloat(floatToByte315(1/sqrt(dl(d)))),
-// which keeps about one significant decimal digit of the length.
+// which keeps 3 significant bits of 1/sqrt(dl): lengths 10, 40 and 100 count as 10.24, 40.96
+// and 113.78.
 //
 // A BM25 is read-only after NewBM25 and safe for concurrent searches.
 type BM25 struct {

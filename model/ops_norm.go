@@ -207,12 +207,52 @@ func (geluK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func gelu[T float](out, x []T) {
+	if o32, ok := any(out).([]float32); ok {
+		x32 := any(x).([]float32)
+		parallelFor(len(x), 10, func(lo, hi int) {
+			for i, v := range x32[lo:hi] {
+				v := float64(v)
+				o32[lo+i] = float32(0.5 * v * (1 + erf32(v/math.Sqrt2)))
+			}
+		})
+		return
+	}
 	parallelFor(len(x), 30, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			v := float64(x[i])
 			out[i] = T(0.5 * v * (1 + math.Erf(v/math.Sqrt2)))
 		}
 	})
+}
+
+// erf32 is erf to float32 accuracy (absolute error < 1e-7): the rational
+// approximation of Eigen's generic_fast_erf_float, evaluated in float64.
+func erf32(x float64) float64 {
+	x = max(-4, min(4, x))
+	x2 := x * x
+	p := x2*-2.72614225801306e-10 + 2.77068142495902e-08
+	p = x2*p - 2.10102402082508e-06
+	p = x2*p - 5.69250639462346e-05
+	p = x2*p - 7.34990630326855e-04
+	p = x2*p - 2.95459980854025e-03
+	p = x2*p - 1.60960333262415e-02
+	q := x2*-1.45660718464996e-05 - 2.13374055278905e-04
+	q = x2*q - 1.68282697438203e-03
+	q = x2*q - 7.37332916720468e-03
+	q = x2*q - 1.42647390514189e-02
+	return x * p / q
+}
+
+// expNeg32 is e^x for x <= 0 to float32 accuracy (relative error < 2e-7):
+// x = n·ln2 + r, |r| <= ln2/2, e^r by its degree-7 Taylor polynomial.
+func expNeg32(x float64) float64 {
+	if x < -87 {
+		return 0
+	}
+	n := math.Floor(x*math.Log2E + 0.5)
+	r := x - n*math.Ln2
+	p := 1 + r*(1+r*(1.0/2+r*(1.0/6+r*(1.0/24+r*(1.0/120+r*(1.0/720+r*(1.0/5040)))))))
+	return p * math.Float64frombits(uint64(int64(n)+1023)<<52)
 }
 
 // geluGradK: (x, g) -> g * (Φ(x) + x·φ(x)).
@@ -241,6 +281,18 @@ func (geluGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 
 func geluGrad[T float](out, x, g []T) {
 	const invSqrt2Pi = 0.3989422804014327
+	if o32, ok := any(out).([]float32); ok {
+		x32, g32 := any(x).([]float32), any(g).([]float32)
+		parallelFor(len(x), 12, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				v := float64(x32[i])
+				cdf := 0.5 * (1 + erf32(v/math.Sqrt2))
+				pdf := invSqrt2Pi * expNeg32(-0.5*v*v)
+				o32[i] = float32(float64(g32[i]) * (cdf + v*pdf))
+			}
+		})
+		return
+	}
 	parallelFor(len(x), 40, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			v := float64(x[i])

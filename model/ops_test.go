@@ -374,3 +374,50 @@ func TestDoDiff(t *testing.T) {
 		assertClose(t, "leaf gradient", ad[i], sym[i], 1e-12)
 	}
 }
+
+// TestFastMath checks the float32 erf and exp against the math package.
+func TestFastMath(t *testing.T) {
+	var worstErf, worstExp float64
+	for x := -7.0; x <= 7; x += 1e-3 {
+		worstErf = math.Max(worstErf, math.Abs(erf32(x)-math.Erf(x)))
+		if x <= 0 {
+			worstExp = math.Max(worstExp, math.Abs(expNeg32(6*x)-math.Exp(6*x))/math.Exp(6*x))
+		}
+	}
+	if worstErf > 1e-7 {
+		t.Errorf("erf32: max absolute error %.3g, want <= 1e-7", worstErf)
+	}
+	if worstExp > 2e-7 {
+		t.Errorf("expNeg32: max relative error %.3g, want <= 2e-7", worstExp)
+	}
+	if expNeg32(-100) != 0 {
+		t.Errorf("expNeg32(-100) = %v, want 0", expNeg32(-100))
+	}
+}
+
+// TestGELUFloat32 compares the float32 GELU and its gradient with float64.
+func TestGELUFloat32(t *testing.T) {
+	x := make([]float64, 0, 2001)
+	for v := -10.0; v <= 10; v += 0.01 {
+		x = append(x, v)
+	}
+	g := make([]float64, len(x))
+	for i := range g {
+		g[i] = 1
+	}
+	x32, g32 := make([]float32, len(x)), make([]float32, len(x))
+	for i := range x {
+		x32[i], g32[i] = float32(x[i]), 1
+	}
+	y64, d64 := make([]float64, len(x)), make([]float64, len(x))
+	y32, d32 := make([]float32, len(x)), make([]float32, len(x))
+	gelu(y64, x)
+	geluGrad(d64, x, g)
+	gelu(y32, x32)
+	geluGrad(d32, x32, g32)
+	for i := range x {
+		if !close64(float64(y32[i]), y64[i], 3e-7) || !close64(float64(d32[i]), d64[i], 3e-7) {
+			t.Errorf("x = %v: float32 gelu %v grad %v, float64 %v %v", x[i], y32[i], d32[i], y64[i], d64[i])
+		}
+	}
+}

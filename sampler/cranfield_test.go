@@ -31,16 +31,15 @@ const cranDir = "../datasets/cranfield/"
 
 func loadCranfield(t *testing.T) *cranfield {
 	t.Helper()
-	cranOnce.Do(func() { cran, cranErr = readCranfield() })
+	cranOnce.Do(func() { cran, cranErr = readCollection(cranDir) })
 	if cranErr != nil {
 		t.Fatal(cranErr)
 	}
 	return cran
 }
 
-func readCranfield() (*cranfield, error) { return readDir(cranDir) }
-
-func readDir(cranDir string) (*cranfield, error) {
+// readCollection reads a BEIR directory (datasets/cranfield or datasets/cisi) and its train qrels.
+func readCollection(dir string) (*cranfield, error) {
 	c := &cranfield{queries: map[string]string{}, train: map[string]map[string]int{}, ranking: map[string][]string{}}
 	type rec struct{ ID, Title, Text string }
 	readJSONL := func(path string, f func(r rec)) error {
@@ -64,16 +63,16 @@ func readDir(cranDir string) (*cranfield, error) {
 		}
 		return sc.Err()
 	}
-	if err := readJSONL(cranDir+"queries.jsonl", func(r rec) { c.queries[r.ID] = r.Text }); err != nil {
+	if err := readJSONL(dir+"queries.jsonl", func(r rec) { c.queries[r.ID] = r.Text }); err != nil {
 		return nil, err
 	}
-	if err := readJSONL(cranDir+"corpus.jsonl", func(r rec) {
+	if err := readJSONL(dir+"corpus.jsonl", func(r rec) {
 		c.docIDs = append(c.docIDs, r.ID)
 		c.docTexts = append(c.docTexts, strings.TrimSpace(r.Title+" "+r.Text))
 	}); err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(cranDir + "qrels/train.tsv")
+	b, err := os.ReadFile(dir + "qrels/train.tsv")
 	if err != nil {
 		return nil, err
 	}

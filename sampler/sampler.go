@@ -21,6 +21,11 @@ type Options struct {
 	BatchSize     int    // B, examples per batch (train.batch_size); at most the number of distinct queries
 	HardNegatives int    // N, hard negatives per example in a batch (sampler.hard_negatives), >= 0
 	Seed          uint64 // the recipe seed
+	// MaskFalseNegatives, instead of keeping false negatives out of batches (deferring the
+	// examples that would bring them), lets them in and zeroes them in Batch.Mask for the loss
+	// to ignore. Needed when the judgements overlap so much that batches of B cannot be packed
+	// (New says so); only duplicate queries are then deferred.
+	MaskFalseNegatives bool
 }
 
 // Batch is one training batch: B queries, B positives and B·N hard negatives, ids and texts.
@@ -37,6 +42,11 @@ type Batch struct {
 	Queries     []string // B query texts
 	Positives   []string // B passage texts
 	Negatives   []string // B·N passage texts
+	// Mask is B × C, C = B + B·N, row-major: Mask[i·C + j] is 1 when candidate j (j < B:
+	// positive j; j >= B: negative j-B) may serve query i, 0 when it is a false negative (a
+	// document judged relevant to query i other than its own positive slot). All ones unless
+	// Options.MaskFalseNegatives.
+	Mask []float32
 }
 
 // Stats reports how a batch's epoch was packed; nothing is skipped without being counted.
@@ -56,6 +66,8 @@ type Stats struct {
 	// RandomNegatives counts hard-negative slots filled with random corpus documents because the
 	// example had fewer than N mined negatives.
 	RandomNegatives int
+	// MaskedFalseNegatives counts the zeros of Batch.Mask (always 0 without MaskFalseNegatives).
+	MaskedFalseNegatives int
 	// LeftOver counts the examples of this epoch that no batch took (the E mod B that do not
 	// fit, and those that conflicted with every batch); the same for every batch of the epoch.
 	LeftOver int
@@ -64,12 +76,13 @@ type Stats struct {
 // Sampler deals batches deterministically from (seed, step). Epoch e is the permutation of the E
 // examples drawn from PCG(seed, e), packed into K = floor(E/B) batches first-fit: each example,
 // in permutation order, goes into the first batch that is not full, does not hold its query and
-// would not gain a false negative from it (see Stats); an example no batch takes is left over for
-// this epoch. Batches still short after that pass are topped up with compatible examples in
-// permutation order from position k·B on (Stats.Repeated). Step s is batch s mod K of epoch s / K, so Batch(s) depends
-// on nothing but (examples, collection, options, s): a resumed run replays the same batches from
-// its step counter. Without conflicts an epoch deals every example once, in permutation order.
-// A Sampler is safe for concurrent use.
+// would not gain a false negative from it (see Stats; with Options.MaskFalseNegatives false
+// negatives are let in and masked instead); an example no batch takes is left over for this
+// epoch. Batches still short after that pass are topped up with compatible examples in
+// permutation order from position k·B on (Stats.Repeated). Step s is batch s mod K of epoch
+// s / K, so Batch(s) depends on nothing but (examples, collection, options, s): a resumed run
+// replays the same batches from its step counter. Without conflicts an epoch deals every example
+// once, in permutation order. A Sampler is safe for concurrent use.
 type Sampler struct {
 	c        Collection
 	examples []Example
@@ -80,10 +93,12 @@ type Sampler struct {
 	cache map[int]*epochPlan // at most two epochs
 }
 
-// New checks the examples against the collection and returns a Sampler. Errors: B < 1, N < 0,
-// fewer distinct queries than B, an example whose query has no text, whose documents are not in
-// the corpus, whose positive is not judged relevant to its query or one of whose negatives is,
-// duplicate corpus ids, and DocTexts not parallel to DocIDs.
+// New checks the examples against the collection, packs epoch 0 and returns a Sampler. Errors:
+// B < 1, N < 0, fewer distinct queries than B, epoch 0 not packing into batches of B compatible
+// examples (judgements overlapping too much for B; the error names the largest B that packs and
+// MaskFalseNegatives is the way out), an example whose query has no text, whose documents are
+// not in the corpus, whose positive is not judged relevant to its query or one of whose
+// negatives is, duplicate corpus ids, and DocTexts not parallel to DocIDs.
 func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 	switch {
 	case opts.BatchSize < 1:
@@ -126,6 +141,18 @@ func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 	if len(queries) < opts.BatchSize {
 		return nil, fmt.Errorf("sampler: batch size %d exceeds the %d distinct training queries (a batch never holds a query twice)", opts.BatchSize, len(queries))
 	}
+	if _, err := s.plan(0); err != nil {
+		largest := 0
+		for b := opts.BatchSize - 1; b >= 1 && largest == 0; b-- {
+			o := opts
+			o.BatchSize = b
+			trial := &Sampler{c: c, examples: examples, opts: o, docIndex: s.docIndex}
+			if _, err := trial.plan(0); err == nil {
+				largest = b
+			}
+		}
+		return nil, fmt.Errorf("sampler: batch size %d: %w (the judgements overlap too much; the largest batch size that packs epoch 0 is %d; or set MaskFalseNegatives)", opts.BatchSize, err, largest)
+	}
 	return s, nil
 }
 
@@ -157,7 +184,8 @@ type epochPlan struct {
 }
 
 // Batch returns the batch of a step (0-based) and how its epoch was packed. It fails only when
-// conflicts leave a batch short of B compatible examples even after topping up.
+// conflicts leave a batch short of B compatible examples even after topping up (New checks
+// epoch 0; a later epoch's permutation can still fail when B is close to the largest that packs).
 func (s *Sampler) Batch(step int) (Batch, Stats, error) {
 	if step < 0 {
 		return Batch{}, Stats{}, fmt.Errorf("sampler: step %d, want >= 0", step)
@@ -205,7 +233,42 @@ func (s *Sampler) Batch(step int) (Batch, Stats, error) {
 			b.Negatives = append(b.Negatives, s.c.DocTexts[s.docIndex[d]])
 		}
 	}
+	if s.opts.MaskFalseNegatives {
+		b.Mask = FalseNegativeMask(b, s.c.Qrels)
+		for _, m := range b.Mask {
+			if m == 0 {
+				st.MaskedFalseNegatives++
+			}
+		}
+	} else { // packing kept false negatives out: every candidate serves (ValidateBatch checks it)
+		b.Mask = make([]float32, B*(B+B*N))
+		for i := range b.Mask {
+			b.Mask[i] = 1
+		}
+	}
 	return b, st, nil
+}
+
+// FalseNegativeMask returns the B × (B + B·N) mask of a batch (see Batch.Mask) under qrels.
+func FalseNegativeMask(b Batch, qrels map[string]map[string]int) []float32 {
+	B := len(b.QueryIDs)
+	C := B + len(b.NegativeIDs)
+	mask := make([]float32, B*C)
+	for i, q := range b.QueryIDs {
+		rel := qrels[q]
+		for j := range C {
+			d := ""
+			if j < B {
+				d = b.PositiveIDs[j]
+			} else {
+				d = b.NegativeIDs[j-B]
+			}
+			if j == i || rel[d] <= 0 {
+				mask[i*C+j] = 1
+			}
+		}
+	}
+	return mask
 }
 
 // plan packs epoch e (memoised; a pure function of the seed and e).
@@ -238,7 +301,7 @@ func (s *Sampler) plan(e int) (*epochPlan, error) {
 			case len(bs[k].chosen) == B:
 			case bs[k].queries[c.ex.QueryID]:
 				st[k].DuplicateQueries++
-			case s.conflicts(c, &bs[k]):
+			case !s.opts.MaskFalseNegatives && s.conflicts(c, &bs[k]):
 				st[k].FalseNegativesAvoided++
 			default:
 				bs[k].add(c)
@@ -257,7 +320,7 @@ func (s *Sampler) plan(e int) (*epochPlan, error) {
 			if len(bs[k].chosen) == B {
 				break
 			}
-			if !bs[k].queries[c.ex.QueryID] && !s.conflicts(c, &bs[k]) {
+			if !bs[k].queries[c.ex.QueryID] && (s.opts.MaskFalseNegatives || !s.conflicts(c, &bs[k])) {
 				bs[k].add(c)
 				st[k].Repeated++
 			}
@@ -337,7 +400,8 @@ func (s *Sampler) relevantToAny(d string, chosen []candidate) bool {
 // B·N negatives (and texts, when present, parallel to the ids), no query twice, every positive
 // judged relevant to its own query, and no false negative: for every query i, no document of the
 // batch other than its own positive (any other positive, any hard negative, its own included) is
-// judged relevant to it (qrels score > 0).
+// judged relevant to it (qrels score > 0), unless b.Mask is set, in which case the mask must be
+// exactly FalseNegativeMask(b, qrels), zeroing every such candidate.
 func ValidateBatch(b Batch, qrels map[string]map[string]int) error {
 	B := len(b.QueryIDs)
 	switch {
@@ -360,6 +424,19 @@ func ValidateBatch(b Batch, qrels map[string]map[string]int) error {
 		if qrels[q][b.PositiveIDs[i]] <= 0 {
 			return fmt.Errorf("batch %d: positive %q of query %q is not judged relevant to it", b.Step, b.PositiveIDs[i], q)
 		}
+	}
+	if b.Mask != nil {
+		want := FalseNegativeMask(b, qrels)
+		if len(b.Mask) != len(want) {
+			return fmt.Errorf("batch %d: mask of %d values, want B·(B+B·N) = %d", b.Step, len(b.Mask), len(want))
+		}
+		for k := range want {
+			if b.Mask[k] != want[k] {
+				C := len(want) / B
+				return fmt.Errorf("batch %d: mask[%d][%d] = %v, want %v", b.Step, k/C, k%C, b.Mask[k], want[k])
+			}
+		}
+		return nil // false negatives are masked out
 	}
 	for i, q := range b.QueryIDs {
 		rel := qrels[q]

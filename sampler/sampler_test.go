@@ -258,6 +258,70 @@ func TestValidateBatchCatches(t *testing.T) {
 			t.Errorf("%s: error %v, want %q", c.name, err, c.want)
 		}
 	}
+
+	// masked: a and b together, pa (a's positive) is relevant to b; candidates are [pa pb x y]
+	masked := Batch{N: 1, QueryIDs: []string{"a", "b"}, PositiveIDs: []string{"pa", "pb"}, NegativeIDs: []string{"x", "pa"}}
+	want := []float32{
+		1, 1, 1, 0, // a: column 3 is pa again (b's hard negative), relevant to a and not its own slot
+		0, 1, 1, 0, // b: pa in columns 0 and 3 is judged relevant to b
+	}
+	if got := FalseNegativeMask(masked, qrels); !slices.Equal(got, want) {
+		t.Fatalf("mask %v, want %v", got, want)
+	}
+	masked.Mask = want
+	if err := ValidateBatch(masked, qrels); err != nil {
+		t.Fatalf("correctly masked batch: %v", err)
+	}
+	masked.Mask = []float32{1, 1, 1, 1, 1, 1, 1, 1}
+	if err := ValidateBatch(masked, qrels); err == nil || !strings.Contains(err.Error(), "mask[0][3] = 1, want 0") {
+		t.Fatalf("all-ones mask over false negatives: %v", err)
+	}
+}
+
+// TestCISIOverlap: CISI's 37 training queries judge ~45 documents each with much overlap, so
+// batches of 32 without false negatives cannot be packed. New says so and names the largest
+// batch size that packs; with MaskFalseNegatives the same batches are dealt and the false
+// negatives masked.
+func TestCISIOverlap(t *testing.T) {
+	c, err := readCollection("../datasets/cisi/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex, _, err := Mine(c.train, c.ranking, MineOptions{Negatives: 1, Lo: 1, Hi: 30, Strategy: Random, Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = New(c.collection(), ex, Options{BatchSize: 16, HardNegatives: 1, Seed: 42})
+	if err == nil || !strings.Contains(err.Error(), "the largest batch size that packs epoch 0 is 14;") {
+		t.Fatalf("B = 16: %v", err)
+	}
+	s, err := New(c.collection(), ex, Options{BatchSize: 32, HardNegatives: 1, Seed: 42, MaskFalseNegatives: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	masked := 0
+	for step := range 100 {
+		b, st, err := s.Batch(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateBatch(b, c.train); err != nil {
+			t.Fatal(err)
+		}
+		for i := range b.QueryIDs {
+			if b.Mask[i*(32+32)+i] != 1 {
+				t.Fatalf("step %d: own positive of row %d masked", step, i)
+			}
+		}
+		if st.FalseNegativesAvoided != 0 {
+			t.Fatalf("step %d: %d examples deferred for false negatives in mask mode", step, st.FalseNegativesAvoided)
+		}
+		masked += st.MaskedFalseNegatives
+	}
+	t.Logf("CISI, B = 32, 100 batches: %d masked false negatives (of %d candidates)", masked, 100*32*64)
+	if masked == 0 {
+		t.Fatal("no false negative masked on CISI")
+	}
 }
 
 // TestCranfield1000Batches deals 1000 batches of the recipe's shape from the real training qrels:

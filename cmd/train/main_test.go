@@ -1,0 +1,98 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// writeCollection writes a three-passage BEIR collection into dir, with the corpus lines given.
+func writeCollection(t *testing.T, dir string, corpus, qrels string) {
+	t.Helper()
+	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
+	files := map[string]string{
+		"corpus.jsonl":    corpus,
+		"queries.jsonl":   `{"_id": "1", "text": "wing flutter"}` + "\n" + `{"_id": "2", "text": "heat transfer"}` + "\n",
+		"qrels/train.tsv": "query-id\tcorpus-id\tscore\n1\ta\t1\n2\tb\t1\n",
+		"qrels/test.tsv":  qrels,
+		"qrels/dev.tsv":   "query-id\tcorpus-id\tscore\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const goodCorpus = `{"_id": "a", "title": "wings", "text": "wing flutter at high speed"}
+{"_id": "b", "title": "heat", "text": "heat transfer in a boundary layer"}
+{"_id": "c", "title": "misc", "text": "something else entirely"}
+`
+
+const goodQrels = "query-id\tcorpus-id\tscore\n1\ta\t2\n2\tb\t1\n"
+
+func writeRecipe(t *testing.T, dir, extra string) string {
+	t.Helper()
+	p := filepath.Join(dir, "recipe.toml")
+	text := `kind = "retriever"
+output_dir = "runs"
+[data]
+dir = "data"
+[tokenizer]
+train = true
+vocab_size = 200
+` + extra
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// TestBadInputIsOneLineNamingFileAndLine checks the three malformed inputs of the retriever
+// issue: each ends the run with a one-line error naming the file and the line.
+func TestBadInputIsOneLineNamingFileAndLine(t *testing.T) {
+	cases := []struct {
+		name, corpus, qrels, recipeExtra string
+		want                             []string
+	}{
+		{"truncated JSON line", goodCorpus[:len(goodCorpus)-20] + "\n", goodQrels, "",
+			[]string{"corpus.jsonl:3:", "JSON"}},
+		{"qrels names an unknown document", goodCorpus, goodQrels + "2\tzz\t1\n", "",
+			[]string{"test.tsv:4:", `"zz"`}},
+		{"unknown recipe key", goodCorpus, goodQrels, "[train]\nstpes = 10\n",
+			[]string{"recipe.toml:9:", "train.stpes"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeCollection(t, filepath.Join(dir, "data"), c.corpus, c.qrels)
+			err := run([]string{"-recipe", writeRecipe(t, dir, c.recipeExtra)})
+			if err == nil {
+				t.Fatal("run succeeded on bad input")
+			}
+			msg := err.Error()
+			t.Log(msg)
+			if strings.Contains(msg, "\n") {
+				t.Errorf("error spans several lines: %q", msg)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("error %q does not name %q", msg, w)
+				}
+			}
+			if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+				entries, _ := os.ReadDir(filepath.Join(dir, "runs"))
+				if len(entries) > 0 {
+					t.Errorf("a run directory was created for a run that could not start: %v", entries)
+				}
+			}
+		})
+	}
+}
+
+func TestNoRecipeIsAnError(t *testing.T) {
+	if err := run(nil); err == nil || !strings.Contains(err.Error(), "-recipe") {
+		t.Fatalf("err = %v, want a message about -recipe", err)
+	}
+}

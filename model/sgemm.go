@@ -1,0 +1,204 @@
+package model
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// A float32 matrix product in the GotoBLAS/BLIS scheme (Goto and van de
+// Geijn, 2008): op(B) is packed in kc x nc blocks of 16-column panels, op(A)
+// in mc x kc blocks of 6-row panels (scaled by alpha), and an assembly
+// kernel (AVX2+FMA) multiplies one 6-row panel by one 16-column panel into a
+// 6 x 16 block of C. Row blocks run in parallel. Where the kernel is
+// unavailable, gonum's Sgemm does the work.
+const (
+	gemmMR = 6
+	gemmNR = 16
+	gemmKC = 256
+	gemmMC = 120 // a multiple of gemmMR
+	gemmNC = 1024
+)
+
+var gemmPool = sync.Pool{New: func() any { return new([]float32) }}
+
+func getBuf(n int) *[]float32 {
+	p := gemmPool.Get().(*[]float32)
+	if cap(*p) < n {
+		*p = make([]float32, n)
+	}
+	*p = (*p)[:n]
+	return p
+}
+
+// sgemm computes c = alpha*op(a)*op(b) + beta*c, row-major, op(a) m x k,
+// op(b) k x n, as BLAS Sgemm.
+func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if !haveSgemmKernel {
+		impl.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	checkGemm(tA, m, k, a, lda, "a")
+	checkGemm(tB, k, n, b, ldb, "b")
+	checkGemm(false, m, n, c, ldc, "c")
+	// With beta = 0 the first k block overwrites c (no clearing pass).
+	overwrite := beta == 0 && k > 0 && alpha != 0
+	if beta != 1 && !overwrite {
+		for i := 0; i < m; i++ {
+			row := c[i*ldc : i*ldc+n]
+			if beta == 0 {
+				clear(row)
+			} else {
+				for j := range row {
+					row[j] *= beta
+				}
+			}
+		}
+	}
+	if k == 0 || alpha == 0 {
+		return
+	}
+	workers := runtime.GOMAXPROCS(0)
+	if m*n*k < 1<<21 {
+		workers = 1
+	}
+	// Row blocks: at most gemmMC rows, at least one block per worker.
+	mc := min(gemmMC, roundUp((m+workers-1)/workers, gemmMR))
+	nBlocks := (m + mc - 1) / mc
+
+	bBuf := getBuf(gemmKC * roundUp(min(n, gemmNC), gemmNR))
+	defer gemmPool.Put(bBuf)
+	bp := *bBuf
+	for jc := 0; jc < n; jc += gemmNC {
+		nb := min(gemmNC, n-jc)
+		for pc := 0; pc < k; pc += gemmKC {
+			kb := min(gemmKC, k-pc)
+			panels := (nb + gemmNR - 1) / gemmNR
+			packWork := kb * gemmNR
+			if workers == 1 {
+				packWork = 0
+			}
+			parallelFor(panels, packWork, func(lo, hi int) {
+				for jp := lo; jp < hi; jp++ {
+					packB(bp[jp*kb*gemmNR:(jp+1)*kb*gemmNR], b, ldb, tB, pc, kb, jc+jp*gemmNR, min(gemmNR, nb-jp*gemmNR))
+				}
+			})
+			blockWork := mc * nb * kb
+			if workers == 1 {
+				blockWork = 0
+			}
+			parallelFor(nBlocks, blockWork, func(lo, hi int) {
+				aBuf := getBuf(mc * kb)
+				defer gemmPool.Put(aBuf)
+				ap := *aBuf
+				var tmp [gemmMR * gemmNR]float32
+				for blk := lo; blk < hi; blk++ {
+					ic := blk * mc
+					mb := min(mc, m-ic)
+					packA(ap, a, lda, tA, ic, mb, pc, kb, alpha)
+					for jr := 0; jr < nb; jr += gemmNR {
+						nr := min(gemmNR, nb-jr)
+						bPanel := bp[(jr/gemmNR)*kb*gemmNR:]
+						for ir := 0; ir < mb; ir += gemmMR {
+							mr := min(gemmMR, mb-ir)
+							aPanel := ap[(ir/gemmMR)*kb*gemmMR:]
+							ci := (ic+ir)*ldc + jc + jr
+							add := !overwrite || pc > 0
+							if mr == gemmMR && nr == gemmNR {
+								sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &c[ci], ldc, add)
+								continue
+							}
+							sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, false)
+							for r := 0; r < mr; r++ {
+								dst, src := c[ci+r*ldc:ci+r*ldc+nr], tmp[r*gemmNR:r*gemmNR+nr]
+								if add {
+									addInto(dst, src)
+								} else {
+									copy(dst, src)
+								}
+							}
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// checkGemm panics, as BLAS does, when a row-major operand op(x) of r rows
+// and c columns does not fit in x with leading dimension ld (the kernel
+// does not check bounds).
+func checkGemm(t bool, r, c int, x []float32, ld int, name string) {
+	if t {
+		r, c = c, r
+	}
+	if r == 0 || c == 0 {
+		return
+	}
+	if ld < c || len(x) < (r-1)*ld+c {
+		panic(fmt.Sprintf("model: sgemm: %s has %d elements and leading dimension %d, too few for %d x %d", name, len(x), ld, r, c))
+	}
+}
+
+// packA packs rows i0..i0+mb-1, columns p0..p0+kb-1 of op(a), times alpha,
+// into 6-row panels: dst[panel*kb*6 + p*6 + r]; rows past mb are zero.
+func packA(dst, a []float32, lda int, tA bool, i0, mb, p0, kb int, alpha float32) {
+	for ir := 0; ir < mb; ir += gemmMR {
+		panel := dst[(ir/gemmMR)*kb*gemmMR : (ir/gemmMR+1)*kb*gemmMR]
+		mr := min(gemmMR, mb-ir)
+		if mr < gemmMR {
+			clear(panel)
+		}
+		if tA {
+			for p := 0; p < kb; p++ {
+				src := a[(p0+p)*lda+i0+ir : (p0+p)*lda+i0+ir+mr]
+				d := panel[p*gemmMR : p*gemmMR+mr]
+				for r, v := range src {
+					d[r] = alpha * v
+				}
+			}
+			continue
+		}
+		if mr == gemmMR {
+			row := func(r int) []float32 { return a[(i0+ir+r)*lda+p0 : (i0+ir+r)*lda+p0+kb] }
+			r0, r1, r2, r3, r4, r5 := row(0), row(1), row(2), row(3), row(4), row(5)
+			for p := range kb {
+				d := (*[gemmMR]float32)(panel[p*gemmMR : p*gemmMR+gemmMR])
+				d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
+				d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
+			}
+			continue
+		}
+		for r := 0; r < mr; r++ {
+			src := a[(i0+ir+r)*lda+p0 : (i0+ir+r)*lda+p0+kb]
+			for p, v := range src {
+				panel[p*gemmMR+r] = alpha * v
+			}
+		}
+	}
+}
+
+// packB packs rows p0..p0+kb-1, columns j0..j0+nr-1 (nr <= 16) of op(b)
+// into one 16-column panel: dst[p*16 + j]; columns past nr are zero.
+func packB(dst, b []float32, ldb int, tB bool, p0, kb, j0, nr int) {
+	if nr < gemmNR {
+		clear(dst)
+	}
+	if tB {
+		for j := 0; j < nr; j++ {
+			src := b[(j0+j)*ldb+p0 : (j0+j)*ldb+p0+kb]
+			for p, v := range src {
+				dst[p*gemmNR+j] = v
+			}
+		}
+		return
+	}
+	for p := 0; p < kb; p++ {
+		copy(dst[p*gemmNR:p*gemmNR+nr], b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+nr])
+	}
+}
