@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
 // File names inside one checkpoint directory, and the pointer file in the run directory.
@@ -150,11 +152,11 @@ func Save(dir string, ck *Checkpoint) error {
 		os.RemoveAll(tmp)
 		return err
 	}
-	if err := syncDir(dir); err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return err
 	}
 	prev, _ := readLatest(dir)
-	if err := writeFileAtomic(filepath.Join(dir, LatestFile), func(w io.Writer) error {
+	if err := atomicfile.Write(filepath.Join(dir, LatestFile), func(w io.Writer) error {
 		_, err := io.WriteString(w, name+"\n")
 		return err
 	}); err != nil {
@@ -186,7 +188,7 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 			}
 			return fmt.Errorf("%s: tokenizer is not valid JSON", src)
 		}
-		if err := writeFileAtomic(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
+		if err := atomicfile.Write(filepath.Join(tmp, TokenizerFile), func(w io.Writer) error {
 			_, err := w.Write(tok)
 			return err
 		}); err != nil {
@@ -201,7 +203,7 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
 		return err
 	}
-	return syncDir(tmp)
+	return atomicfile.SyncDir(tmp)
 }
 
 func writeJSON(path string, v any) error {
@@ -209,7 +211,7 @@ func writeJSON(path string, v any) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

@@ -14,6 +14,8 @@ import (
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
 // DType is a safetensors element type, spelled as in the header ("F32", "I64", ...).
@@ -185,7 +187,7 @@ func WriteSafetensorsRaw(path string, tensors []RawTensor, metadata map[string]s
 	if err != nil {
 		return fmt.Errorf("%s: %w", path, err)
 	}
-	return writeFileAtomic(path, func(w io.Writer) error {
+	return atomicfile.Write(path, func(w io.Writer) error {
 		var n [8]byte
 		binary.LittleEndian.PutUint64(n[:], uint64(len(header)))
 		if _, err := w.Write(n[:]); err != nil {

@@ -3,8 +3,8 @@ package configs
 import (
 	"bytes"
 	"fmt"
-	"os"
-	"path/filepath"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 
 	"github.com/BurntSushi/toml"
 )
@@ -25,41 +25,5 @@ func (r *Recipe) WriteResolved(path string) error {
 	if err := enc.Encode(r); err != nil {
 		return fmt.Errorf("recipe: encode: %w", err)
 	}
-	return writeAtomic(path, buf.Bytes())
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it and
-// renames it to path, so readers see the old file or the new one, never part.
-func writeAtomic(path string, data []byte) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil { // persist the rename; best effort
-		d.Sync()
-		d.Close()
-	}
-	return nil
+	return atomicfile.WriteFile(path, buf.Bytes())
 }

@@ -209,10 +209,12 @@ func (geluK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 func gelu[T float](out, x []T) {
 	if o32, ok := any(out).([]float32); ok {
 		x32 := any(x).([]float32)
-		parallelFor(len(x), 10, func(lo, hi int) {
-			for i, v := range x32[lo:hi] {
-				v := float64(v)
-				o32[lo+i] = float32(0.5 * v * (1 + erf32(v/math.Sqrt2)))
+		parallelFor((len(x)+7)/8, 80, func(lo, hi int) {
+			lo, hi = 8*lo, min(8*hi, len(x))
+			done := lo + geluVec(o32[lo:hi], x32[lo:hi])
+			for i := done; i < hi; i++ {
+				v := float64(x32[i])
+				o32[i] = float32(0.5 * v * (1 + erf32(v/math.Sqrt2)))
 			}
 		})
 		return
@@ -283,8 +285,10 @@ func geluGrad[T float](out, x, g []T) {
 	const invSqrt2Pi = 0.3989422804014327
 	if o32, ok := any(out).([]float32); ok {
 		x32, g32 := any(x).([]float32), any(g).([]float32)
-		parallelFor(len(x), 12, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
+		parallelFor((len(x)+7)/8, 100, func(lo, hi int) {
+			lo, hi = 8*lo, min(8*hi, len(x))
+			done := lo + geluGradVec(o32[lo:hi], x32[lo:hi], g32[lo:hi])
+			for i := done; i < hi; i++ {
 				v := float64(x32[i])
 				cdf := 0.5 * (1 + erf32(v/math.Sqrt2))
 				pdf := invSqrt2Pi * expNeg32(-0.5*v*v)

@@ -395,7 +395,9 @@ func TestFastMath(t *testing.T) {
 	}
 }
 
-// TestGELUFloat32 compares the float32 GELU and its gradient with float64.
+// TestGELUFloat32 compares the float32 GELU and its gradient (assembly on
+// amd64 with AVX2, Go elsewhere) with float64, including lengths that are
+// not multiples of 8.
 func TestGELUFloat32(t *testing.T) {
 	x := make([]float64, 0, 2001)
 	for v := -10.0; v <= 10; v += 0.01 {
@@ -416,7 +418,8 @@ func TestGELUFloat32(t *testing.T) {
 	gelu(y32, x32)
 	geluGrad(d32, x32, g32)
 	for i := range x {
-		if !close64(float64(y32[i]), y64[i], 3e-7) || !close64(float64(d32[i]), d64[i], 3e-7) {
+		// 1 + erf loses digits in float32 where erf ≈ -1: absolute error up to 1e-6.
+		if !close64(float64(y32[i]), y64[i], 1e-6) || !close64(float64(d32[i]), d64[i], 1e-6) {
 			t.Errorf("x = %v: float32 gelu %v grad %v, float64 %v %v", x[i], y32[i], d32[i], y64[i], d64[i])
 		}
 	}

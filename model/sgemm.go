@@ -34,7 +34,7 @@ func getBuf(n int) *[]float32 {
 // sgemm computes c = alpha*op(a)*op(b) + beta*c, row-major, op(a) m x k,
 // op(b) k x n, as BLAS Sgemm.
 func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if !haveSgemmKernel {
+	if !haveAVX2FMA {
 		impl.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}

@@ -4,8 +4,8 @@ package model
 
 import "golang.org/x/sys/cpu"
 
-// haveSgemmKernel reports whether sgemmKernel6x16 can run (AVX2 and FMA).
-var haveSgemmKernel = cpu.X86.HasAVX2 && cpu.X86.HasFMA
+// haveAVX2FMA reports whether the assembly kernels can run.
+var haveAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 
 // sgemmKernel6x16 adds (add) or writes the product of a packed 6 x k panel
 // a and a packed k x 16 panel b to the 6 x 16 block of c at c (row stride

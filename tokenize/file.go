@@ -6,9 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
 // The tokenizer.json layout, as written by Hugging Face tokenizers 0.13+.
@@ -377,7 +378,7 @@ func (t *Tokenizer) Save(path string) error {
 	if err != nil {
 		return fmt.Errorf("tokenize: save %s: %w", path, err)
 	}
-	if err := writeAtomic(path, data); err != nil {
+	if err := atomicfile.WriteFile(path, data); err != nil {
 		return fmt.Errorf("tokenize: save %s: %w", path, err)
 	}
 	return nil
@@ -496,37 +497,4 @@ func marshalNoEscape(s string) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimRight(buf.Bytes(), "\n"), nil
-}
-
-// writeAtomic writes data to a temporary file beside path, syncs it and
-// renames it over path.
-func writeAtomic(path string, data []byte) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	name := tmp.Name()
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(name)
-		return err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		os.Remove(name)
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		os.Remove(name)
-		return err
-	}
-	if err := os.Chmod(name, 0o644); err != nil {
-		os.Remove(name)
-		return err
-	}
-	if err := os.Rename(name, path); err != nil {
-		os.Remove(name)
-		return err
-	}
-	return nil
 }

@@ -1,0 +1,137 @@
+//go:build !noasm
+
+#include "textflag.h"
+
+// Constants at c (see geluConsts in gelu_amd64.go), byte offsets:
+// 0 1/√2, 4 4, 8 -4, 12..36 erf numerator a13..a1, 40..56 denominator
+// b8..b0, 60 0.5, 64 -0.5, 68 -87, 72 log2(e), 76 ln2 high, 80 ln2 low,
+// 84..108 1/7!..1/2!, 108 1, 112 1/√(2π), 116 int32 127.
+
+// erf(x/√2) of Y0 into Y3; uses Y1, Y2, Y4, Y15.
+#define ERF \
+	VBROADCASTSS 0(DX), Y15; \
+	VMULPS Y15, Y0, Y1; \
+	VBROADCASTSS 4(DX), Y15; \
+	VMINPS Y15, Y1, Y1; \
+	VBROADCASTSS 8(DX), Y15; \
+	VMAXPS Y15, Y1, Y1; \
+	VMULPS Y1, Y1, Y2; \
+	VBROADCASTSS 12(DX), Y3; \
+	VBROADCASTSS 16(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VBROADCASTSS 20(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VBROADCASTSS 24(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VBROADCASTSS 28(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VBROADCASTSS 32(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VBROADCASTSS 36(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y3; \
+	VMULPS Y1, Y3, Y3; \
+	VBROADCASTSS 40(DX), Y4; \
+	VBROADCASTSS 44(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y4; \
+	VBROADCASTSS 48(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y4; \
+	VBROADCASTSS 52(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y4; \
+	VBROADCASTSS 56(DX), Y15; \
+	VFMADD213PS Y15, Y2, Y4; \
+	VDIVPS Y4, Y3, Y3
+
+// func geluAVX2(out, x *float32, n int, c *uint32)
+// out[i] = 0.5 x (1 + erf(x/√2)) for i < n, n a multiple of 8.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-32
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ c+24(FP), DX
+	SHRQ $3, CX
+	JZ   gdone
+
+gloop:
+	VMOVUPS (SI), Y0
+	ERF
+	VBROADCASTSS 60(DX), Y15
+	VMULPS Y15, Y0, Y0
+	VFMADD231PS Y3, Y0, Y0
+	VMOVUPS Y0, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  gloop
+
+gdone:
+	VZEROUPPER
+	RET
+
+// func geluGradAVX2(out, x, grad *float32, n int, c *uint32)
+// out[i] = grad[i] (Φ(x) + x φ(x)) for i < n, n a multiple of 8, with
+// Φ(x) = 0.5 (1 + erf(x/√2)) and φ(x) = exp(-x²/2)/√(2π).
+TEXT ·geluGradAVX2(SB), NOSPLIT, $0-40
+	MOVQ out+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ grad+16(FP), R8
+	MOVQ n+24(FP), CX
+	MOVQ c+32(FP), DX
+	SHRQ $3, CX
+	JZ   ddone
+
+dloop:
+	VMOVUPS (SI), Y0
+	ERF
+	// Y3 = Φ = 0.5 erf + 0.5
+	VBROADCASTSS 60(DX), Y15
+	VFMADD213PS Y15, Y15, Y3
+	// Y5 = max(-x²/2, -87)
+	VMULPS Y0, Y0, Y5
+	VBROADCASTSS 64(DX), Y15
+	VMULPS Y15, Y5, Y5
+	VBROADCASTSS 68(DX), Y15
+	VMAXPS Y15, Y5, Y5
+	// Y6 = n = round(Y5 log2 e); Y5 = r = Y5 - n ln2
+	VBROADCASTSS 72(DX), Y15
+	VMULPS Y15, Y5, Y6
+	VROUNDPS $0, Y6, Y6
+	VBROADCASTSS 76(DX), Y15
+	VFNMADD231PS Y15, Y6, Y5
+	VBROADCASTSS 80(DX), Y15
+	VFNMADD231PS Y15, Y6, Y5
+	// Y7 = e^r, Taylor polynomial of degree 7
+	VBROADCASTSS 84(DX), Y7
+	VBROADCASTSS 88(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VBROADCASTSS 92(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VBROADCASTSS 96(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VBROADCASTSS 100(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VBROADCASTSS 104(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VBROADCASTSS 108(DX), Y15
+	VFMADD213PS Y15, Y5, Y7
+	VFMADD213PS Y15, Y5, Y7
+	// Y7 *= 2^n
+	VCVTPS2DQ Y6, Y6
+	VPBROADCASTD 116(DX), Y15
+	VPADDD Y15, Y6, Y6
+	VPSLLD $23, Y6, Y6
+	VMULPS Y6, Y7, Y7
+	// Y3 = g (Φ + x φ)
+	VBROADCASTSS 112(DX), Y15
+	VMULPS Y15, Y7, Y7
+	VFMADD231PS Y7, Y0, Y3
+	VMULPS (R8), Y3, Y3
+	VMOVUPS Y3, (DI)
+	ADDQ $32, SI
+	ADDQ $32, R8
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  dloop
+
+ddone:
+	VZEROUPPER
+	RET
