@@ -420,8 +420,8 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 59 {
-		t.Errorf("schema has %d keys, want 59", len(defaults))
+	if len(defaults) != 99 {
+		t.Errorf("schema has %d keys, want 99", len(defaults))
 	}
 }
 

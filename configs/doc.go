@@ -41,7 +41,7 @@
 //	name                                ""             run name, no path separators; "" means the recipe file's name without ".toml"; runs are <output_dir>/<name>-<timestamp>
 //	seed                                42             seed of every random choice (init, sampling, dropout); >= 0
 //	output_dir                          "runs"         directory below which run directories are created
-//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required
+//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required, except by kind "rag" (its data come from [world])
 //	data.train_split                    "train"        training judgements, qrels/<train_split>.tsv; required
 //	data.dev_split                      "dev"          development judgements (model selection, interpolation weight); "" for none
 //	data.test_split                     "test"         held-out judgements; "" for none
@@ -90,10 +90,50 @@
 //	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1
 //	eval.depth                          1000           hits retrieved per query; >= 1 and >= every metric's cutoff
 //	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
-//	rerank.first_stage                  "bm25"         candidate source: "bm25" or a dense retriever's run directory
-//	rerank.candidates                   100            K: first-stage hits reranked per query; >= 1
+//	rerank.first_stage                  "bm25"         candidate source: "bm25", a dense retriever's run directory or a TREC run file
+//	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
+//	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1
 //	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
 //	rerank.drop_above_first_positive    false          drop candidates ranked above the first judged-relevant one (suspected false negatives)
 //	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
 //	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
+//	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0
+//	world.gardeners                     400            gardeners; >= 2 and at most the surnames available
+//	world.first_names                   20             size of the shared first-name pool; >= 1
+//	world.towns                         16             values of "lives in"; >= 3
+//	world.plants                        35             values of "grows"; >= 3
+//	world.animals                       8              values of "keeps"; >= 3
+//	world.zipf_exponent                 1.2            s: the gardener of popularity rank r is mentioned with probability proportional to r^-s; > 0
+//	world.top_town_share                0.2            fraction of gardeners in the largest town; in [1/towns, 1)
+//	world.biographies                   18000          pretraining biographies (each states 1-3 facts of one gardener); >= 0
+//	world.news                          24000          pretraining news items (two gardeners, an unrelated value); >= 0
+//	world.news_repeat                   0.5            fraction of news items that repeat their sentence (learned by copying); in [0, 1]
+//	world.coverage                      0.85           fraction of gardeners with a datastore entry; in [0, 1]
+//	world.datastore_news                3000           news items copied into the datastore; in [0, news]
+//	world.window_words                  8              words per chunk of the "window" chunking; >= 1
+//	reader.hidden                       128            H of the reader (decoder-only causal Transformer, tied embeddings); a multiple of heads
+//	reader.layers                       2              reader Transformer blocks; >= 1
+//	reader.heads                        4              reader attention heads; >= 1
+//	reader.ffn                          512            reader feed-forward inner width; >= 1
+//	reader.dropout                      0.1            reader dropout in training; in [0, 1)
+//	reader.max_length                   32             L of reader sequences ([CLS] <ctx> passage </ctx> question answer [SEP]); >= 8
+//	reader.pretrain_passes              1              language-model passes over the world's corpus; 0 = off; >= 0
+//	reader.pretrain_batch_size          64             rows of packed documents per pretraining step; >= 1
+//	reader.pretrain_lr                  0.001          peak AdamW learning rate of LM pretraining; > 0
+//	reader.finetune_steps               500            reader fine-tuning steps (loss on answer tokens only); >= 0
+//	reader.finetune_batch_size          48             training questions per fine-tuning step; >= 1
+//	reader.finetune_lr                  0.0005         peak AdamW learning rate of fine-tuning; > 0
+//	reader.replay                       16             rows of packed pretraining documents replayed in each fine-tuning step; >= 0
+//	reader.closed_book_fraction         0.3            fraction of fine-tuning questions asked with an empty context; in [0, 1]
+//	reader.max_answer_tokens            4              most tokens greedy decoding generates before [SEP]; >= 1
+//	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
+//	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)
+//	rag.bm25_depth                      20             BM25 hits rescored under "bm25+dense"; >= top_k
+//	rag.top_k                           4              K: candidates per question; >= 1
+//	rag.candidate_mass                  "renormalize"  retrieval softmax over the K candidates ("renormalize") or the whole datastore ("full", sequence objective only)
+//	rag.objectives                      ["sequence", "token"]  joint objectives, each trained from the same start: "sequence" (RAG-Sequence), "token" (RAG-Token)
+//	rag.steps                           200            joint training steps per objective; >= 0
+//	rag.batch_size                      16             training questions per joint step; >= 1
+//	rag.lr                              0.0005         peak AdamW learning rate of joint training; > 0
+//	rag.update_reader                   true           train the reader jointly with the query tower (false: the query tower alone)
 package configs

@@ -233,6 +233,49 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 	}
 	r.OutputDir = abs(r.OutputDir)
 
+	switch {
+	case r.Kind == "rag" && r.Data.Dir != "":
+		return l.errf("data.dir", `kind = "rag" generates its data from the [world] table; remove data.dir`)
+	case r.Kind != "rag":
+		if err := l.resolveData(r, abs); err != nil {
+			return err
+		}
+	}
+
+	t := &r.Tokenizer
+	switch {
+	case t.File != "" && t.Train:
+		return l.errf("tokenizer.file", "set either file or train = true, not both")
+	case t.File == "" && !t.Train:
+		return l.errf("tokenizer", `set file = "path/to/tokenizer.json" or train = true`)
+	case t.File != "":
+		t.File = abs(t.File)
+		if err := isFile(t.File); err != nil {
+			return l.errf("tokenizer.file", "%v", err)
+		}
+	}
+
+	if r.Model.InitFrom != "" {
+		r.Model.InitFrom = abs(r.Model.InitFrom)
+		if err := isDir(r.Model.InitFrom); err != nil {
+			return l.errf("model.init_from", "%v", err)
+		}
+	}
+	switch r.Rerank.FirstStage {
+	case "":
+		return l.errf("rerank.first_stage", `must be "bm25", a run directory or a TREC run file`)
+	case "bm25":
+	default:
+		r.Rerank.FirstStage = abs(r.Rerank.FirstStage)
+		if _, err := os.Stat(r.Rerank.FirstStage); err != nil {
+			return l.errf("rerank.first_stage", `not "bm25" and not a run directory: %v`, err)
+		}
+	}
+	return nil
+}
+
+// resolveData makes data.dir absolute and checks the BEIR files of every split named.
+func (l *loader) resolveData(r *Recipe, abs func(string) string) error {
 	if r.Data.Dir == "" {
 		return l.errf("data.dir", "required: the BEIR directory (corpus.jsonl, queries.jsonl, qrels/)")
 	}
@@ -265,36 +308,6 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 		}
 		if err := isFile(filepath.Join(r.Data.Dir, "qrels", s+".tsv")); err != nil {
 			return l.errf("eval.splits", "%v", err)
-		}
-	}
-
-	t := &r.Tokenizer
-	switch {
-	case t.File != "" && t.Train:
-		return l.errf("tokenizer.file", "set either file or train = true, not both")
-	case t.File == "" && !t.Train:
-		return l.errf("tokenizer", `set file = "path/to/tokenizer.json" or train = true`)
-	case t.File != "":
-		t.File = abs(t.File)
-		if err := isFile(t.File); err != nil {
-			return l.errf("tokenizer.file", "%v", err)
-		}
-	}
-
-	if r.Model.InitFrom != "" {
-		r.Model.InitFrom = abs(r.Model.InitFrom)
-		if err := isDir(r.Model.InitFrom); err != nil {
-			return l.errf("model.init_from", "%v", err)
-		}
-	}
-	switch r.Rerank.FirstStage {
-	case "":
-		return l.errf("rerank.first_stage", `must be "bm25" or a run directory`)
-	case "bm25":
-	default:
-		r.Rerank.FirstStage = abs(r.Rerank.FirstStage)
-		if err := isDir(r.Rerank.FirstStage); err != nil {
-			return l.errf("rerank.first_stage", `not "bm25" and not a run directory: %v`, err)
 		}
 	}
 	return nil

@@ -1,5 +1,7 @@
 package configs
 
+import "github.com/ragtrain/ragtrain/data/garden"
+
 // Recipe is one training recipe: everything a run needs, read from a TOML
 // file by Load. Field comments give each key's default and meaning; doc.go
 // has the same as a table. After Load every path is absolute and every key
@@ -29,6 +31,10 @@ type Recipe struct {
 	Index     Index     `toml:"index"`
 	Eval      Eval      `toml:"eval"`
 	Rerank    Rerank    `toml:"rerank"`
+	// World, Reader and RAG are read by kind = "rag" (rag.go).
+	World  garden.Config `toml:"world"`
+	Reader Reader        `toml:"reader"`
+	RAG    RAG           `toml:"rag"`
 }
 
 // Data is the [data] section: which BEIR collection to read.
@@ -204,12 +210,17 @@ type Eval struct {
 
 // Rerank is the [rerank] section, read by kind = "reranker".
 type Rerank struct {
-	// FirstStage produces the candidates: "bm25", or a dense retriever's run
-	// directory relative to the recipe file. Default "bm25".
+	// FirstStage produces the candidates: "bm25", a dense retriever's run
+	// directory (its latest checkpoint encodes the corpus), or a TREC run file
+	// (qid Q0 docid rank score tag) ranking every training and evaluated
+	// query; paths relative to the recipe file. Default "bm25".
 	FirstStage string `toml:"first_stage"`
-	// Candidates is K, the first-stage hits reranked per query; >= 1.
+	// Candidates is K, the first-stage hits reranked per evaluated query; >= 1.
 	// Default 100.
 	Candidates int `toml:"candidates"`
+	// TrainDepth is N, the first-stage hits per training query that the
+	// negatives of its training lists are drawn from; >= 1. Default 30.
+	TrainDepth int `toml:"train_depth"`
 	// ListSize is the passages per training list (one or more relevant);
 	// 2 <= list_size <= candidates. Default 8.
 	ListSize int `toml:"list_size"`
@@ -235,6 +246,9 @@ func Defaults() *Recipe {
 		Kind:      "retriever",
 		Seed:      42,
 		OutputDir: "runs",
+		World:     garden.DefaultConfig(),
+		Reader:    defaultReader(),
+		RAG:       defaultRAG(),
 		Data: Data{
 			TrainSplit: "train",
 			DevSplit:   "dev",
@@ -298,6 +312,7 @@ func Defaults() *Recipe {
 		Rerank: Rerank{
 			FirstStage:  "bm25",
 			Candidates:  100,
+			TrainDepth:  30,
 			ListSize:    8,
 			Losses:      []string{"pairwise", "listwise", "pointwise"},
 			Interpolate: true,

@@ -115,9 +115,13 @@ func (l *loader) validate(r *Recipe) error {
 
 	rr := r.Rerank
 	atLeast(v, "rerank.candidates", rr.Candidates, 1)
+	atLeast(v, "rerank.train_depth", rr.TrainDepth, 1)
 	atLeast(v, "rerank.list_size", rr.ListSize, 2)
 	if rr.ListSize > rr.Candidates {
 		v.fail(v.setOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
+	}
+	if r.Kind == "reranker" && rr.Interpolate && r.Data.DevSplit == "" {
+		v.fail(v.setOf("rerank.interpolate", "data.dev_split"), "rerank.interpolate chooses alpha on data.dev_split, which is empty")
 	}
 	if len(rr.Losses) == 0 {
 		v.fail("rerank.losses", "must name at least one of %s", quoteList(rerankLosses))
@@ -126,6 +130,7 @@ func (l *loader) validate(r *Recipe) error {
 	for _, loss := range rr.Losses {
 		v.oneOf("rerank.losses", loss, rerankLosses)
 	}
+	validateRAG(v, r)
 	return v.err
 }
 

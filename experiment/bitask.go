@@ -26,20 +26,19 @@ type pairBatch struct {
 // biTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries,
 // N passages, L tokens), built once and run every step.
 type biTask struct {
-	m       *model.BiEncoder
-	tok     *tokenize.Tokenizer
-	L       int
-	seed    uint64
-	stream  uint64 // dropout stream of the phase
-	next    func(step int) (pairBatch, error)
-	g       *gorgonia.ExprGraph
-	vm      gorgonia.VM
-	qIn     *model.Inputs
-	pIn     *model.Inputs
-	loss    *gorgonia.Node
-	mask    *tensor.Dense // B x N additive mask, nil when the task takes none
-	bound   []model.Bound
-	params  []trainer.Param
+	m      *model.BiEncoder
+	tok    *tokenize.Tokenizer
+	L      int
+	seed   uint64
+	stream uint64 // dropout stream of the phase
+	next   func(step int) (pairBatch, error)
+	g      *gorgonia.ExprGraph
+	vm     gorgonia.VM
+	qIn    *model.Inputs
+	pIn    *model.Inputs
+	loss   *gorgonia.Node
+	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
+	graphParams
 	B, N    int
 	lastTru int // texts truncated in the last batch
 }
@@ -72,12 +71,8 @@ func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau flo
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph: %w", err)
 	}
-	t.bound = b.Bound()
 	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
-	t.params = make([]trainer.Param, len(t.bound))
-	for i, bd := range t.bound {
-		t.params[i] = trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)}
-	}
+	t.graphParams = newGraphParams(b, t.vm)
 	return t, nil
 }
 
@@ -113,30 +108,58 @@ func (t *biTask) Step(step int) (float64, int, error) {
 	}
 	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
 	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
-	if err := t.vm.RunAll(); err != nil {
+	if err := t.run(); err != nil {
 		return 0, 0, err
-	}
-	for i, bd := range t.bound {
-		gv, err := bd.Node.Grad()
-		if err != nil {
-			return 0, 0, fmt.Errorf("gradient of %s: %w", bd.Param.Name, err)
-		}
-		t.params[i].Grad = gv.Data().([]float32)
 	}
 	return scalarValue(t.loss), t.B, nil
 }
 
-func (t *biTask) Params() []trainer.Param { return t.params }
+func (t *biTask) Close() { t.vm.Close() }
+
+// graphParams is the trainer's side of a training graph: the parameters bound in it, with the
+// gradients of the last run. A task embeds it for Params and AfterUpdate.
+type graphParams struct {
+	vm     gorgonia.VM
+	bound  []model.Bound
+	params []trainer.Param
+}
+
+// newGraphParams takes the parameters bound by b in the graph that vm runs.
+func newGraphParams(b *model.Binder, vm gorgonia.VM) graphParams {
+	gp := graphParams{vm: vm, bound: b.Bound()}
+	gp.params = make([]trainer.Param, len(gp.bound))
+	for i, bd := range gp.bound {
+		gp.params[i] = trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)}
+	}
+	return gp
+}
+
+// run runs the graph's forward and backward pass and points every parameter's Grad at its
+// gradient.
+func (gp *graphParams) run() error {
+	if err := gp.vm.RunAll(); err != nil {
+		return err
+	}
+	for i, bd := range gp.bound {
+		gv, err := bd.Node.Grad()
+		if err != nil {
+			return fmt.Errorf("gradient of %s: %w", bd.Param.Name, err)
+		}
+		gp.params[i].Grad = gv.Data().([]float32)
+	}
+	return nil
+}
+
+func (gp *graphParams) Params() []trainer.Param { return gp.params }
 
 // AfterUpdate zeroes the gradients (a TapeMachine adds each run's gradients to the previous
 // ones) and resets the machine for the next step.
-func (t *biTask) AfterUpdate() {
-	for _, p := range t.params {
+func (gp *graphParams) AfterUpdate() {
+	for _, p := range gp.params {
 		clear(p.Grad)
 	}
-	t.vm.Reset()
+	gp.vm.Reset()
 }
-func (t *biTask) Close() { t.vm.Close() }
 
 func scalarValue(n *gorgonia.Node) float64 {
 	switch v := n.Value().Data().(type) {

@@ -48,8 +48,10 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	switch rec.Kind {
 	case "retriever":
 		return runRetriever(ctx, rec, o)
+	case "reranker":
+		return runReranker(ctx, rec, o)
 	default:
-		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever)", rec.Kind)
+		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker)", rec.Kind)
 	}
 }
 
@@ -87,6 +89,8 @@ func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []stri
 	var err error
 	if rec.Tokenizer.File != "" {
 		t, err = tokenize.Load(rec.Tokenizer.File)
+	} else if rec.Model.InitFrom != "" {
+		t, err = initFromTokenizer(rec.Model.InitFrom, out)
 	} else {
 		start := time.Now()
 		t, err = tokenize.Train(passages, tokenize.TrainOptions{
@@ -158,6 +162,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	if err != nil {
 		return dir, err
 	}
+	if rec.Model.InitFrom != "" && !resume {
+		if err := initFrom(m, rec.Model.InitFrom, o.Out); err != nil {
+			return dir, err
+		}
+	}
 	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
 	if err != nil {
 		return dir, err
@@ -172,7 +181,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		if err := setParams(m, ck.Params); err != nil {
+		if err := setParams(m.Params(), ck.Params); err != nil {
 			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
 		}
 		state, optState = ck.Trainer, ck.Optimizer
@@ -188,7 +197,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		return func(done int) error {
 			st := opt.State()
 			return checkpoints.Save(dir, &checkpoints.Checkpoint{
-				Params: paramTensors(m), Config: cfg, TokenizerPath: tokPath,
+				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: tokPath,
 				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
 				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed},
 			})
@@ -338,16 +347,7 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
 	start := time.Now()
-	L := rec.Tokenizer.MaxLength
-	pv, err := encodeTexts(m.Passage, tok, passages, L)
-	if err != nil {
-		return err
-	}
-	cosine := rec.Loss.Similarity == "cosine"
-	if cosine {
-		normalizeRows(pv, m.Passage.Dim())
-	}
-	flat, err := index.NewFlat(ds.Corpus.IDs, pv, m.Passage.Dim())
+	dense, err := newDenseSearcher(m, tok, rec.Tokenizer.MaxLength, rec.Loss.Similarity == "cosine", ds.Corpus.IDs, passages)
 	if err != nil {
 		return err
 	}
@@ -361,15 +361,12 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		for i, q := range qids {
 			texts[i], _ = ds.Queries.Text(q)
 		}
-		qv, err := encodeTexts(m.Query, tok, texts, L)
+		denseHits, err := dense.Search(texts, depth)
 		if err != nil {
 			return err
 		}
-		if cosine {
-			normalizeRows(qv, m.Query.Dim())
-		}
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
-		for i, hits := range flat.SearchBatch(qv, depth) {
+		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits
 			runs["bm25"][qids[i]] = bm25.Search(texts[i], depth)
 		}
@@ -389,6 +386,44 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		fmt.Fprintf(out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
 	}
 	return nil
+}
+
+// denseSearcher ranks a corpus for queries with a bi-encoder: the passages are encoded once
+// into an exact inner-product index (index.Flat); with cosine similarity both sides are
+// L2-normalised.
+type denseSearcher struct {
+	m      *model.BiEncoder
+	tok    *tokenize.Tokenizer
+	L      int
+	cosine bool
+	flat   *index.Flat
+}
+
+func newDenseSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine bool, ids, passages []string) (*denseSearcher, error) {
+	pv, err := encodeTexts(m.Passage, tok, passages, L)
+	if err != nil {
+		return nil, err
+	}
+	if cosine {
+		normalizeRows(pv, m.Passage.Dim())
+	}
+	flat, err := index.NewFlat(ids, pv, m.Passage.Dim())
+	if err != nil {
+		return nil, err
+	}
+	return &denseSearcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat}, nil
+}
+
+// Search returns the depth best passages of each query text.
+func (d *denseSearcher) Search(texts []string, depth int) ([][]index.Hit, error) {
+	qv, err := encodeTexts(d.m.Query, d.tok, texts, d.L)
+	if err != nil {
+		return nil, err
+	}
+	if d.cosine {
+		normalizeRows(qv, d.m.Query.Dim())
+	}
+	return d.flat.SearchBatch(qv, depth), nil
 }
 
 // encodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
@@ -417,25 +452,25 @@ func normalizeRows(v []float32, dim int) {
 	}
 }
 
-// paramTensors copies the model's parameters into checkpoint tensors.
-func paramTensors(m *model.BiEncoder) []checkpoints.Tensor {
+// paramTensors copies a model's parameters into checkpoint tensors.
+func paramTensors(ps []*model.Param) []checkpoints.Tensor {
 	var ts []checkpoints.Tensor
-	for _, p := range m.Params() {
+	for _, p := range ps {
 		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
 			Data: append([]float32(nil), p.Value.Data().([]float32)...)})
 	}
 	return ts
 }
 
-// setParams copies checkpoint tensors into the model, which must have exactly those names
-// and shapes.
-func setParams(m *model.BiEncoder, ts []checkpoints.Tensor) error {
+// setParams copies checkpoint tensors into a model's parameters ps, which must have exactly
+// those names and shapes.
+func setParams(ps []*model.Param, ts []checkpoints.Tensor) error {
 	byName := map[string]checkpoints.Tensor{}
 	for _, t := range ts {
 		byName[t.Name] = t
 	}
 	var errs []error
-	for _, p := range m.Params() {
+	for _, p := range ps {
 		t, ok := byName[p.Name]
 		if !ok {
 			errs = append(errs, fmt.Errorf("missing tensor %s", p.Name))

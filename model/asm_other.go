@@ -4,7 +4,9 @@ package model
 
 const haveAVX2FMA = false
 
-func sgemmKernel6x16(k int, a, b, c *float32, ldc int, add bool) { panic("model: no sgemm kernel on this platform") }
+func sgemmKernel6x16(k int, a, b, c *float32, ldc int, bias *float32, add bool) {
+	panic("model: no sgemm kernel on this platform")
+}
 
-func geluVec(out, x []float32) int         { return 0 }
+func geluVec(out, x []float32) int        { return 0 }
 func geluGradVec(out, x, g []float32) int { return 0 }

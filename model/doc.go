@@ -17,7 +17,15 @@
 // finite-difference tests).
 //
 // A node value produced by an op of this package is reused by the op at the
-// next run: copy it out if it must outlive the run.
+// next run: copy it out if it must outlive the run. Later Gorgonia ops of
+// the same run may also overwrite it in place (gorgonia.Read keeps a copy).
+// Graphs hold Param.Value itself: load or update weights by writing into
+// its data, never by assigning a new tensor.
+//
+// Speed: float32 matrix products use an AVX2+FMA assembly kernel on amd64
+// (sgemm.go, gonum's Sgemm elsewhere or with the build tag noasm), and the
+// float32 GELU has an AVX2 kernel; element-wise ops split large tensors over
+// GOMAXPROCS goroutines. float64 uses gonum and the math package.
 //
 // Not here: losses (package losses), the optimiser and training loop
 // (trainer), tokenization (tokenize), checkpoint files (checkpoints).

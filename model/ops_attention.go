@@ -196,7 +196,7 @@ func maskedSoftmax[T float](out, s, mask []T, nh, l int, causal bool) {
 			var sum float64
 			for j := 0; j < end; j++ {
 				if m[j] != 0 {
-					e := math.Exp(float64(sr[j]) - mx)
+					e := expLE0[T](float64(sr[j]) - mx)
 					or[j] = T(e)
 					sum += e
 				}
@@ -250,4 +250,14 @@ func softmaxGrad[T float](out, p, g []T, l int) {
 			}
 		}
 	})
+}
+
+// expLE0 is e^x for x <= 0: math.Exp for float64, the faster expNeg32
+// (float32 accuracy) for float32.
+func expLE0[T float](x float64) float64 {
+	var z T
+	if _, ok := any(z).(float32); ok {
+		return expNeg32(x)
+	}
+	return math.Exp(x)
 }

@@ -13,7 +13,8 @@ import (
 // RNG is the random source of dropout masks. Graphs hold a pointer to it and
 // read R at every run, so replacing R (BiEncoder.SetRNG) reseeds the masks of
 // graphs already built. Masks are drawn in the graph's execution order, which
-// is fixed for a graph, so a run is reproducible from the state of R.
+// is fixed for a graph, so a run is reproducible from the state of R (each
+// dropout op takes one Uint64 from R per run).
 type RNG struct {
 	R *rand.Rand
 }
@@ -40,7 +41,9 @@ func Dropout(x *gorgonia.Node, p float64, rng *RNG) (*gorgonia.Node, error) {
 }
 
 // dropMaskK draws a mask shaped like its input: 0 with probability p, else
-// 1/(1-p). Each draw uses 32 random bits.
+// 1/(1-p). Each run takes one 64-bit seed from the RNG; element pairs are
+// then drawn from SplitMix64 (Steele et al., 2014) as a counter-based
+// generator, so the mask is the same whatever the number of threads.
 type dropMaskK struct {
 	p   float64
 	rng *RNG
@@ -60,29 +63,42 @@ func (k dropMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 		return fmt.Errorf("model: %s: no random source set", k.name())
 	}
 	threshold := uint32(math.Min(k.p*(1<<32), math.MaxUint32))
+	seed := k.rng.R.Uint64()
 	switch o := out.Data().(type) {
 	case []float32:
-		dropMask(o, k.rng.R, threshold, float32(1/(1-k.p)))
+		dropMask(o, seed, threshold, float32(1/(1-k.p)))
 	case []float64:
-		dropMask(o, k.rng.R, threshold, 1/(1-k.p))
+		dropMask(o, seed, threshold, 1/(1-k.p))
 	}
 	return nil
 }
 
-func dropMask[T float](out []T, r *rand.Rand, threshold uint32, keep T) {
-	for i := 0; i < len(out); i += 2 {
-		u := r.Uint64()
-		out[i] = keep
-		if uint32(u) < threshold {
-			out[i] = 0
-		}
-		if i+1 < len(out) {
-			out[i+1] = keep
+// splitMix64 is the i-th output of the SplitMix64 generator seeded with seed.
+func splitMix64(seed, i uint64) uint64 {
+	z := seed + (i+1)*0x9e3779b97f4a7c15
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	return z ^ (z >> 31)
+}
+
+func dropMask[T float](out []T, seed uint64, threshold uint32, keep T) {
+	pairs := (len(out) + 1) / 2
+	parallelFor(pairs, 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			u := splitMix64(seed, uint64(i))
+			v0, v1 := keep, keep
+			if uint32(u) < threshold {
+				v0 = 0
+			}
 			if uint32(u>>32) < threshold {
-				out[i+1] = 0
+				v1 = 0
+			}
+			out[2*i] = v0
+			if 2*i+1 < len(out) {
+				out[2*i+1] = v1
 			}
 		}
-	}
+	})
 }
 
 // applyMaskK: (x, m) -> x ⊙ m, differentiable with respect to x only.
@@ -112,7 +128,10 @@ func (applyMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func mul[T float](out, x, y []T) {
-	for i := range out {
-		out[i] = x[i] * y[i]
-	}
+	parallelFor(len(out), 1, func(lo, hi int) {
+		o, a, b := out[lo:hi], x[lo:hi], y[lo:hi]
+		for i := range o {
+			o[i] = a[i] * b[i]
+		}
+	})
 }

@@ -59,6 +59,10 @@ func (linearK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func linear[T float](out, x, w, b []T, n, din, dout int) {
+	if o32, ok := any(out).([]float32); ok {
+		sgemmBias(false, true, n, dout, din, any(x).([]float32), din, any(w).([]float32), din, any(b).([]float32), o32, dout)
+		return
+	}
 	for i := 0; i < n; i++ {
 		copy(out[i*dout:(i+1)*dout], b)
 	}
@@ -208,7 +212,10 @@ func (addK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func add[T float](out, x, y []T) {
-	for i := range out {
-		out[i] = x[i] + y[i]
-	}
+	parallelFor(len(out), 1, func(lo, hi int) {
+		o, a, b := out[lo:hi], x[lo:hi], y[lo:hi]
+		for i := range o {
+			o[i] = a[i] + b[i]
+		}
+	})
 }

@@ -11,7 +11,8 @@ import (
 
 // Param is one trainable tensor. It lives outside any graph: every graph
 // that uses it binds a node to Value itself (no copy), so an optimiser that
-// updates Value in place updates every graph. Name is the tensor's name in
+// updates Value in place updates every graph (so write into Value's data;
+// do not replace Value once graphs are built). Name is the tensor's name in
 // the safetensors checkpoint (see the tables in bow.go and transformer.go).
 type Param struct {
 	Name  string

@@ -38,6 +38,25 @@ func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 		impl.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
+	sgemmAsm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc)
+}
+
+// sgemmBias computes c = op(a)*op(b) + bias, bias (n values) added to every
+// row of c.
+func sgemmBias(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias []float32, c []float32, ldc int) {
+	if !haveAVX2FMA || k == 0 {
+		for i := 0; i < m; i++ {
+			copy(c[i*ldc:i*ldc+n], bias)
+		}
+		impl.Sgemm(trans(tA), trans(tB), m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		return
+	}
+	sgemmAsm(tA, tB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc)
+}
+
+// sgemmAsm is sgemm with the assembly kernel; a non-nil bias requires
+// beta = 0, k > 0 and alpha != 0.
+func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias []float32, c []float32, ldc int) {
 	if m == 0 || n == 0 {
 		return
 	}
@@ -107,16 +126,29 @@ func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 							aPanel := ap[(ir/gemmMR)*kb*gemmMR:]
 							ci := (ic+ir)*ldc + jc + jr
 							add := !overwrite || pc > 0
+							var bb []float32 // bias of these columns, first k block only
+							if bias != nil && !add {
+								bb = bias[jc+jr : jc+jr+nr]
+							}
 							if mr == gemmMR && nr == gemmNR {
-								sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &c[ci], ldc, add)
+								var bp *float32
+								if bb != nil {
+									bp = &bb[0]
+								}
+								sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &c[ci], ldc, bp, add)
 								continue
 							}
-							sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, false)
+							sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, nil, false)
 							for r := 0; r < mr; r++ {
 								dst, src := c[ci+r*ldc:ci+r*ldc+nr], tmp[r*gemmNR:r*gemmNR+nr]
-								if add {
+								switch {
+								case add:
 									addInto(dst, src)
-								} else {
+								case bb != nil:
+									for j := range dst {
+										dst[j] = src[j] + bb[j]
+									}
+								default:
 									copy(dst, src)
 								}
 							}
@@ -155,6 +187,15 @@ func packA(dst, a []float32, lda int, tA bool, i0, mb, p0, kb int, alpha float32
 			clear(panel)
 		}
 		if tA {
+			if mr == gemmMR {
+				for p := 0; p < kb; p++ {
+					src := (*[gemmMR]float32)(a[(p0+p)*lda+i0+ir:])
+					d := (*[gemmMR]float32)(panel[p*gemmMR:])
+					d[0], d[1], d[2] = alpha*src[0], alpha*src[1], alpha*src[2]
+					d[3], d[4], d[5] = alpha*src[3], alpha*src[4], alpha*src[5]
+				}
+				continue
+			}
 			for p := 0; p < kb; p++ {
 				src := a[(p0+p)*lda+i0+ir : (p0+p)*lda+i0+ir+mr]
 				d := panel[p*gemmMR : p*gemmMR+mr]
@@ -167,9 +208,11 @@ func packA(dst, a []float32, lda int, tA bool, i0, mb, p0, kb int, alpha float32
 		if mr == gemmMR {
 			row := func(r int) []float32 { return a[(i0+ir+r)*lda+p0 : (i0+ir+r)*lda+p0+kb] }
 			r0, r1, r2, r3, r4, r5 := row(0), row(1), row(2), row(3), row(4), row(5)
-			for p := range kb {
-				d := (*[gemmMR]float32)(panel[p*gemmMR : p*gemmMR+gemmMR])
-				d[0], d[1], d[2] = alpha*r0[p], alpha*r1[p], alpha*r2[p]
+			r1, r2, r3, r4, r5 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)]
+			panel := panel[:len(r0)*gemmMR]
+			for p, v0 := range r0 {
+				d := (*[gemmMR]float32)(panel[p*gemmMR:])
+				d[0], d[1], d[2] = alpha*v0, alpha*r1[p], alpha*r2[p]
 				d[3], d[4], d[5] = alpha*r3[p], alpha*r4[p], alpha*r5[p]
 			}
 			continue

@@ -2,13 +2,14 @@
 
 #include "textflag.h"
 
-// func sgemmKernel6x16(k int, a, b, c *float32, ldc int, add bool)
+// func sgemmKernel6x16(k int, a, b, c *float32, ldc int, bias *float32, add bool)
 //
 // c[i*ldc+j] (+)= Σ_p a[p*6+i] * b[p*16+j] for i < 6, j < 16, p < k (k >= 1),
-// adding to c when add is set, else overwriting it:
+// adding to c when add is set, else overwriting it with the sum plus
+// bias[j] (when bias is not nil):
 // a is a packed 6-row panel of A, b a packed 16-column panel of B.
 // Accumulators: Y4..Y15 (row i in Y(4+2i), Y(5+2i)); B in Y0, Y1; A in Y2, Y3.
-TEXT ·sgemmKernel6x16(SB), NOSPLIT, $0-41
+TEXT ·sgemmKernel6x16(SB), NOSPLIT, $0-49
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
 	MOVQ b+16(FP), DI
@@ -55,7 +56,7 @@ loop:
 	DECQ CX
 	JNZ  loop
 
-	MOVB add+40(FP), AL
+	MOVB add+48(FP), AL
 	TESTB AL, AL
 	JZ   store
 
@@ -92,6 +93,25 @@ loop:
 	RET
 
 store:
+	MOVQ bias+40(FP), R9
+	TESTQ R9, R9
+	JZ   plain
+	VMOVUPS (R9), Y0
+	VMOVUPS 32(R9), Y1
+	VADDPS Y0, Y4, Y4
+	VADDPS Y1, Y5, Y5
+	VADDPS Y0, Y6, Y6
+	VADDPS Y1, Y7, Y7
+	VADDPS Y0, Y8, Y8
+	VADDPS Y1, Y9, Y9
+	VADDPS Y0, Y10, Y10
+	VADDPS Y1, Y11, Y11
+	VADDPS Y0, Y12, Y12
+	VADDPS Y1, Y13, Y13
+	VADDPS Y0, Y14, Y14
+	VADDPS Y1, Y15, Y15
+
+plain:
 	VMOVUPS Y4, (DX)
 	VMOVUPS Y5, 32(DX)
 	ADDQ R8, DX

@@ -7,8 +7,9 @@ import (
 	"testing"
 )
 
-// TestSgemm compares sgemm with a float64 reference loop on shapes around
-// the block sizes, all transposes, strided operands and alpha/beta values.
+// TestSgemm compares sgemm (and sgemmBias) with a float64 reference loop on
+// shapes around the block sizes, all transposes, strided operands and
+// alpha/beta values.
 func TestSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	shapes := [][3]int{{1, 1, 1}, {6, 16, 1}, {7, 17, 3}, {5, 15, 300}, {13, 40, 257}, {64, 64, 32}, {130, 33, 520}, {250, 1030, 9}}
@@ -53,7 +54,19 @@ func TestSgemm(t *testing.T) {
 						want[i*ldc+j] = float64(ab[0])*sum + float64(ab[1])*want[i*ldc+j]
 					}
 				}
-				sgemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+				var bias []float32
+				if ab[1] == 0 && ab[0] == 1 {
+					// c = op(a)·op(b) + bias instead of beta*c
+					bias = randF32(r, n)
+					for i := 0; i < m; i++ {
+						for j := 0; j < n; j++ {
+							want[i*ldc+j] += float64(bias[j])
+						}
+					}
+					sgemmBias(tA, tB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+				} else {
+					sgemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
+				}
 				name := fmt.Sprintf("%dx%dx%d t=%v alpha,beta=%v", m, n, k, tr, ab)
 				for i := range c {
 					if math.Abs(float64(c[i])-want[i]) > 1e-5*math.Sqrt(float64(k))*math.Max(1, math.Abs(want[i])) {

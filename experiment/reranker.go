@@ -1,0 +1,758 @@
+package experiment
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/sampler"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// The reranker recipe (kind = "reranker") trains one cross-encoder per loss of rerank.losses,
+// each from the same initialisation (seed), on lists of the first stage's candidates for the
+// training queries, then reranks the first stage's top-k of every evaluated query:
+//
+//	<first>                  the first stage alone (e.g. "bm25"), its top-k
+//	<first>+<loss>           the top-k ordered by the reranker trained with that loss
+//	<first>+<loss>+interp    alpha * s_first + (1 - alpha) * s_rerank, both min-max normalised
+//	                         per query, alpha in {0, 0.1, ..., 1} chosen by nDCG@10 on the dev split
+//
+// Besides the files of every run, the run directory holds reranker-<loss>/, the finished model of
+// each loss (a checkpoint directory with latest, as checkpoints.Save writes it), so a resumed run
+// does not retrain it.
+
+// CrossEncoderConfig is the config.json of a cross-encoder (reranker) checkpoint.
+type CrossEncoderConfig struct {
+	Kind      string              `json:"kind"` // "cross-encoder"
+	Encoder   model.EncoderConfig `json:"encoder"`
+	MaxLength int                 `json:"max_length"` // L of [CLS] query [SEP] passage [SEP]
+	// Loss is the training loss ("pairwise", "listwise", "pointwise").
+	Loss string `json:"loss"`
+	// FirstStage is what produced the training candidates: "bm25", the dense retriever's
+	// checkpoint directory, or the TREC run file.
+	FirstStage             string `json:"first_stage"`
+	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
+	ListSize               int    `json:"list_size"`   // K: passages per training list
+	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
+}
+
+// alphaMetric chooses the interpolation weight on the dev split.
+const alphaMetric = "nDCG@10"
+
+// FinalModelDir is the directory, inside a run directory, of the finished reranker of a loss.
+func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "reranker-"+loss) }
+
+func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	rr := rec.Rerank
+	if rec.Model.Encoder != model.EncoderTransformer {
+		return "", fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, rec.Model.Encoder)
+	}
+	for _, name := range rec.Eval.Metrics {
+		if _, k, err := configs.ParseMetric(name); err == nil && k > rr.Candidates {
+			return "", fmt.Errorf("eval.metrics: %q needs %d hits but a reranker ranks rerank.candidates = %d", name, k, rr.Candidates)
+		}
+	}
+	splits := []string{rec.Data.TrainSplit}
+	if rr.Interpolate {
+		splits = append(splits, rec.Data.DevSplit)
+	}
+	for _, s := range rec.Eval.Splits {
+		if !slices.Contains(splits, s) {
+			splits = append(splits, s)
+		}
+	}
+	ds, err := data.Load(rec.Data.Dir, splits...)
+	if err != nil {
+		return "", err
+	}
+	// The first stage is read before the run directory exists, so that a bad run file or
+	// retriever checkpoint leaves nothing behind.
+	corpus := ds.Corpus
+	passages := make([]string, corpus.Len())
+	for i := range passages {
+		passages[i] = corpus.Passage(i, rec.Data.TitleField)
+	}
+	start := time.Now()
+	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	first, err := newFirstStage(rec, ds, bm25, passages)
+	if err != nil {
+		return "", err
+	}
+	if err := checkRerankSystems(rec, first.name); err != nil {
+		return "", err
+	}
+	dir, err := prepareRunDir(rec, o)
+	if err != nil {
+		return "", err
+	}
+	resume := o.ResumeDir != ""
+	fmt.Fprintf(o.Out, "first stage: %s (%s), ready in %.2fs\n", first.name, first.source, time.Since(start).Seconds())
+	tok, tokPath, err := loadTokenizer(rec, dir, resume, passages, o.Out)
+	if err != nil {
+		return dir, err
+	}
+
+	// Training lists: the first stage's top-N of every training query.
+	qrels := ds.Qrels[rec.Data.TrainSplit]
+	trainQIDs := qrels.QueryIDs()
+	queryText := map[string]string{}
+	texts := make([]string, len(trainQIDs))
+	for i, q := range trainQIDs {
+		texts[i], _ = ds.Queries.Text(q)
+		queryText[q] = texts[i]
+	}
+	trainHits, err := first.rank(trainQIDs, texts, rr.TrainDepth)
+	if err != nil {
+		return dir, err
+	}
+	ranking := map[string][]string{}
+	for i, q := range trainQIDs {
+		ranking[q] = hitIDs(trainHits[i])
+	}
+	lists, st, err := sampler.NewLists(sampler.Collection{Queries: queryText, DocIDs: corpus.IDs, DocTexts: passages, Qrels: qrels},
+		ranking, sampler.ListOptions{Size: rr.ListSize, BatchSize: rec.Train.BatchSize, Seed: uint64(rec.Seed), DropAboveFirstPositive: rr.DropAboveFirstPositive})
+	if err != nil {
+		return dir, err
+	}
+	fmt.Fprintf(o.Out, "lists: %d training queries, %d %s candidates (top %d), %d judged relevant; %d dropped as suspected false negatives; %d queries without a relevant candidate; %d short of %d negatives\n",
+		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
+
+	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), MaxLength: rec.Tokenizer.MaxLength,
+		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive}
+	tr := &rerankTrainer{rec: rec, o: o, dir: dir, tok: tok, tokPath: tokPath, cfg: cfg, lists: lists}
+	if resume {
+		ck, err := checkpoints.Load(dir)
+		if err != nil {
+			return dir, err
+		}
+		tr.resumeFrom = ck
+		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, ck.Trainer.Phase, ck.Trainer.Step)
+	}
+	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	if err != nil {
+		return dir, err
+	}
+	defer lg.Close()
+	tr.lg = lg
+	models := map[string]*model.CrossEncoder{}
+	for _, loss := range rr.Losses {
+		m, err := tr.train(ctx, loss)
+		if err != nil {
+			return dir, err
+		}
+		models[loss] = m
+	}
+
+	metrics := map[string]float64{"train/seconds": tr.seconds, "train/pairs": float64(tr.pairs), "train/passages_cut": float64(tr.cut)}
+	if tr.seconds > 0 {
+		metrics["train/examples_per_second"] = float64(tr.pairs) / tr.seconds
+	}
+	ev := &rerankEval{rec: rec, o: o, dir: dir, ds: ds, tok: tok, first: first, models: models, metrics: metrics}
+	if err := ev.run(); err != nil {
+		return dir, err
+	}
+	return dir, WriteMetrics(dir, metrics)
+}
+
+// checkRerankSystems checks eval.systems: a reranker recipe reports its first stage and its
+// rerankings, so the list holds "rerank" and at most the first stage's name.
+func checkRerankSystems(rec *configs.Recipe, firstName string) error {
+	if !slices.Contains(rec.Eval.Systems, "rerank") {
+		return fmt.Errorf(`eval.systems: a reranker recipe reports its rerankings: list "rerank" (and %q, the first stage, which is always shown)`, firstName)
+	}
+	for _, s := range rec.Eval.Systems {
+		if s != "rerank" && s != firstName {
+			return fmt.Errorf(`eval.systems: %q is not a system of a reranker recipe whose first stage is %s (%q, "rerank")`, s, firstName, firstName)
+		}
+	}
+	return nil
+}
+
+func hitIDs(hits []index.Hit) []string {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.DocID
+	}
+	return ids
+}
+
+// firstStage ranks the corpus for queries: BM25, a dense retriever's checkpoint or a run file.
+type firstStage struct {
+	name   string // system name: "bm25", "dense" or "run"
+	source string // "bm25", the checkpoint directory or the run file
+	// rank returns the depth best hits of each query (ids and texts parallel), best first.
+	rank func(qids, texts []string, depth int) ([][]index.Hit, error)
+}
+
+func newFirstStage(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string) (*firstStage, error) {
+	src := rec.Rerank.FirstStage
+	if src == "bm25" {
+		return &firstStage{name: "bm25", source: "bm25", rank: func(_, texts []string, depth int) ([][]index.Hit, error) {
+			out := make([][]index.Hit, len(texts))
+			for i, t := range texts {
+				out[i] = bm25.Search(t, depth)
+			}
+			return out, nil
+		}}, nil
+	}
+	fi, err := os.Stat(src)
+	if err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %w", err)
+	}
+	if !fi.IsDir() {
+		run, err := readFirstStageRun(src, ds)
+		if err != nil {
+			return nil, err
+		}
+		return &firstStage{name: "run", source: src, rank: func(qids, _ []string, depth int) ([][]index.Hit, error) {
+			out := make([][]index.Hit, len(qids))
+			for i, q := range qids {
+				hits, ok := run[q]
+				if !ok {
+					return nil, fmt.Errorf("%s: first-stage run: no ranking for query %q", src, q)
+				}
+				out[i] = hits[:min(depth, len(hits))]
+			}
+			return out, nil
+		}}, nil
+	}
+	return denseFirstStage(src, ds, passages)
+}
+
+// denseFirstStage loads the latest checkpoint of a retriever run directory with its tokenizer
+// and encodes the corpus.
+func denseFirstStage(runDir string, ds *data.Dataset, passages []string) (*firstStage, error) {
+	ck, err := checkpoints.Load(runDir)
+	if err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %w", err)
+	}
+	var cfg BiEncoderConfig
+	if err := ck.DecodeConfig(&cfg); err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %w", err)
+	}
+	if cfg.Kind != "bi-encoder" {
+		return nil, fmt.Errorf("rerank.first_stage: %s holds a %q, want a bi-encoder", filepath.Join(ck.Dir, checkpoints.ConfigFile), cfg.Kind)
+	}
+	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, 0)
+	if err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %s: %w", ck.Dir, err)
+	}
+	if err := setParams(m.Params(), ck.Params); err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %s: %w", ck.Dir, err)
+	}
+	tok, err := tokenize.Load(filepath.Join(ck.Dir, checkpoints.TokenizerFile))
+	if err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %w", err)
+	}
+	dense, err := newDenseSearcher(m, tok, cfg.MaxLength, cfg.Similarity == "cosine", ds.Corpus.IDs, passages)
+	if err != nil {
+		return nil, err
+	}
+	return &firstStage{name: "dense", source: ck.Dir, rank: func(_, texts []string, depth int) ([][]index.Hit, error) {
+		return dense.Search(texts, depth)
+	}}, nil
+}
+
+// readFirstStageRun reads a TREC run file with eval.ReadTREC and checks it against the
+// collection: a doc id missing from the corpus or a query id missing from queries.jsonl is an
+// error naming the file and line. Each query's hits are sorted by score (as trec_eval reads a run).
+func readFirstStageRun(path string, ds *data.Dataset) (eval.Run, error) {
+	run, err := eval.ReadTREC(path)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 0 {
+			continue
+		}
+		if _, ok := ds.Corpus.Index(fields[2]); !ok {
+			return nil, fmt.Errorf("%s:%d: first-stage run: doc %q is not in the corpus (%s)", path, line, fields[2], filepath.Join(ds.Dir, "corpus.jsonl"))
+		}
+		if _, ok := ds.Queries.Index(fields[0]); !ok {
+			return nil, fmt.Errorf("%s:%d: first-stage run: query %q is not in %s", path, line, fields[0], filepath.Join(ds.Dir, "queries.jsonl"))
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for _, hits := range run {
+		index.SortHits(hits)
+	}
+	return run, nil
+}
+
+// rerankTrainer trains the cross-encoders of a run, one loss at a time.
+type rerankTrainer struct {
+	rec        *configs.Recipe
+	o          Options
+	dir        string
+	tok        *tokenize.Tokenizer
+	tokPath    string
+	cfg        CrossEncoderConfig
+	lists      *sampler.Lists
+	lg         *trainer.Log
+	resumeFrom *checkpoints.Checkpoint // the run's latest checkpoint when resuming
+
+	seconds    float64
+	pairs, cut int
+}
+
+// train returns the cross-encoder of loss: loaded from its finished model when a resumed run
+// has one, else trained (from the resumed checkpoint when it is this loss's) and saved.
+func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEncoder, error) {
+	rec := t.rec
+	seed := uint64(rec.Seed)
+	cfg := t.cfg
+	cfg.Loss = loss
+	m, err := model.NewCrossEncoder(cfg.Encoder, seed)
+	if err != nil {
+		return nil, err
+	}
+	steps := rec.Train.Steps
+	final := FinalModelDir(t.dir, loss)
+	startStep := 0
+	var optState *checkpoints.OptimizerState
+	if ck := t.resumeFrom; ck != nil {
+		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == loss && done.Trainer.Step == steps {
+			if err := setParams(m.Params(), done.Params); err != nil {
+				return nil, fmt.Errorf("%s: %w", done.Dir, err)
+			}
+			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", loss, done.Dir)
+			return m, nil
+		}
+		if ck.Trainer.Phase == loss {
+			if err := setParams(m.Params(), ck.Params); err != nil {
+				return nil, fmt.Errorf("%s: %w", ck.Dir, err)
+			}
+			startStep, optState = ck.Trainer.Step, ck.Optimizer
+		}
+	}
+	save := func(phase string, opt *trainer.AdamW) func(done int) error {
+		return func(done int) error {
+			st := opt.State()
+			return checkpoints.Save(t.dir, &checkpoints.Checkpoint{
+				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
+				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
+				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed},
+			})
+		}
+	}
+	if startStep < steps {
+		task, err := newRerankTask(m, t.tok, loss, rec.Train.BatchSize, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(loss), t.lists.Batch)
+		if err != nil {
+			return nil, err
+		}
+		res, err := runPhase(ctx, task, loss, steps, startStep, optState, rec, t.lg, t.o, save)
+		task.Close()
+		if err != nil {
+			return nil, err
+		}
+		t.seconds += res.Seconds
+		t.pairs += res.Examples
+		t.cut += task.cut
+		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", loss, task.cut, res.Examples, rec.Tokenizer.MaxLength)
+	}
+	err = checkpoints.Save(final, &checkpoints.Checkpoint{
+		Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
+		Trainer: checkpoints.TrainerState{Step: steps, Phase: loss, Seed: seed},
+	})
+	return m, err
+}
+
+// phaseStream is the dropout stream of a training phase, XORed into the seed.
+func phaseStream(phase string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(phase))
+	return h.Sum64()
+}
+
+// rerankTask trains a cross-encoder on batches of B lists of K passages: one Gorgonia graph
+// scoring the B*K pairs (L tokens each) and the loss over the [B,K] scores, built once.
+type rerankTask struct {
+	m      *model.CrossEncoder
+	tok    *tokenize.Tokenizer
+	loss   string
+	B, K   int
+	L      int
+	seed   uint64
+	stream uint64
+	next   func(step int) (sampler.ListBatch, error)
+	vm     gorgonia.VM
+	in     *model.Inputs
+	out    *gorgonia.Node // the loss
+	labels *tensor.Dense  // [B,K] listwise labels or pointwise targets; nil for pairwise
+	graphParams
+	cut int // pairs whose passage was cut, over the steps run
+}
+
+// newRerankTask builds the training graph. Pairwise pairs slot 0 of each list (its
+// judged-relevant passage) with each of the K-1 others (its negatives): B*(K-1) pairs.
+func newRerankTask(m *model.CrossEncoder, tok *tokenize.Tokenizer, loss string, B, K, L int, seed, stream uint64,
+	next func(step int) (sampler.ListBatch, error)) (*rerankTask, error) {
+	t := &rerankTask{m: m, tok: tok, loss: loss, B: B, K: K, L: L, seed: seed, stream: stream, next: next}
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	t.in = model.NewInputs(g, B*K, L, "pair")
+	s, err := m.Score(b, t.in, true) // [B*K]
+	if err != nil {
+		return nil, err
+	}
+	switch loss {
+	case "listwise", "pointwise":
+		a, err := gorgonia.Reshape(s, tensor.Shape{B, K})
+		if err != nil {
+			return nil, err
+		}
+		t.labels = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
+		y := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, K), gorgonia.WithValue(t.labels), gorgonia.WithName("labels"))
+		if loss == "listwise" {
+			t.out, err = losses.Listwise(a, y)
+		} else {
+			t.out, err = losses.Pointwise(a, y)
+		}
+		if err != nil {
+			return nil, err
+		}
+	case "pairwise":
+		col, err := gorgonia.Reshape(s, tensor.Shape{B * K, 1})
+		if err != nil {
+			return nil, err
+		}
+		pos, neg := make([]int, 0, B*(K-1)), make([]int, 0, B*(K-1))
+		for i := range B {
+			for j := 1; j < K; j++ {
+				pos, neg = append(pos, i*K), append(neg, i*K+j)
+			}
+		}
+		idx := func(v []int, name string) *gorgonia.Node {
+			return gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(len(v)), gorgonia.WithName(name),
+				gorgonia.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
+		}
+		aPos, err := model.Gather(col, idx(pos, "pairs.pos"))
+		if err != nil {
+			return nil, err
+		}
+		aNeg, err := model.Gather(col, idx(neg, "pairs.neg"))
+		if err != nil {
+			return nil, err
+		}
+		if t.out, err = losses.Pairwise(aPos, aNeg); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("rerank.losses: unknown loss %q", loss)
+	}
+	if _, err := gorgonia.Grad(t.out, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("gradient graph: %w", err)
+	}
+	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
+	t.graphParams = newGraphParams(b, t.vm)
+	return t, nil
+}
+
+// Step trains on the lists of step; the examples it reports are the B*K pairs scored.
+func (t *rerankTask) Step(step int) (float64, int, error) {
+	lb, err := t.next(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(lb.QueryIDs) != t.B || lb.K != t.K || len(lb.Labels) != t.B*t.K {
+		return 0, 0, fmt.Errorf("%d lists of %d, graph built for %d of %d", len(lb.QueryIDs), lb.K, t.B, t.K)
+	}
+	for i, l := range lb.Labels {
+		if (i%t.K == 0) != (l > 0) {
+			return 0, 0, fmt.Errorf("list %d slot %d has label %d: slot 0 must be the only judged-relevant passage", i/t.K, i%t.K, l)
+		}
+	}
+	if t.labels != nil {
+		y := t.labels.Data().([]float32)
+		for i, l := range lb.Labels {
+			switch {
+			case t.loss == "listwise":
+				y[i] = float32(l) // graded; the loss normalises each row
+			case l > 0:
+				y[i] = 1
+			default:
+				y[i] = 0
+			}
+		}
+	}
+	enc := t.tok.EncodePairBatch(lb.PairQueries(), lb.Passages, t.L)
+	t.cut += enc.Truncated
+	if err := t.in.Let(enc.IDs, enc.Mask, enc.Types); err != nil {
+		return 0, 0, err
+	}
+	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
+	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
+	if err := t.run(); err != nil {
+		return 0, 0, err
+	}
+	return scalarValue(t.out), t.B * t.K, nil
+}
+
+func (t *rerankTask) Close() { t.vm.Close() }
+
+// rerankEval reranks the first stage's top-k of the evaluated splits with every model.
+type rerankEval struct {
+	rec     *configs.Recipe
+	o       Options
+	dir     string
+	ds      *data.Dataset
+	tok     *tokenize.Tokenizer
+	first   *firstStage
+	models  map[string]*model.CrossEncoder
+	metrics map[string]float64
+}
+
+// splitRuns are the first stage's and each reranker's runs over a split's top-k.
+type splitRuns struct {
+	first    eval.Run
+	reranked map[string]eval.Run // by loss
+}
+
+func (e *rerankEval) run() error {
+	rr := e.rec.Rerank
+	alphas := map[string]float64{}
+	if rr.Interpolate {
+		dev := e.rec.Data.DevSplit
+		runs, err := e.rerankSplit(dev, false)
+		if err != nil {
+			return err
+		}
+		for _, loss := range rr.Losses {
+			name := e.first.name + "+" + loss + "+interp"
+			alpha, curve, err := chooseAlpha(runs.first, runs.reranked[loss], e.ds.Qrels[dev])
+			if err != nil {
+				return err
+			}
+			alphas[loss] = alpha
+			e.metrics[name+"/alpha"] = alpha
+			e.metrics[name+"/dev_"+alphaMetric] = curve[int(math.Round(alpha*10))]
+			var b strings.Builder
+			for i, v := range curve {
+				fmt.Fprintf(&b, " %.1f:%.4f", float64(i)/10, v)
+			}
+			fmt.Fprintf(e.o.Out, "%s: alpha %.1f chosen on %s (%d queries) by %s;%s\n", name, alpha, dev, len(e.ds.Qrels[dev].QueryIDs()), alphaMetric, b.String())
+		}
+	}
+	for _, split := range e.rec.Eval.Splits {
+		primary := split == e.rec.Data.TestSplit
+		runs, err := e.rerankSplit(split, primary)
+		if err != nil {
+			return err
+		}
+		systems := []System{{Name: e.first.name, Run: runs.first}}
+		for _, loss := range rr.Losses {
+			systems = append(systems, System{Name: e.first.name + "+" + loss, Run: runs.reranked[loss]})
+		}
+		if rr.Interpolate {
+			for _, loss := range rr.Losses {
+				systems = append(systems, System{Name: e.first.name + "+" + loss + "+interp",
+					Run: interpolate(runs.first, runs.reranked[loss], alphas[loss])})
+			}
+		}
+		rows, err := EvaluateSystems(e.dir, split, primary, e.ds.Qrels[split], systems, e.rec.Eval.Metrics, e.metrics)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.o.Out, "\n%s split, %d queries (%s), top %d of %s reranked:\n%s", split, len(e.ds.Qrels[split].QueryIDs()),
+			filepath.Base(e.rec.Data.Dir), rr.Candidates, e.first.name, eval.FormatTable(e.rec.Eval.Metrics, rows))
+	}
+	return nil
+}
+
+// rerankSplit ranks the split's queries with the first stage and scores every (query,
+// candidate) pair with every model. With primary, the scoring speed and the pairs cut go
+// into the metrics.
+func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) {
+	k := e.rec.Rerank.Candidates
+	L := e.rec.Tokenizer.MaxLength
+	qids := e.ds.Qrels[split].QueryIDs()
+	texts := make([]string, len(qids))
+	for i, q := range qids {
+		texts[i], _ = e.ds.Queries.Text(q)
+	}
+	hits, err := e.first.rank(qids, texts, k)
+	if err != nil {
+		return splitRuns{}, err
+	}
+	runs := splitRuns{first: eval.Run{}, reranked: map[string]eval.Run{}}
+	var pq, pp []string
+	for i, q := range qids {
+		runs.first[q] = hits[i]
+		for _, h := range hits[i] {
+			d, _ := e.ds.Corpus.Index(h.DocID)
+			pq = append(pq, texts[i])
+			pp = append(pp, e.ds.Corpus.Passage(d, e.rec.Data.TitleField))
+		}
+	}
+	enc := e.tok.EncodePairBatch(pq, pp, L)
+	if primary {
+		e.metrics["rerank/pairs"] = float64(len(pq))
+		e.metrics["rerank/passages_cut"] = float64(enc.Truncated)
+	}
+	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs; %d passages cut to fit %d tokens\n", split, len(qids), len(pq), enc.Truncated, L)
+	for _, loss := range e.rec.Rerank.Losses {
+		start := time.Now()
+		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))
+		if err != nil {
+			return splitRuns{}, err
+		}
+		secs := time.Since(start).Seconds()
+		if primary {
+			e.metrics[e.first.name+"+"+loss+"/pairs_per_second"] = float64(len(pq)) / secs
+		}
+		run := eval.Run{}
+		off := 0
+		for i, q := range qids {
+			rh := make([]index.Hit, len(hits[i]))
+			for j, h := range hits[i] {
+				rh[j] = index.Hit{DocID: h.DocID, Score: float64(scores[off+j])}
+			}
+			off += len(hits[i])
+			index.SortHits(rh)
+			run[q] = rh
+		}
+		runs.reranked[loss] = run
+	}
+	return runs, nil
+}
+
+// scoreWorkers is the number of inference graphs scoring pairs in parallel.
+const scoreWorkers = 2
+
+// scoreBatch is the pairs per inference graph run.
+const scoreBatch = 50
+
+// scorePairs scores n encoded pairs with m, split between scoreWorkers graphs, with a
+// progress bar.
+func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io.Writer, desc string) ([]float32, error) {
+	bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowCount(), progressbar.OptionSetWidth(24), progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(progress) }))
+	scores := make([]float32, n)
+	chunk := (n + scoreWorkers - 1) / scoreWorkers
+	chunk = (chunk + scoreBatch - 1) / scoreBatch * scoreBatch
+	var wg sync.WaitGroup
+	errs := make([]error, scoreWorkers)
+	for w := range scoreWorkers {
+		lo, hi := w*chunk, min(n, (w+1)*chunk)
+		if lo >= hi {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := model.NewScoreRunner(m, scoreBatch, L)
+			if err != nil {
+				errs[w] = err
+				return
+			}
+			defer r.Close()
+			for s := lo; s < hi; s += scoreBatch {
+				e := min(hi, s+scoreBatch)
+				out, err := r.Score(enc.IDs[s*L:e*L], enc.Mask[s*L:e*L], enc.Types[s*L:e*L], e-s)
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				copy(scores[s:e], out)
+				_ = bar.Add(e - s)
+			}
+		}()
+	}
+	wg.Wait()
+	_ = bar.Finish()
+	for _, err := range errs {
+		if err != nil {
+			return nil, err
+		}
+	}
+	return scores, nil
+}
+
+// interpolate mixes two rankings of the same candidates: per query, each run's scores are
+// min-max normalised to [0, 1] (all 0 when they are all equal) and a candidate scores
+// alpha * first + (1 - alpha) * rerank. Candidates missing from rerank get 0 for it.
+func interpolate(first, rerank eval.Run, alpha float64) eval.Run {
+	out := make(eval.Run, len(first))
+	for q, fh := range first {
+		fn, rn := minMax(fh), minMax(rerank[q])
+		hits := make([]index.Hit, len(fh))
+		for i, h := range fh {
+			hits[i] = index.Hit{DocID: h.DocID, Score: alpha*fn[h.DocID] + (1-alpha)*rn[h.DocID]}
+		}
+		index.SortHits(hits)
+		out[q] = hits
+	}
+	return out
+}
+
+// minMax maps each hit's doc id to (score - min) / (max - min), or 0 when max == min.
+func minMax(hits []index.Hit) map[string]float64 {
+	out := make(map[string]float64, len(hits))
+	if len(hits) == 0 {
+		return out
+	}
+	lo, hi := hits[0].Score, hits[0].Score
+	for _, h := range hits {
+		lo, hi = min(lo, h.Score), max(hi, h.Score)
+	}
+	for _, h := range hits {
+		if hi > lo {
+			out[h.DocID] = (h.Score - lo) / (hi - lo)
+		} else {
+			out[h.DocID] = 0
+		}
+	}
+	return out
+}
+
+// chooseAlpha evaluates the interpolation of first and rerank at alpha = 0, 0.1, ..., 1 on
+// qrels by alphaMetric and returns the best alpha (the smallest of equal ones) and the curve.
+func chooseAlpha(first, rerank eval.Run, qrels map[string]map[string]int) (float64, []float64, error) {
+	curve := make([]float64, 11)
+	best := 0
+	for i := range curve {
+		m, err := eval.Evaluate(interpolate(first, rerank, float64(i)/10), qrels, []string{alphaMetric})
+		if err != nil {
+			return 0, nil, err
+		}
+		curve[i] = m[alphaMetric]
+		if curve[i] > curve[best] {
+			best = i
+		}
+	}
+	return float64(best) / 10, curve, nil
+}

@@ -1,0 +1,224 @@
+package export
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// RecipeFile is the resolved recipe a run directory holds (experiment.ResolvedRecipeFile; the
+// name is repeated here because experiment imports this package for init_from).
+const RecipeFile = "recipe.resolved.toml"
+
+// ManifestFile is the file at the root of every export that names its kind, layout and source.
+const ManifestFile = "ragtrain.json"
+
+// Options control Export.
+type Options struct {
+	// Embeddings also encodes the run's corpus with the passage tower into embeddings/
+	// (bi-encoders only; needs the run's recipe and data).
+	Embeddings bool
+	// Log receives one line per written directory; nil discards them.
+	Log io.Writer
+}
+
+// Run is a trained model as a run directory holds it: its latest checkpoint and its recipe.
+type Run struct {
+	// Dir is the run directory, or the checkpoint directory when one was opened directly.
+	Dir string
+	// Checkpoint is the checkpoint read (the one the run's "latest" file names).
+	Checkpoint *checkpoints.Checkpoint
+	// Kind is config.json's "kind": "bi-encoder" (retriever runs), later "cross-encoder" and
+	// "reader".
+	Kind string
+	// Recipe is the run's recipe.resolved.toml, nil when it could not be read (RecipeErr says
+	// why); only the corpus embeddings need it.
+	Recipe    *configs.Recipe
+	RecipeErr error
+}
+
+// OpenRun reads the latest checkpoint of a run directory, or a checkpoint directory itself
+// (run/checkpoint-train-300), and the recipe beside it.
+func OpenRun(path string) (*Run, error) {
+	r := &Run{Dir: path}
+	var err error
+	recipeDir := path
+	if _, serr := os.Stat(filepath.Join(path, checkpoints.LatestFile)); serr == nil {
+		r.Checkpoint, err = checkpoints.Load(path)
+	} else if _, serr := os.Stat(filepath.Join(path, checkpoints.TrainerFile)); serr == nil {
+		r.Checkpoint, err = checkpoints.LoadDir(path)
+		recipeDir = filepath.Dir(path)
+	} else {
+		return nil, fmt.Errorf("%s: neither a run directory (no %s) nor a checkpoint directory (no %s)",
+			path, checkpoints.LatestFile, checkpoints.TrainerFile)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var head struct {
+		Kind string `json:"kind"`
+	}
+	if err := json.Unmarshal(r.Checkpoint.Config.(json.RawMessage), &head); err != nil || head.Kind == "" {
+		return nil, fmt.Errorf("%s: no \"kind\" naming the model (bi-encoder, ...)", filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile))
+	}
+	r.Kind = head.Kind
+	recipe := filepath.Join(recipeDir, RecipeFile)
+	if r.Recipe, r.RecipeErr = configs.Load(recipe); r.RecipeErr != nil {
+		r.Recipe = nil
+	}
+	return r, nil
+}
+
+// Tokenizer loads the checkpoint's tokenizer.json.
+func (r *Run) Tokenizer() (*tokenize.Tokenizer, error) {
+	path := filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile)
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("%s: the checkpoint has no tokenizer: %w", r.Checkpoint.Dir, err)
+	}
+	return tokenize.Load(path)
+}
+
+// Source names the checkpoint an export was made from.
+type Source struct {
+	Run        string `json:"run"`        // the directory given to Export
+	Checkpoint string `json:"checkpoint"` // the checkpoint directory read
+	Phase      string `json:"phase"`      // its training phase, e.g. "train"
+	Step       int    `json:"step"`       // completed steps of that phase
+}
+
+func (r *Run) source() Source {
+	st := r.Checkpoint.Trainer
+	return Source{Run: r.Dir, Checkpoint: r.Checkpoint.Dir, Phase: st.Phase, Step: st.Step}
+}
+
+// An exporter writes the model of r into dir, which exists and is empty.
+type exporter func(r *Run, dir string, o Options) error
+
+// exporters by config.json "kind". Each model kind registers its exporter from its own file
+// (biencoder.go, later crossencoder.go and reader.go).
+var exporters = map[string]exporter{}
+
+func register(kind string, f exporter) {
+	if _, dup := exporters[kind]; dup {
+		panic("export: kind " + kind + " registered twice")
+	}
+	exporters[kind] = f
+}
+
+// Kinds returns the model kinds Export knows, sorted.
+func Kinds() []string {
+	var ks []string
+	for k := range exporters {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
+}
+
+// Export writes the model of a run directory (its latest checkpoint) or of a checkpoint
+// directory into the new directory out, in the serving layout of its kind (see the package
+// documentation). out must not exist or be empty; everything is written into a temporary
+// sibling directory that is renamed to out at the end, so out is either complete or absent.
+func Export(run, out string, o Options) error {
+	if o.Log == nil {
+		o.Log = io.Discard
+	}
+	r, err := OpenRun(run)
+	if err != nil {
+		return err
+	}
+	f, ok := exporters[r.Kind]
+	if !ok {
+		return fmt.Errorf("%s: model kind %q cannot be exported yet (known: %s)",
+			filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile), r.Kind, strings.Join(Kinds(), ", "))
+	}
+	return writeDir(out, func(tmp string) error { return f(r, tmp, o) })
+}
+
+// writeDir creates the directory out through a temporary sibling filled by fill.
+func writeDir(out string, fill func(tmp string) error) error {
+	out = filepath.Clean(out)
+	if entries, err := os.ReadDir(out); err == nil {
+		if len(entries) > 0 {
+			return fmt.Errorf("%s: exists and is not empty; export into a new directory", out)
+		}
+		if err := os.Remove(out); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	parent := filepath.Dir(out)
+	if err := os.MkdirAll(parent, 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err != nil {
+		return err
+	}
+	if err := fill(tmp); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		os.RemoveAll(tmp)
+		return err
+	}
+	return atomicfile.SyncDir(parent)
+}
+
+// writeJSON writes v as indented JSON with a final newline, atomically.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'))
+}
+
+// readJSON decodes the JSON file at path into v; unknown fields are an error when strict.
+func readJSON(path string, v any, strict bool) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	d := json.NewDecoder(strings.NewReader(string(b)))
+	if strict {
+		d.DisallowUnknownFields()
+	}
+	if err := d.Decode(v); err != nil {
+		return fmt.Errorf("%s:%d: %w", path, jsonErrLine(b, err), err)
+	}
+	return nil
+}
+
+// jsonErrLine returns the 1-based line of a JSON decoding error, 1 when unknown.
+func jsonErrLine(b []byte, err error) int {
+	var off int64
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		off = se.Offset
+	case errors.As(err, &te):
+		off = te.Offset
+	default:
+		return 1
+	}
+	return 1 + strings.Count(string(b[:min(int(off), len(b))]), "\n")
+}

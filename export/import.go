@@ -1,0 +1,481 @@
+package export
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/model"
+)
+
+// Layouts OpenBiEncoder recognises.
+const (
+	LayoutExport      = "export"      // a directory written by Export / WriteBiEncoder (ragtrain.json)
+	LayoutHuggingFace = "huggingface" // a plain BERT (or bow) model directory: config.json + model.safetensors
+	LayoutRun         = "run"         // a run directory or one of its checkpoint directories
+)
+
+// BiEncoderDir is a bi-encoder on disk, opened by OpenBiEncoder: what the directory says about
+// the architecture, and its tensors, ready to be copied into a model by Init.
+type BiEncoderDir struct {
+	Dir    string
+	Layout string // LayoutExport, LayoutHuggingFace or LayoutRun
+	// Encoder is the architecture the directory describes. Pooling is "" when the directory does
+	// not say (a BERT directory without 1_Pooling/config.json).
+	Encoder model.EncoderConfig
+	Shared  bool // one tower for queries and passages
+	// Similarity ("cosine" or "dot") and MaxLength are "" and 0 when the directory does not say.
+	Similarity string
+	MaxLength  int
+	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none.
+	Tokenizer string
+	// Ignored lists tensors of the files that are not encoder parameters and are skipped by
+	// design: BERT's pooler and pre-training heads (pooler.*, cls.*) and the
+	// embeddings.position_ids buffer, as "file: name".
+	Ignored []string
+
+	query, passage *towerSource
+}
+
+// towerSource is where one tower's parameters are: a tensor set and the name of parameter
+// <prefix>.rest in it.
+type towerSource struct {
+	set  *tensorSet
+	name func(rest string) string
+}
+
+// InitBiEncoder opens dir (OpenBiEncoder) and copies its tensors into m (Init).
+func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
+	d, err := OpenBiEncoder(dir)
+	if err != nil {
+		return nil, err
+	}
+	return d, d.Init(m)
+}
+
+// OpenBiEncoder reads a bi-encoder directory in any of these layouts:
+//
+//   - an export (ragtrain.json at the root, written by Export or WriteBiEncoder), shared or
+//     with query/ and passage/ tower directories;
+//   - a Hugging Face BERT directory (config.json with model_type "bert" and model.safetensors
+//     with BertModel names, optionally prefixed "bert." as BertFor* models save them), used as
+//     a shared tower; F16, BF16 and F64 tensors are converted to float32;
+//   - a bow tower directory (config.json with model_type "ragtrain-bow");
+//   - a run directory (its latest checkpoint) or a checkpoint directory.
+//
+// Errors name the file and field at fault.
+func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
+	switch {
+	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
+		return openRunBiEncoder(dir)
+	case exists(filepath.Join(dir, ManifestFile)):
+		return openExport(dir)
+	case exists(filepath.Join(dir, ConfigFile)):
+		t, cfg, ignored, err := readTowerDir(dir)
+		if err != nil {
+			return nil, err
+		}
+		d := &BiEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: cfg, Shared: true, Ignored: ignored, query: t, passage: t}
+		if d.Similarity, err = readSimilarity(dir); err != nil {
+			return nil, err
+		}
+		if d.MaxLength, err = readMaxLength(dir); err != nil {
+			return nil, err
+		}
+		d.Tokenizer = fileIfExists(filepath.Join(dir, TokenizerFile))
+		return d, nil
+	}
+	return nil, fmt.Errorf("%s: not a model directory: no %s (export), %s (Hugging Face), %s or %s (run)",
+		dir, ManifestFile, ConfigFile, checkpoints.LatestFile, checkpoints.TrainerFile)
+}
+
+func openExport(dir string) (*BiEncoderDir, error) {
+	path := filepath.Join(dir, ManifestFile)
+	var man Manifest
+	if err := readJSON(path, &man, true); err != nil {
+		return nil, err
+	}
+	if man.FormatVersion != ManifestFormat {
+		return nil, fmt.Errorf("%s: format_version %d, this build reads %d", path, man.FormatVersion, ManifestFormat)
+	}
+	if man.Kind != KindBiEncoder {
+		return nil, fmt.Errorf("%s: kind %q, want %q", path, man.Kind, KindBiEncoder)
+	}
+	d := &BiEncoderDir{Dir: dir, Layout: LayoutExport, Shared: man.SharedTowers, Similarity: man.Similarity, MaxLength: man.MaxLength}
+	towers := map[string]*towerSource{}
+	for _, role := range []string{"query", "passage"} {
+		rel, ok := man.Towers[role]
+		if !ok || filepath.IsAbs(rel) || strings.HasPrefix(filepath.Clean(rel), "..") {
+			return nil, fmt.Errorf("%s: towers.%s = %q, want a directory inside the export", path, role, rel)
+		}
+		if t, ok := towers[rel]; ok {
+			if role == "query" {
+				d.query = t
+			} else {
+				d.passage = t
+			}
+			continue
+		}
+		t, cfg, ignored, err := readTowerDir(filepath.Join(dir, rel))
+		if err != nil {
+			return nil, err
+		}
+		if cfg.Encoder != man.Encoder {
+			return nil, fmt.Errorf("%s: encoder %q, but tower %s holds a %s encoder", path, man.Encoder, rel, cfg.Encoder)
+		}
+		towers[rel] = t
+		d.Ignored = append(d.Ignored, ignored...)
+		if role == "query" {
+			d.query, d.Encoder = t, cfg
+			d.Tokenizer = fileIfExists(filepath.Join(dir, rel, TokenizerFile))
+		} else {
+			d.passage = t
+		}
+	}
+	if man.SharedTowers != (d.query == d.passage) {
+		return nil, fmt.Errorf("%s: shared_towers = %v, but towers = %v", path, man.SharedTowers, man.Towers)
+	}
+	if d.Encoder.Pooling == "" {
+		d.Encoder.Pooling = man.Pooling
+	}
+	return d, nil
+}
+
+func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
+	r, err := OpenRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != KindBiEncoder {
+		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindBiEncoder)
+	}
+	var c biEncoderConfig
+	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
+		return nil, err
+	}
+	set := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
+	for _, t := range r.Checkpoint.Params {
+		set.add(t)
+	}
+	prefixed := func(prefix string) *towerSource {
+		return &towerSource{set: set, name: func(rest string) string { return prefix + "." + rest }}
+	}
+	d := &BiEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, Shared: c.SharedTowers,
+		Similarity: c.Similarity, MaxLength: c.MaxLength,
+		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile))}
+	if c.SharedTowers {
+		d.query = prefixed(model.PrefixShared)
+		d.passage = d.query
+	} else {
+		d.query, d.passage = prefixed(model.PrefixQuery), prefixed(model.PrefixPassage)
+	}
+	return d, nil
+}
+
+// readTowerDir reads one tower directory: config.json (model_type "bert" or "ragtrain-bow"),
+// model.safetensors, and for BERT 1_Pooling/config.json when present.
+func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, error) {
+	cfgPath := filepath.Join(dir, ConfigFile)
+	var head struct {
+		ModelType string `json:"model_type"`
+	}
+	if err := readJSON(cfgPath, &head, false); err != nil {
+		return nil, model.EncoderConfig{}, nil, err
+	}
+	var cfg model.EncoderConfig
+	var name func(string) string
+	switch head.ModelType {
+	case modelTypeBert:
+		var bc bertConfig
+		if err := readJSON(cfgPath, &bc, false); err != nil {
+			return nil, cfg, nil, err
+		}
+		var err error
+		if cfg, err = bc.encoderConfig(cfgPath); err != nil {
+			return nil, cfg, nil, err
+		}
+		if cfg.Pooling, err = readPooling(dir); err != nil {
+			return nil, cfg, nil, err
+		}
+		name = func(rest string) string {
+			n, err := model.HFBertName(model.PrefixShared + "." + rest)
+			if err != nil {
+				return rest
+			}
+			return n
+		}
+	case modelTypeBow:
+		var bc bowConfig
+		if err := readJSON(cfgPath, &bc, true); err != nil {
+			return nil, cfg, nil, err
+		}
+		if bc.Pooling != model.PoolingMean {
+			return nil, cfg, nil, fmt.Errorf("%s: pooling = %q, a bow encoder averages its tokens (\"mean\")", cfgPath, bc.Pooling)
+		}
+		cfg = model.EncoderConfig{Encoder: model.EncoderBow, Vocab: bc.VocabSize, Hidden: bc.HiddenSize,
+			Dropout: bc.HiddenDropoutProb, Pooling: model.PoolingMean}
+		if err := cfg.Validate(); err != nil {
+			return nil, cfg, nil, fmt.Errorf("%s: %w", cfgPath, err)
+		}
+		name = func(rest string) string {
+			if n, ok := bowNames[rest]; ok {
+				return n
+			}
+			return rest
+		}
+	default:
+		return nil, cfg, nil, fmt.Errorf("%s: model_type %q; this toolkit reads %q (transformer) and %q (bow)", cfgPath, head.ModelType, modelTypeBert, modelTypeBow)
+	}
+	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), head.ModelType == modelTypeBert)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	return &towerSource{set: set, name: name}, cfg, ignored, nil
+}
+
+// readTensorSet reads model.safetensors, converting F16, BF16 and F64 tensors to float32. With
+// bert, a "bert." prefix (BertFor* checkpoints) is removed and the tensors that are not part of
+// BertModel's encoder (pooler.*, cls.*, embeddings.position_ids) are skipped and returned.
+func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
+	raw, _, err := checkpoints.ReadSafetensorsRaw(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			for _, other := range []string{"pytorch_model.bin", "model.safetensors.index.json"} {
+				if exists(filepath.Join(filepath.Dir(path), other)) {
+					return nil, nil, fmt.Errorf("%s: missing; the directory holds %s, and only single-file safetensors checkpoints are read (convert it with save_pretrained(safe_serialization=True, max_shard_size=\"100GB\"))", path, other)
+				}
+			}
+		}
+		return nil, nil, err
+	}
+	prefixed := false
+	for _, r := range raw {
+		if strings.HasPrefix(r.Name, "bert.embeddings.") {
+			prefixed = true
+		}
+	}
+	set := &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}
+	var ignored []string
+	for _, r := range raw {
+		name := r.Name
+		if bert && prefixed {
+			name = strings.TrimPrefix(name, "bert.")
+		}
+		if bert && (name == "embeddings.position_ids" || strings.HasPrefix(name, "pooler.") || strings.HasPrefix(name, "cls.")) {
+			ignored = append(ignored, path+": "+r.Name)
+			continue
+		}
+		data, err := toFloat32(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", path, err)
+		}
+		set.add(checkpoints.Tensor{Name: name, Shape: r.Shape, Data: data})
+	}
+	return set, ignored, nil
+}
+
+// toFloat32 converts a floating-point tensor to float32 (exactly for F16 and BF16).
+func toFloat32(r checkpoints.RawTensor) ([]float32, error) {
+	switch r.DType {
+	case checkpoints.F32:
+		return r.Float32()
+	case checkpoints.F64:
+		f, err := r.Float64()
+		out := make([]float32, len(f))
+		for i, v := range f {
+			out[i] = float32(v)
+		}
+		return out, err
+	case checkpoints.BF16:
+		out := make([]float32, len(r.Data)/2)
+		for i := range out {
+			out[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(r.Data[2*i:])) << 16)
+		}
+		return out, nil
+	case checkpoints.F16:
+		out := make([]float32, len(r.Data)/2)
+		for i := range out {
+			out[i] = halfToFloat32(binary.LittleEndian.Uint16(r.Data[2*i:]))
+		}
+		return out, nil
+	}
+	return nil, fmt.Errorf("tensor %q: dtype %s, want a floating-point type (F32, F16, BF16, F64)", r.Name, r.DType)
+}
+
+// halfToFloat32 converts an IEEE 754 binary16 value exactly.
+func halfToFloat32(h uint16) float32 {
+	sign := uint32(h>>15) << 31
+	exp := uint32(h>>10) & 0x1f
+	frac := uint32(h) & 0x3ff
+	switch {
+	case exp == 0x1f: // Inf, NaN
+		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
+	case exp == 0: // zero, subnormal: frac · 2^-24
+		v := float32(frac) * (1.0 / (1 << 24))
+		if sign != 0 {
+			v = -v
+		}
+		return v
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
+}
+
+// Init copies the directory's tensors into m, bit for bit. The encoder kind and (for a
+// transformer) the number of heads must match; a directory with one shared tower initialises
+// both towers of a model with separate ones (as DPR starts both from one BERT), the reverse is
+// an error. Every parameter of m must find a tensor of its shape and every tensor of the
+// directory a parameter (Ignored aside); otherwise the error is a *MismatchError listing each
+// missing, unexpected and wrongly shaped tensor, and m may be partly overwritten. Pooling,
+// dropout and the maximum length are the model's own: they have no parameters.
+func (d *BiEncoderDir) Init(m *model.BiEncoder) error {
+	if m.Cfg.Encoder != d.Encoder.Encoder {
+		return fmt.Errorf("%s holds a %s encoder; the model is %s (model.encoder)", d.Dir, d.Encoder.Encoder, m.Cfg.Encoder)
+	}
+	if m.Cfg.Encoder == model.EncoderTransformer && m.Cfg.Heads != d.Encoder.Heads {
+		return fmt.Errorf("%s has %d attention heads; the model has %d (model.heads)", d.Dir, d.Encoder.Heads, m.Cfg.Heads)
+	}
+	if m.Cfg.Causal != d.Encoder.Causal {
+		return fmt.Errorf("%s: causal = %v; the model has causal = %v", d.Dir, d.Encoder.Causal, m.Cfg.Causal)
+	}
+	if m.Shared && !d.Shared {
+		return fmt.Errorf("%s has separate query and passage towers; the model shares one (set model.shared_towers = false)", d.Dir)
+	}
+	var mm MismatchError
+	fill := func(t *model.Tower, src *towerSource) {
+		for _, p := range t.Params() {
+			_, rest, _ := strings.Cut(p.Name, ".")
+			src.set.fill(p, src.name(rest), &mm)
+		}
+	}
+	fill(m.Query, d.query)
+	if !m.Shared {
+		fill(m.Passage, d.passage)
+	}
+	d.query.set.leftovers(&mm)
+	if d.passage.set != d.query.set {
+		d.passage.set.leftovers(&mm)
+	}
+	return mm.err(d.Dir)
+}
+
+// tensorSet is the tensors of one file, by name, with the names used so far.
+type tensorSet struct {
+	file   string
+	byName map[string]checkpoints.Tensor
+	order  []string
+	used   map[string]bool
+}
+
+func (s *tensorSet) add(t checkpoints.Tensor) {
+	s.byName[t.Name] = t
+	s.order = append(s.order, t.Name)
+}
+
+// fill copies the tensor called name into p, or records why it cannot.
+func (s *tensorSet) fill(p *model.Param, name string, mm *MismatchError) {
+	want := []int(p.Value.Shape())
+	t, ok := s.byName[name]
+	if !ok {
+		mm.Missing = append(mm.Missing, TensorRef{File: s.file, Name: name, Shape: slices.Clone(want), Param: p.Name})
+		return
+	}
+	if s.used == nil {
+		s.used = map[string]bool{}
+	}
+	s.used[name] = true
+	if !slices.Equal(t.Shape, want) {
+		mm.WrongShape = append(mm.WrongShape, ShapeMismatch{File: s.file, Name: name, Param: p.Name, Have: t.Shape, Want: slices.Clone(want)})
+		return
+	}
+	copy(p.Value.Data().([]float32), t.Data)
+}
+
+// leftovers records the tensors no parameter asked for.
+func (s *tensorSet) leftovers(mm *MismatchError) {
+	for _, n := range s.order {
+		if !s.used[n] {
+			mm.Unexpected = append(mm.Unexpected, TensorRef{File: s.file, Name: n, Shape: s.byName[n].Shape})
+		}
+	}
+}
+
+// TensorRef names one tensor of a file and, where one asked for it, the model parameter.
+type TensorRef struct {
+	File  string
+	Name  string // the tensor's name in File
+	Shape []int
+	Param string // the model parameter, "" for an unexpected tensor
+}
+
+// ShapeMismatch is a tensor whose shape differs from its parameter's.
+type ShapeMismatch struct {
+	File  string
+	Name  string // the tensor's name in File
+	Param string // the model parameter
+	Have  []int  // the tensor's shape
+	Want  []int  // the parameter's shape
+}
+
+// MismatchError lists every way the tensors of a directory fail to fit a model.
+type MismatchError struct {
+	Dir        string
+	Missing    []TensorRef // parameters with no tensor
+	Unexpected []TensorRef // tensors with no parameter
+	WrongShape []ShapeMismatch
+}
+
+func (e *MismatchError) err(dir string) error {
+	if len(e.Missing)+len(e.Unexpected)+len(e.WrongShape) == 0 {
+		return nil
+	}
+	e.Dir = dir
+	return e
+}
+
+func (e *MismatchError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s does not fit the model: %d missing, %d unexpected, %d wrongly shaped tensors",
+		e.Dir, len(e.Missing), len(e.Unexpected), len(e.WrongShape))
+	for _, t := range e.Missing {
+		fmt.Fprintf(&b, "\n  missing: %s %v for parameter %s, not in %s", t.Name, t.Shape, t.Param, t.File)
+	}
+	for _, t := range e.Unexpected {
+		fmt.Fprintf(&b, "\n  unexpected: %s %v in %s", t.Name, t.Shape, t.File)
+	}
+	for _, t := range e.WrongShape {
+		fmt.Fprintf(&b, "\n  wrong shape: %s in %s is %v, parameter %s is %v", t.Name, t.File, t.Have, t.Param, t.Want)
+	}
+	return b.String()
+}
+
+// readMaxLength reads max_seq_length from sentence_bert_config.json (0 when absent).
+func readMaxLength(dir string) (int, error) {
+	path := filepath.Join(dir, SentenceBertFile)
+	if !exists(path) {
+		return 0, nil
+	}
+	var c sentenceBertConfig
+	if err := readJSON(path, &c, false); err != nil {
+		return 0, err
+	}
+	return c.MaxSeqLength, nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+func fileIfExists(path string) string {
+	if exists(path) {
+		return path
+	}
+	return ""
+}

@@ -1,0 +1,218 @@
+package export
+
+import (
+	"encoding/binary"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+)
+
+// The .npy format, version 1.0 (numpy/lib/format.py, NEP 1):
+//
+//	6 bytes   magic "\x93NUMPY"
+//	2 bytes   version 1, 0
+//	2 bytes   HEADER_LEN, unsigned little-endian
+//	HEADER_LEN bytes  the Python literal {'descr': '<f4', 'fortran_order': False, 'shape': (N, D), }
+//	          padded with spaces and ended by '\n' so that 10+HEADER_LEN is a multiple of 64
+//	rest      the values, little-endian, row-major (C order)
+//
+// The header is padded exactly as numpy >= 1.23 pads it (21 characters reserved for the first
+// dimension, so the array can grow in place, then spaces to the 64-byte boundary), so for the
+// same array the file is byte for byte what numpy.save writes.
+
+const (
+	npyMagic      = "\x93NUMPY"
+	npyAlign      = 64
+	npyGrowDigits = 21 // numpy's GROWTH_AXIS_MAX_DIGITS
+)
+
+// npyHeader returns the magic, version and padded header of a C-order array.
+func npyHeader(descr string, shape []int) []byte {
+	dims := make([]string, len(shape))
+	for i, d := range shape {
+		dims[i] = strconv.Itoa(d)
+	}
+	tuple := "(" + strings.Join(dims, ", ") + ")"
+	if len(shape) == 1 {
+		tuple = "(" + dims[0] + ",)"
+	}
+	h := fmt.Sprintf("{'descr': '%s', 'fortran_order': False, 'shape': %s, }", descr, tuple)
+	if len(shape) > 0 {
+		h += strings.Repeat(" ", npyGrowDigits-len(dims[0]))
+	}
+	hlen := len(h) + 1 // the newline
+	pad := npyAlign - (len(npyMagic)+2+2+hlen)%npyAlign
+	h += strings.Repeat(" ", pad) + "\n"
+	out := append([]byte(npyMagic), 1, 0)
+	out = binary.LittleEndian.AppendUint16(out, uint16(len(h)))
+	return append(out, h...)
+}
+
+func checkShape(path string, shape []int, n int) error {
+	want := 1
+	for _, d := range shape {
+		if d < 0 {
+			return fmt.Errorf("%s: npy: negative dimension in shape %v", path, shape)
+		}
+		want *= d
+	}
+	if want != n {
+		return fmt.Errorf("%s: npy: shape %v holds %d values, %d given", path, shape, want, n)
+	}
+	return nil
+}
+
+// WriteNPYFloat32 writes data, row-major with the given shape (e.g. [N, H]), to path as a
+// little-endian float32 ('<f4') .npy file, version 1.0, atomically (temporary file, rename).
+func WriteNPYFloat32(path string, data []float32, shape ...int) error {
+	if err := checkShape(path, shape, len(data)); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, func(w io.Writer) error {
+		if _, err := w.Write(npyHeader("<f4", shape)); err != nil {
+			return err
+		}
+		var b [4]byte
+		for _, v := range data {
+			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
+			if _, err := w.Write(b[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// WriteNPYInt64 writes data, row-major with the given shape, as a little-endian int64 ('<i8')
+// .npy file, version 1.0, atomically.
+func WriteNPYInt64(path string, data []int64, shape ...int) error {
+	if err := checkShape(path, shape, len(data)); err != nil {
+		return err
+	}
+	return atomicfile.Write(path, func(w io.Writer) error {
+		if _, err := w.Write(npyHeader("<i8", shape)); err != nil {
+			return err
+		}
+		var b [8]byte
+		for _, v := range data {
+			binary.LittleEndian.PutUint64(b[:], uint64(v))
+			if _, err := w.Write(b[:]); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+var (
+	npyDescrRE = regexp.MustCompile(`'descr':\s*'([^']*)'`)
+	npyOrderRE = regexp.MustCompile(`'fortran_order':\s*(True|False)`)
+	npyShapeRE = regexp.MustCompile(`'shape':\s*\(([0-9,\s]*)\)`)
+)
+
+// readNPY reads a .npy file of versions 1.0 to 3.0 and returns its descr, shape and data bytes.
+func readNPY(path string) (string, []int, []byte, error) {
+	buf, err := os.ReadFile(path)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	bad := func(format string, a ...any) error {
+		return fmt.Errorf("%s: npy: %s", path, fmt.Sprintf(format, a...))
+	}
+	if len(buf) < 10 || string(buf[:6]) != npyMagic {
+		return "", nil, nil, bad("not a .npy file (no \\x93NUMPY magic)")
+	}
+	var hlen, start int
+	switch buf[6] {
+	case 1:
+		hlen, start = int(binary.LittleEndian.Uint16(buf[8:])), 10
+	case 2, 3:
+		if len(buf) < 12 {
+			return "", nil, nil, bad("file is %d bytes, truncated in the header length", len(buf))
+		}
+		hlen, start = int(binary.LittleEndian.Uint32(buf[8:])), 12
+	default:
+		return "", nil, nil, bad("unknown format version %d.%d", buf[6], buf[7])
+	}
+	if start+hlen > len(buf) {
+		return "", nil, nil, bad("header of %d bytes runs past the end of the %d-byte file (truncated?)", hlen, len(buf))
+	}
+	h := string(buf[start : start+hlen])
+	d, o, s := npyDescrRE.FindStringSubmatch(h), npyOrderRE.FindStringSubmatch(h), npyShapeRE.FindStringSubmatch(h)
+	if d == nil || o == nil || s == nil {
+		return "", nil, nil, bad("header %q lacks descr, fortran_order or shape", strings.TrimSpace(h))
+	}
+	if o[1] == "True" {
+		return "", nil, nil, bad("fortran_order arrays are not supported; save with C order")
+	}
+	var shape []int
+	for _, f := range strings.Split(s[1], ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil {
+			return "", nil, nil, bad("shape (%s): %v", s[1], err)
+		}
+		shape = append(shape, n)
+	}
+	return d[1], shape, buf[start+hlen:], nil
+}
+
+func npyCount(path string, shape []int, data []byte, size int) (int, error) {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	if n*size != len(data) {
+		return 0, fmt.Errorf("%s: npy: shape %v needs %d bytes of data, the file has %d (truncated?)", path, shape, n*size, len(data))
+	}
+	return n, nil
+}
+
+// ReadNPYFloat32 reads a little-endian float32 .npy file written by WriteNPYFloat32 or numpy
+// (C order) and returns its values, row-major, and its shape.
+func ReadNPYFloat32(path string) ([]float32, []int, error) {
+	descr, shape, data, err := readNPY(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if descr != "<f4" {
+		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<f4' (little-endian float32)", path, descr)
+	}
+	n, err := npyCount(path, shape, data, 4)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]float32, n)
+	for i := range out {
+		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+	}
+	return out, shape, nil
+}
+
+// ReadNPYInt64 reads a little-endian int64 .npy file (C order).
+func ReadNPYInt64(path string) ([]int64, []int, error) {
+	descr, shape, data, err := readNPY(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if descr != "<i8" {
+		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<i8' (little-endian int64)", path, descr)
+	}
+	n, err := npyCount(path, shape, data, 8)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
+	}
+	return out, shape, nil
+}
