@@ -71,6 +71,7 @@ type TrainerState struct {
 	Seed            uint64  `json:"seed"`             // the recipe seed
 	BestMetric      float64 `json:"best_metric"`      // best validation value so far (0 if none)
 	BestMetricName  string  `json:"best_metric_name,omitempty"`
+	TrainSeconds    float64 `json:"train_seconds"` // wall-clock training time so far, over every resumed segment
 	// RNG holds serialised generator states by name (e.g. rand.PCG.MarshalBinary), base64 in JSON.
 	RNG map[string][]byte `json:"rng,omitempty"`
 }

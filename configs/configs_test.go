@@ -420,8 +420,8 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 99 {
-		t.Errorf("schema has %d keys, want 99", len(defaults))
+	if len(defaults) != 100 {
+		t.Errorf("schema has %d keys, want 100", len(defaults))
 	}
 }
 
@@ -477,4 +477,19 @@ func FuzzKeyLines(f *testing.F) {
 		f.Add(string(src))
 	}
 	f.Fuzz(func(t *testing.T, s string) { keyLines(s) })
+}
+
+func TestDiffNamesTheFirstDifferentKey(t *testing.T) {
+	a, b := Defaults(), Defaults()
+	if d, err := a.Diff(b); err != nil || d != "" {
+		t.Fatalf("equal recipes: diff %q, err %v", d, err)
+	}
+	b.Loss.Temperature = 0.1
+	d, err := a.Diff(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(d, "loss.temperature: ") || !strings.Contains(d, "0.1") {
+		t.Fatalf("diff %q, want it to name loss.temperature and 0.1", d)
+	}
 }

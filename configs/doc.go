@@ -61,7 +61,7 @@
 //	model.ffn                           512            feed-forward inner width; >= 1
 //	model.dropout                       0.1            dropout probability in training; in [0, 1)
 //	model.max_position                  512            learned positions; >= tokenizer.max_length for the transformer
-//	model.init_from                     ""             run directory whose checkpoint initialises the weights; "" for random init
+//	model.init_from                     ""             directory whose weights initialise the model: a run directory (its latest checkpoint), an export of `train export`, or a Hugging Face BERT directory; "" for random init
 //	loss.name                           "infonce"      "infonce", "pairwise", "listwise" or "pointwise"
 //	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
 //	loss.temperature                    0.05           tau in softmax(s / tau); > 0
@@ -125,6 +125,7 @@
 //	reader.finetune_lr                  0.0005         peak AdamW learning rate of fine-tuning; > 0
 //	reader.replay                       16             rows of packed pretraining documents replayed in each fine-tuning step; >= 0
 //	reader.closed_book_fraction         0.3            fraction of fine-tuning questions asked with an empty context; in [0, 1]
+//	reader.counterfactual_fraction      0.5            fraction of the other fine-tuning questions whose passage states another value, the answer changed to match; in [0, 1]
 //	reader.max_answer_tokens            4              most tokens greedy decoding generates before [SEP]; >= 1
 //	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
 //	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)

@@ -47,6 +47,10 @@ type Reader struct {
 	// ClosedBookFraction is the fraction of fine-tuning questions asked with an empty context
 	// (the others get the gardener's entry when the datastore has one); in [0, 1]. Default 0.3.
 	ClosedBookFraction float64 `toml:"closed_book_fraction"`
+	// CounterfactualFraction is the fraction of the other fine-tuning questions whose passage
+	// states another value of the asked fact's type, the answer changed to match (the answer
+	// can only be read, not recalled); in [0, 1]. Default 0.5.
+	CounterfactualFraction float64 `toml:"counterfactual_fraction"`
 	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP]; >= 1.
 	// Default 4.
 	MaxAnswerTokens int `toml:"max_answer_tokens"`
@@ -96,7 +100,7 @@ func defaultReader() Reader {
 		Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, MaxLength: 32,
 		PretrainPasses: 1, PretrainBatchSize: 64, PretrainLR: 1e-3,
 		FinetuneSteps: 500, FinetuneBatchSize: 48, FinetuneLR: 5e-4, Replay: 16,
-		ClosedBookFraction: 0.3, MaxAnswerTokens: 4,
+		ClosedBookFraction: 0.3, CounterfactualFraction: 0.5, MaxAnswerTokens: 4,
 	}
 }
 
@@ -138,6 +142,7 @@ func validateRAG(v *checker, r *Recipe) {
 	v.positive("reader.finetune_lr", rd.FinetuneLR)
 	atLeast(v, "reader.replay", rd.Replay, 0)
 	v.inRange("reader.closed_book_fraction", rd.ClosedBookFraction, 0, 1, true)
+	v.inRange("reader.counterfactual_fraction", rd.CounterfactualFraction, 0, 1, true)
 	atLeast(v, "reader.max_answer_tokens", rd.MaxAnswerTokens, 1)
 
 	g := r.RAG

@@ -102,8 +102,10 @@ type Model struct {
 	// MaxPosition is the number of learned positions; >= tokenizer.max_length.
 	// Default 512.
 	MaxPosition int `toml:"max_position"`
-	// InitFrom is a run directory whose checkpoint initialises the weights,
-	// relative to the recipe file; "" to start from random weights.
+	// InitFrom is a directory whose weights initialise the model, relative to
+	// the recipe file: a run directory (its latest checkpoint), an export
+	// written by `train export`, or a Hugging Face BERT directory with a
+	// compatible architecture; "" to start from random weights.
 	// Default "".
 	InitFrom string `toml:"init_from"`
 }

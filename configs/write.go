@@ -3,6 +3,7 @@ package configs
 import (
 	"bytes"
 	"fmt"
+	"strings"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 
@@ -18,12 +19,54 @@ const resolvedHeader = "# Resolved recipe: every key with its value (defaults fi
 // renamed over path. Loading the file gives a recipe equal to r when r came
 // from Load.
 func (r *Recipe) WriteResolved(path string) error {
+	text, err := r.Resolved()
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, text)
+}
+
+// Resolved returns the text WriteResolved writes.
+func (r *Recipe) Resolved() ([]byte, error) {
 	var buf bytes.Buffer
 	buf.WriteString(resolvedHeader)
 	enc := toml.NewEncoder(&buf)
 	enc.Indent = ""
 	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("recipe: encode: %w", err)
+		return nil, fmt.Errorf("recipe: encode: %w", err)
 	}
-	return atomicfile.WriteFile(path, buf.Bytes())
+	return buf.Bytes(), nil
+}
+
+// Diff returns the first key whose value differs between r and other, as "key: a != b" with
+// the resolved TOML values, or "" when the recipes are equal.
+func (r *Recipe) Diff(other *Recipe) (string, error) {
+	a, err := r.Resolved()
+	if err != nil {
+		return "", err
+	}
+	b, err := other.Resolved()
+	if err != nil {
+		return "", err
+	}
+	la, lb := strings.Split(string(a), "\n"), strings.Split(string(b), "\n")
+	table := ""
+	for i := 0; i < len(la) || i < len(lb); i++ {
+		x, y := "", ""
+		if i < len(la) {
+			x = la[i]
+		}
+		if i < len(lb) {
+			y = lb[i]
+		}
+		if strings.HasPrefix(x, "[") {
+			table = strings.Trim(x, "[]") + "."
+		}
+		if x != y {
+			key, va, _ := strings.Cut(x, " = ")
+			_, vb, _ := strings.Cut(y, " = ")
+			return fmt.Sprintf("%s%s: %s != %s", table, key, va, vb), nil
+		}
+	}
+	return "", nil
 }

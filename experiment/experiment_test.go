@@ -241,8 +241,17 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			before, _ := os.ReadFile(filepath.Join(resumed, MetricsFile))
+			again, err := Run(context.Background(), rec, Options{Progress: io.Discard, ResumeDir: resumed})
+			after, _ := os.ReadFile(filepath.Join(resumed, MetricsFile))
+			if err != nil || again != resumed || string(before) != string(after) {
+				t.Fatalf("resuming a finished run: err %v, dir %s, metrics.json changed: %v", err, again, string(before) != string(after))
+			}
 			want, _ := ReadMetrics(full)
 			got, _ := ReadMetrics(resumed)
+			if got["train/seconds"] <= 0 || got["train/examples_per_second"] <= 0 {
+				t.Errorf("resumed run: train/seconds %v, train/examples_per_second %v", got["train/seconds"], got["train/examples_per_second"])
+			}
 			want, got = quality(want), quality(got)
 			if len(want) == 0 || len(want) != len(got) {
 				t.Fatalf("metrics: %v vs %v", want, got)

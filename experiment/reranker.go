@@ -57,6 +57,8 @@ type CrossEncoderConfig struct {
 	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
 	ListSize               int    `json:"list_size"`   // K: passages per training list
 	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
+	// PretrainSteps is the unsupervised cropping steps the weights started from (0: the seed's).
+	PretrainSteps int `json:"pretrain_steps"`
 }
 
 // alphaMetric chooses the interpolation weight on the dev split.
@@ -157,9 +159,31 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	}
 	defer lg.Close()
 	tr.lg = lg
+	// Optional unsupervised pre-training on cropped pseudo-queries, then one model per loss,
+	// each from the same initialisation: the seed's, or the pre-trained weights.
+	var init []checkpoints.Tensor
+	if pt := rec.Pretrain; pt.Steps > 0 {
+		spans := visibleSpans(tok, passages, rec.Tokenizer.MaxLength-3-(3*pt.CropMax+1)/2)
+		opt := sampler.CropListOptions{Size: rr.ListSize, BatchSize: pt.BatchSize, MinLen: pt.CropMin, MaxLen: pt.CropMax, Seed: uint64(rec.Seed)}
+		rank := func(q string) []string {
+			if os.Getenv("RR_RANDNEG") != "" {
+				return nil
+			}
+			return hitIDs(bm25.Search(q, rr.TrainDepth))
+		}
+		next := func(step int) (sampler.ListBatch, error) {
+			return sampler.CropLists(corpus.IDs, passages, spans, rank, step, opt)
+		}
+		m, err := tr.train(ctx, phasePretrain, "listwise", pt.Steps, pt.BatchSize, nil, next)
+		if err != nil {
+			return dir, err
+		}
+		init = paramTensors(m.Params())
+		tr.cfg.PretrainSteps = pt.Steps
+	}
 	models := map[string]*model.CrossEncoder{}
 	for _, loss := range rr.Losses {
-		m, err := tr.train(ctx, loss)
+		m, err := tr.train(ctx, loss, loss, rec.Train.Steps, rec.Train.BatchSize, init, lists.Batch)
 		if err != nil {
 			return dir, err
 		}
@@ -328,9 +352,15 @@ type rerankTrainer struct {
 	pairs, cut int
 }
 
-// train returns the cross-encoder of loss: loaded from its finished model when a resumed run
-// has one, else trained (from the resumed checkpoint when it is this loss's) and saved.
-func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEncoder, error) {
+// phasePretrain names the unsupervised phase (its model is reranker-pretrain/).
+const phasePretrain = "pretrain"
+
+// train returns the cross-encoder of a phase (a loss, or phasePretrain): loaded from its
+// finished model when a resumed run has one, else initialised from init (nil: from the seed),
+// trained with loss for steps batches of B lists from next (from the resumed checkpoint when
+// it is this phase's) and saved.
+func (t *rerankTrainer) train(ctx context.Context, phase, loss string, steps, B int, init []checkpoints.Tensor,
+	next func(step int) (sampler.ListBatch, error)) (*model.CrossEncoder, error) {
 	rec := t.rec
 	seed := uint64(rec.Seed)
 	cfg := t.cfg
@@ -339,19 +369,23 @@ func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEnc
 	if err != nil {
 		return nil, err
 	}
-	steps := rec.Train.Steps
-	final := FinalModelDir(t.dir, loss)
+	if init != nil {
+		if err := setParams(m.Params(), init); err != nil {
+			return nil, err
+		}
+	}
+	final := FinalModelDir(t.dir, phase)
 	startStep := 0
 	var optState *checkpoints.OptimizerState
 	if ck := t.resumeFrom; ck != nil {
-		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == loss && done.Trainer.Step == steps {
+		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == phase && done.Trainer.Step == steps {
 			if err := setParams(m.Params(), done.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", done.Dir, err)
 			}
-			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", loss, done.Dir)
+			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", phase, done.Dir)
 			return m, nil
 		}
-		if ck.Trainer.Phase == loss {
+		if ck.Trainer.Phase == phase {
 			if err := setParams(m.Params(), ck.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 			}
@@ -369,11 +403,11 @@ func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEnc
 		}
 	}
 	if startStep < steps {
-		task, err := newRerankTask(m, t.tok, loss, rec.Train.BatchSize, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(loss), t.lists.Batch)
+		task, err := newRerankTask(m, t.tok, loss, B, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(phase), next)
 		if err != nil {
 			return nil, err
 		}
-		res, err := runPhase(ctx, task, loss, steps, startStep, optState, rec, t.lg, t.o, save)
+		res, err := runPhase(ctx, task, phase, steps, startStep, optState, rec, t.lg, t.o, save)
 		task.Close()
 		if err != nil {
 			return nil, err
@@ -381,13 +415,35 @@ func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEnc
 		t.seconds += res.Seconds
 		t.pairs += res.Examples
 		t.cut += task.cut
-		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", loss, task.cut, res.Examples, rec.Tokenizer.MaxLength)
+		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", phase, task.cut, res.Examples, rec.Tokenizer.MaxLength)
 	}
 	err = checkpoints.Save(final, &checkpoints.Checkpoint{
 		Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
-		Trainer: checkpoints.TrainerState{Step: steps, Phase: loss, Seed: seed},
+		Trainer: checkpoints.TrainerState{Step: steps, Phase: phase, Seed: seed},
 	})
 	return m, err
+}
+
+// visibleSpans returns, per passage, its leading words whose word pieces fit in budget tokens
+// (at least one word): the part a cross-encoder reads next to a query, which pseudo-queries
+// are cut from.
+func visibleSpans(tok *tokenize.Tokenizer, passages []string, budget int) []string {
+	out := make([]string, len(passages))
+	for i, p := range passages {
+		words := strings.Fields(p)
+		n, keep := 0, 0
+		for _, w := range words {
+			if n += len(tok.Encode(w)); n > budget && keep > 0 {
+				break
+			}
+			keep++
+		}
+		out[i] = strings.Join(words[:keep], " ")
+		if os.Getenv("RR_HIDDEN") != "" && len(words)-keep >= 8 {
+			out[i] = strings.Join(words[keep:], " ")
+		}
+	}
+	return out
 }
 
 // phaseStream is the dropout stream of a training phase, XORed into the seed.
@@ -533,6 +589,7 @@ type rerankEval struct {
 	first   *firstStage
 	models  map[string]*model.CrossEncoder
 	metrics map[string]float64
+	done    map[string]splitRuns // splits already reranked
 }
 
 // splitRuns are the first stage's and each reranker's runs over a split's top-k.
@@ -596,6 +653,9 @@ func (e *rerankEval) run() error {
 // candidate) pair with every model. With primary, the scoring speed and the pairs cut go
 // into the metrics.
 func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) {
+	if runs, ok := e.done[split]; ok && !primary {
+		return runs, nil
+	}
 	k := e.rec.Rerank.Candidates
 	L := e.rec.Tokenizer.MaxLength
 	qids := e.ds.Qrels[split].QueryIDs()
@@ -646,6 +706,10 @@ func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) 
 		}
 		runs.reranked[loss] = run
 	}
+	if e.done == nil {
+		e.done = map[string]splitRuns{}
+	}
+	e.done[split] = runs
 	return runs, nil
 }
 

@@ -50,6 +50,8 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 		return runRetriever(ctx, rec, o)
 	case "reranker":
 		return runReranker(ctx, rec, o)
+	case "rag":
+		return runRAG(ctx, rec, o)
 	default:
 		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker)", rec.Kind)
 	}
@@ -76,37 +78,58 @@ func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 	return o.ResumeDir, nil
 }
 
-// loadTokenizer returns the run's tokenizer: the run directory's tokenizer.json when resuming,
-// else the recipe's file or one trained on the passages, saved into the run directory and
-// reloaded from there (so the run uses exactly what it ships).
-func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []string, out io.Writer) (*tokenize.Tokenizer, string, error) {
+// prepareTokenizer returns the run's tokenizer without writing anything: the tokenizer.json of
+// resumeDir when resuming, else the recipe's file, the init_from directory's, or one trained
+// on the passages.
+func prepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
+	switch {
+	case resumeDir != "":
+		return tokenize.Load(filepath.Join(resumeDir, checkpoints.TokenizerFile))
+	case rec.Tokenizer.File != "":
+		return tokenize.Load(rec.Tokenizer.File)
+	case rec.Model.InitFrom != "":
+		return initFromTokenizer(rec.Model.InitFrom, out)
+	}
+	start := time.Now()
+	t, err := tokenize.Train(passages, tokenize.TrainOptions{
+		VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
+	if err == nil {
+		fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())
+	}
+	return t, err
+}
+
+// saveTokenizer writes t as the run directory's tokenizer.json (unless resuming, when it is
+// there already) and reloads it from there, so the run uses exactly what it ships.
+func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.Tokenizer, string, error) {
 	path := filepath.Join(dir, checkpoints.TokenizerFile)
 	if resume {
-		t, err := tokenize.Load(path)
-		return t, path, err
-	}
-	var t *tokenize.Tokenizer
-	var err error
-	if rec.Tokenizer.File != "" {
-		t, err = tokenize.Load(rec.Tokenizer.File)
-	} else if rec.Model.InitFrom != "" {
-		t, err = initFromTokenizer(rec.Model.InitFrom, out)
-	} else {
-		start := time.Now()
-		t, err = tokenize.Train(passages, tokenize.TrainOptions{
-			VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
-		if err == nil {
-			fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())
-		}
-	}
-	if err != nil {
-		return nil, "", err
+		return t, path, nil
 	}
 	if err := t.Save(path); err != nil {
 		return nil, "", err
 	}
-	t, err = tokenize.Load(path)
+	t, err := tokenize.Load(path)
 	return t, path, err
+}
+
+// loadTokenizer is prepareTokenizer then saveTokenizer.
+func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []string, out io.Writer) (*tokenize.Tokenizer, string, error) {
+	resumeDir := ""
+	if resume {
+		resumeDir = dir
+	}
+	t, err := prepareTokenizer(rec, resumeDir, passages, out)
+	if err != nil {
+		return nil, "", err
+	}
+	return saveTokenizer(t, dir, resume)
+}
+
+// finished reports whether a run directory holds the metrics of a completed run.
+func finished(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, MetricsFile))
+	return err == nil
 }
 
 func encoderConfig(rec *configs.Recipe, vocab int) model.EncoderConfig {
@@ -134,11 +157,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	if err != nil {
 		return "", err
 	}
-	dir, err := prepareRunDir(rec, o)
-	if err != nil {
-		return "", err
-	}
 	resume := o.ResumeDir != ""
+	if resume && finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, MetricsFile)
+		return o.ResumeDir, nil
+	}
 	corpus := ds.Corpus
 	if len(corpus.Empty) > 0 {
 		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
@@ -147,13 +170,30 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	for i := range passages {
 		passages[i] = corpus.Passage(i, rec.Data.TitleField)
 	}
-	tok, tokPath, err := loadTokenizer(rec, dir, resume, passages, o.Out)
+	tok, err := prepareTokenizer(rec, o.ResumeDir, passages, o.Out)
 	if err != nil {
-		return dir, err
+		return "", err
 	}
 	start := time.Now()
 	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 	fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", corpus.Len(), time.Since(start).Seconds())
+	// The training examples are built before the run directory, so a recipe whose batches
+	// cannot be dealt from these qrels fails before anything is written or trained.
+	var smp *sampler.Sampler
+	var stats sampler.MineStats
+	if rec.Train.Steps > 0 {
+		if smp, stats, err = retrieverSampler(rec, ds, bm25, passages, uint64(rec.Seed)); err != nil {
+			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
+		}
+	}
+	dir, err := prepareRunDir(rec, o)
+	if err != nil {
+		return "", err
+	}
+	tok, tokPath, err := saveTokenizer(tok, dir, resume)
+	if err != nil {
+		return dir, err
+	}
 
 	cfg := BiEncoderConfig{Kind: "bi-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
@@ -176,6 +216,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	// checkpoint stopped.
 	var state checkpoints.TrainerState
 	var optState *checkpoints.OptimizerState
+	var secondsBefore float64 // training time of the earlier segments of a resumed run
 	if resume {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
@@ -185,6 +226,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
 		}
 		state, optState = ck.Trainer, ck.Optimizer
+		secondsBefore = ck.Trainer.TrainSeconds
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
 	}
 	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
@@ -193,19 +235,24 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	}
 	defer lg.Close()
 
+	segmentStart := time.Now()
+	trainSeconds := func() float64 { return secondsBefore + time.Since(segmentStart).Seconds() }
 	save := func(phase string, opt *trainer.AdamW) func(done int) error {
 		return func(done int) error {
 			st := opt.State()
+			ts := checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed, TrainSeconds: trainSeconds()}
+			if phase == "train" && smp != nil {
+				// Batches are a function of the step: the sampler's position is done·B examples
+				// into its stream of seeded epochs.
+				ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*rec.Train.BatchSize
+			}
 			return checkpoints.Save(dir, &checkpoints.Checkpoint{
 				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: tokPath,
-				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
-				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed},
+				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V}, Trainer: ts,
 			})
 		}
 	}
 	L := rec.Tokenizer.MaxLength
-	var trainSeconds float64
-	var trainExamples int
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
 
 	// Phase 1: unsupervised independent cropping (Contriever).
@@ -222,13 +269,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		res, err := runPhase(ctx, task, "pretrain", pt.Steps, startStep, optState, rec, lg, o, save)
+		_, err = runPhase(ctx, task, "pretrain", pt.Steps, startStep, optState, rec, lg, o, save)
 		task.Close()
 		if err != nil {
 			return dir, err
 		}
-		trainSeconds += res.Seconds
-		trainExamples += res.Examples
 		optState = nil
 	}
 
@@ -239,10 +284,6 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 			startStep = state.Step
 		} else {
 			optState = nil
-		}
-		smp, stats, err := retrieverSampler(rec, ds, bm25, passages, seed)
-		if err != nil {
-			return dir, err
 		}
 		fmt.Fprintf(o.Out, "sampler: %d training queries, %d examples; %d judged-relevant documents excluded from the negative window; %d queries short of negatives (%d slots filled at random)\n",
 			stats.Queries, stats.Examples, stats.ExcludedRelevant, len(stats.Short), stats.Missing)
@@ -262,7 +303,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		res, err := runPhase(ctx, task, "train", tr.Steps, startStep, optState, rec, lg, o, save)
+		_, err = runPhase(ctx, task, "train", tr.Steps, startStep, optState, rec, lg, o, save)
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -272,13 +313,13 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		} else {
 			fmt.Fprintf(o.Out, "sampler: %d examples deferred to keep judged-relevant passages out of other queries' negatives\n", avoided)
 		}
-		trainSeconds += res.Seconds
-		trainExamples += res.Examples
 	}
 
-	metrics := map[string]float64{"train/seconds": trainSeconds}
-	if trainSeconds > 0 {
-		metrics["train/examples_per_second"] = float64(trainExamples) / trainSeconds
+	seconds := trainSeconds()
+	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
+	metrics := map[string]float64{"train/seconds": seconds}
+	if seconds > 0 {
+		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
 	if err := evaluateRetriever(rec, ds, tok, m, bm25, passages, dir, metrics, o.Out); err != nil {
 		return dir, err
@@ -371,6 +412,9 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 			runs["bm25"][qids[i]] = bm25.Search(texts[i], depth)
 		}
 		runs["rrf"] = index.RRF(rec.Eval.RRFK, depth, runs["bm25"], runs["dense"])
+		for q, hits := range runs["rrf"] { // the fused list of two depth-d lists is cut to d
+			runs["rrf"][q] = hits[:min(len(hits), depth)]
+		}
 		var systems []System
 		for _, s := range rec.Eval.Systems {
 			r, ok := runs[s]

@@ -49,7 +49,8 @@ type Run struct {
 }
 
 // OpenRun reads the latest checkpoint of a run directory, or a checkpoint directory itself
-// (run/checkpoint-train-300), and the recipe beside it.
+// (run/checkpoint-train-300), and the run's recipe.resolved.toml (in the directory given or the
+// one above it).
 func OpenRun(path string) (*Run, error) {
 	r := &Run{Dir: path}
 	var err error
@@ -60,11 +61,21 @@ func OpenRun(path string) (*Run, error) {
 		r.Checkpoint, err = checkpoints.LoadDir(path)
 		recipeDir = filepath.Dir(path)
 	} else {
+		var models []string
+		if sub, _ := filepath.Glob(filepath.Join(path, "*", checkpoints.LatestFile)); len(sub) > 0 {
+			for _, s := range sub {
+				models = append(models, filepath.Dir(s))
+			}
+			return nil, fmt.Errorf("%s holds several models; name one of: %s", path, strings.Join(models, ", "))
+		}
 		return nil, fmt.Errorf("%s: neither a run directory (no %s) nor a checkpoint directory (no %s)",
 			path, checkpoints.LatestFile, checkpoints.TrainerFile)
 	}
 	if err != nil {
 		return nil, err
+	}
+	if !exists(filepath.Join(recipeDir, RecipeFile)) {
+		recipeDir = filepath.Dir(recipeDir) // a model directory inside a run (e.g. run/reranker-listwise)
 	}
 	var head struct {
 		Kind string `json:"kind"`
@@ -99,7 +110,14 @@ type Source struct {
 
 func (r *Run) source() Source {
 	st := r.Checkpoint.Trainer
-	return Source{Run: r.Dir, Checkpoint: r.Checkpoint.Dir, Phase: st.Phase, Step: st.Step}
+	return Source{Run: absPath(r.Dir), Checkpoint: absPath(r.Checkpoint.Dir), Phase: st.Phase, Step: st.Step}
+}
+
+func absPath(p string) string {
+	if a, err := filepath.Abs(p); err == nil {
+		return a
+	}
+	return p
 }
 
 // An exporter writes the model of r into dir, which exists and is empty.

@@ -7,6 +7,25 @@ import (
 
 var impl gonum.Implementation
 
+// sgemmExt, when not nil, computes every float32 product in place of the
+// assembly kernel of sgemm.go, with gonum's Sgemm signature (row-major).
+// blas_openblas.go sets it to OpenBLAS under the build tag openblas;
+// sgemmExtName names it.
+var (
+	sgemmExt     func(tA, tB blas.Transpose, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int)
+	sgemmExtName string
+)
+
+// sgemmGeneric is Sgemm without the assembly kernel: sgemmExt when set,
+// else gonum's pure-Go implementation.
+func sgemmGeneric(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if sgemmExt != nil {
+		sgemmExt(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	impl.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
 func trans(t bool) blas.Transpose {
 	if t {
 		return blas.Trans

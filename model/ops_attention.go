@@ -173,36 +173,90 @@ func (k maskedSoftmaxK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 func maskedSoftmax[T float](out, s, mask []T, nh, l int, causal bool) {
+	if o32, ok := any(out).([]float32); ok && haveAVX2FMA {
+		maskedSoftmax32(o32, any(s).([]float32), any(mask).([]float32), nh, l, causal)
+		return
+	}
 	rows := len(s) / l
 	parallelFor(rows, 4*l, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			b, i := r/(nh*l), r%l
-			m := mask[b*l : (b+1)*l]
-			sr, or := s[r*l:(r+1)*l], out[r*l:(r+1)*l]
 			end := l
 			if causal {
 				end = i + 1
 			}
-			mx := math.Inf(-1)
-			for j := 0; j < end; j++ {
-				if m[j] != 0 && float64(sr[j]) > mx {
-					mx = float64(sr[j])
+			softmaxRow(out[r*l:(r+1)*l], s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
+		}
+	})
+}
+
+// softmaxRow writes the softmax of s[:end] over the keys j with m[j] != 0
+// into out[:end], accumulating in float64, and zeros the rest of out.
+func softmaxRow[T float](out, s, m []T, end int) {
+	mx := math.Inf(-1)
+	for j := 0; j < end; j++ {
+		if m[j] != 0 && float64(s[j]) > mx {
+			mx = float64(s[j])
+		}
+	}
+	clear(out)
+	if math.IsInf(mx, -1) {
+		return
+	}
+	var sum float64
+	for j := 0; j < end; j++ {
+		if m[j] != 0 {
+			e := expLE0[T](float64(s[j]) - mx)
+			out[j] = T(e)
+			sum += e
+		}
+	}
+	inv := T(1 / sum)
+	for j := 0; j < end; j++ {
+		out[j] *= inv
+	}
+}
+
+// maskedSoftmax32 is maskedSoftmax in float32 with the exponentials in AVX2
+// (softmaxExpVec), for rows whose mask holds only 0 and 1 (the inputs'
+// masks); other rows take softmaxRow.
+func maskedSoftmax32(out, s, mask []float32, nh, l int, causal bool) {
+	rows := len(s) / l
+	parallelFor(rows, 4*l, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			b, i := r/(nh*l), r%l
+			end := l
+			if causal {
+				end = i + 1
+			}
+			m := mask[b*l : b*l+end]
+			sr, or := s[r*l:r*l+end], out[r*l:(r+1)*l]
+			mx, seen, binary := float32(0), false, true
+			for j, v := range sr {
+				if m[j] == 0 {
+					continue
+				}
+				binary = binary && m[j] == 1
+				if !seen || v > mx {
+					mx, seen = v, true
 				}
 			}
-			clear(or)
-			if math.IsInf(mx, -1) {
+			if !binary || !seen {
+				softmaxRow(or, s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
 				continue
 			}
-			var sum float64
-			for j := 0; j < end; j++ {
+			clear(or[end:])
+			n, sum := softmaxExpVec(or[:end], sr, m, mx)
+			for j := n; j < end; j++ {
+				var e float32
 				if m[j] != 0 {
-					e := expLE0[T](float64(sr[j]) - mx)
-					or[j] = T(e)
-					sum += e
+					e = float32(expNeg32(float64(sr[j] - mx)))
 				}
+				or[j] = e
+				sum += e
 			}
-			inv := T(1 / sum)
-			for j := 0; j < end; j++ {
+			inv := 1 / sum
+			for j := range or[:end] {
 				or[j] *= inv
 			}
 		}

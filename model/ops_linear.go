@@ -171,11 +171,17 @@ func (colSumK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	return nil
 }
 
+// colSum sums the rows of x [N,h] into out [h]. Workers split the columns, so
+// every column is summed in row order whatever their number.
 func colSum[T float](out, x []T, h int) {
-	clear(out)
-	for i := 0; i+h <= len(x); i += h {
-		addInto(out, x[i:i+h])
-	}
+	rows := len(x) / h
+	parallelFor(h, rows, func(lo, hi int) {
+		o := out[lo:hi]
+		clear(o)
+		for i := 0; i < rows; i++ {
+			addInto(o, x[i*h+lo:i*h+hi])
+		}
+	})
 }
 
 // Add adds two tensors of the same shape (residual connections). The

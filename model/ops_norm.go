@@ -166,17 +166,30 @@ func (k lnGradGammaK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	return nil
 }
 
+// layerNormGradGamma: the row statistics in parallel over rows, then the sums
+// in parallel over columns, each column summed in row order whatever the
+// number of workers.
 func layerNormGradGamma[T float](out, x, g []T, h int, eps float64) {
-	acc := make([]float64, h)
-	for i := 0; i+h <= len(x); i += h {
-		mean, rstd := rowStats(x[i:i+h], eps)
-		for j, v := range x[i : i+h] {
-			acc[j] += float64(g[i+j]) * (float64(v) - mean) * rstd
+	rows := len(x) / h
+	stats := make([]float64, 2*rows) // mean, rstd of each row
+	parallelFor(rows, 4*h, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			stats[2*i], stats[2*i+1] = rowStats(x[i*h:(i+1)*h], eps)
 		}
-	}
-	for j := range out {
-		out[j] = T(acc[j])
-	}
+	})
+	parallelFor(h, 3*rows, func(lo, hi int) {
+		acc := make([]float64, hi-lo)
+		for i := 0; i < rows; i++ {
+			mean, rstd := stats[2*i], stats[2*i+1]
+			gr := g[i*h+lo : i*h+hi]
+			for j, v := range x[i*h+lo : i*h+hi] {
+				acc[j] += float64(gr[j]) * (float64(v) - mean) * rstd
+			}
+		}
+		for j, a := range acc {
+			out[lo+j] = T(a)
+		}
+	})
 }
 
 // GELU is the Gaussian error linear unit of BERT and GPT-2 in its exact (erf)

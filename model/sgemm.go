@@ -11,7 +11,8 @@ import (
 // in mc x kc blocks of 6-row panels (scaled by alpha), and an assembly
 // kernel (AVX2+FMA) multiplies one 6-row panel by one 16-column panel into a
 // 6 x 16 block of C. Row blocks run in parallel. Where the kernel is
-// unavailable, gonum's Sgemm does the work.
+// unavailable, gonum's Sgemm does the work; with the build tag openblas,
+// OpenBLAS does (sgemmExt).
 const (
 	gemmMR = 6
 	gemmNR = 16
@@ -34,8 +35,8 @@ func getBuf(n int) *[]float32 {
 // sgemm computes c = alpha*op(a)*op(b) + beta*c, row-major, op(a) m x k,
 // op(b) k x n, as BLAS Sgemm.
 func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
-	if !haveAVX2FMA {
-		impl.Sgemm(trans(tA), trans(tB), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+	if sgemmExt != nil || !haveAVX2FMA {
+		sgemmGeneric(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	sgemmAsm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc)
@@ -44,11 +45,11 @@ func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 // sgemmBias computes c = op(a)*op(b) + bias, bias (n values) added to every
 // row of c.
 func sgemmBias(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias []float32, c []float32, ldc int) {
-	if !haveAVX2FMA || k == 0 {
+	if sgemmExt != nil || !haveAVX2FMA || k == 0 {
 		for i := 0; i < m; i++ {
 			copy(c[i*ldc:i*ldc+n], bias)
 		}
-		impl.Sgemm(trans(tA), trans(tB), m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
+		sgemmGeneric(tA, tB, m, n, k, 1, a, lda, b, ldb, 1, c, ldc)
 		return
 	}
 	sgemmAsm(tA, tB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc)

@@ -297,4 +297,90 @@ func ValidateLists(b ListBatch, qrels map[string]map[string]int) error {
 const (
 	saltListEpoch = 0x6c6973742d657063 // "list-epc"
 	saltListDraw  = 0x6c6973742d647277 // "list-drw"
+	saltCropList  = 0x63726f702d6c7374 // "crop-lst"
+	saltCropDraw  = 0x63726f702d647277 // "crop-drw"
 )
+
+// CropListOptions configure unsupervised reranker lists (recipe [pretrain]).
+type CropListOptions struct {
+	Size      int    // K, passages per list, >= 2
+	BatchSize int    // B, lists per batch, >= 1 and at most the documents with words
+	MinLen    int    // shortest pseudo-query, in words (pretrain.crop_min), >= 1
+	MaxLen    int    // longest pseudo-query, in words (pretrain.crop_max), >= MinLen
+	Seed      uint64 // the recipe seed
+}
+
+// CropLists makes a batch of unsupervised reranker lists from the corpus alone, to pre-train a
+// cross-encoder before it sees judged queries: the independent cropping of CropPairs (Izacard
+// et al. 2022) turned into lists, as the inverse cloze task turns a sentence into a query (Lee
+// et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question Answering"). B
+// distinct documents with words are drawn; from document d a span of MinLen..MaxLen words
+// (uniform length, uniform start, clipped to the document) of spans[d] becomes the
+// pseudo-query, d itself fills slot 0 (label 1), and K-1 negatives are drawn uniformly without
+// replacement from rank(span), a first-stage ranking of the pseudo-query (e.g. BM25's top-N;
+// d is skipped), in rank order, topped up with random documents when it is short
+// (ListBatch.RandomFills). spans[d] is the part of document d the pseudo-queries come from
+// (e.g. the words a cross-encoder of length L reads); docTexts are the passages.
+//
+// QueryIDs are "crop:" + the document id. The batch depends on (corpus, rank, options, step)
+// only. Errors: the options out of range, spans or docTexts not parallel to docIDs, fewer than
+// B documents whose span text has words, a ranking naming a document not in docIDs.
+func CropLists(docIDs, docTexts, spans []string, rank func(query string) []string, step int, o CropListOptions) (ListBatch, error) {
+	switch {
+	case o.Size < 2 || o.BatchSize < 1:
+		return ListBatch{}, fmt.Errorf("sampler: crop lists of %d passages, %d per batch; want >= 2 and >= 1", o.Size, o.BatchSize)
+	case o.MinLen < 1 || o.MaxLen < o.MinLen:
+		return ListBatch{}, fmt.Errorf("sampler: crop lengths [%d, %d], want 1 <= crop_min <= crop_max", o.MinLen, o.MaxLen)
+	case len(docTexts) != len(docIDs) || len(spans) != len(docIDs):
+		return ListBatch{}, fmt.Errorf("sampler: %d document ids, %d texts, %d span texts", len(docIDs), len(docTexts), len(spans))
+	case o.Size > len(docIDs):
+		return ListBatch{}, fmt.Errorf("sampler: crop lists of %d passages from %d documents", o.Size, len(docIDs))
+	case step < 0:
+		return ListBatch{}, fmt.Errorf("sampler: step %d, want >= 0", step)
+	}
+	cb, err := CropPairs(spans, o.BatchSize, o.MinLen, o.MaxLen, step, o.Seed^saltCropList)
+	if err != nil {
+		return ListBatch{}, err
+	}
+	pos := make(map[string]int, len(docIDs))
+	for i, id := range docIDs {
+		pos[id] = i
+	}
+	r := rand.New(rand.NewPCG(o.Seed^saltCropDraw, uint64(step)))
+	B, K := o.BatchSize, o.Size
+	b := ListBatch{Step: step, K: K, QueryIDs: make([]string, B), Queries: cb.Queries,
+		DocIDs: make([]string, 0, B*K), Passages: make([]string, 0, B*K), Labels: make([]int, 0, B*K)}
+	for i, d := range cb.DocIndex {
+		b.QueryIDs[i] = "crop:" + docIDs[d]
+		list := []int{d}
+		var cands []int
+		for _, id := range rank(cb.Queries[i]) {
+			c, ok := pos[id]
+			if !ok {
+				return ListBatch{}, fmt.Errorf("sampler: crop lists: the ranking of %q names %q, which is not in the corpus", cb.Queries[i], id)
+			}
+			if c != d {
+				cands = append(cands, c)
+			}
+		}
+		idx := r.Perm(len(cands))[:min(K-1, len(cands))]
+		slices.Sort(idx)
+		for _, j := range idx {
+			list = append(list, cands[j])
+		}
+		for len(list) < K {
+			c := r.IntN(len(docIDs))
+			if slices.Contains(list, c) {
+				continue
+			}
+			list = append(list, c)
+			b.RandomFills++
+		}
+		for j, c := range list {
+			b.DocIDs = append(b.DocIDs, docIDs[c])
+			b.Passages = append(b.Passages, docTexts[c])
+			b.Labels = append(b.Labels, max(0, 1-j))
+		}
+	}
+	return b, nil
+}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
 )
 
 // Task is what a recipe kind gives the loop: one forward/backward pass per step, and its
@@ -61,12 +62,17 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 	if o.Progress == nil {
 		o.Progress = os.Stderr
 	}
+	// On a terminal the bar redraws 5 times a second; in a log file every 10 s.
+	throttle := 10 * time.Second
+	if f, ok := o.Progress.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		throttle = 200 * time.Millisecond
+	}
 	bar := progressbar.NewOptions(o.Steps,
 		progressbar.OptionSetWriter(o.Progress),
 		progressbar.OptionSetDescription(o.Phase),
 		progressbar.OptionShowCount(),
 		progressbar.OptionSetWidth(24),
-		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionThrottle(throttle),
 		progressbar.OptionSetPredictTime(true),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(o.Progress) }),
 	)
@@ -75,9 +81,11 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 	start := time.Now()
 	winStart, winLoss, winN, winEx := time.Now(), 0.0, 0, 0
 	first := true
+	lastSaved := o.StartStep
 	for step := o.StartStep; step < o.Steps; step++ {
 		if err := ctx.Err(); err != nil {
-			if o.Checkpoint != nil && step > o.StartStep {
+			fmt.Fprintln(o.Progress)
+			if o.Checkpoint != nil && step > lastSaved {
 				if cerr := o.Checkpoint(step); cerr != nil {
 					return res, fmt.Errorf("%w at step %d; checkpoint failed: %v", ErrInterrupted, step, cerr)
 				}
@@ -103,7 +111,8 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 		winN++
 		winEx += n
 		done := step + 1
-		if winN == o.LogEvery || done == o.Steps {
+		// Log lines fall on multiples of LogEvery, so a resumed run logs the same steps.
+		if done%o.LogEvery == 0 || done == o.Steps {
 			el := time.Since(winStart).Seconds()
 			mean := winLoss / float64(winN)
 			if first {
@@ -127,6 +136,7 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 			if err := o.Checkpoint(done); err != nil {
 				return res, fmt.Errorf("%s step %d: checkpoint: %w", o.Phase, done, err)
 			}
+			lastSaved = done
 		}
 	}
 	_ = bar.Finish()

@@ -193,3 +193,43 @@ func (c *cancelAt) Step(step int) (float64, int, error) {
 	}
 	return c.quadratic.Step(step)
 }
+
+func TestCancelRightAfterACheckpointDoesNotSaveTwice(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	steps := 0
+	task := &cancelAt{quadratic: newQuadratic(), at: 7, cancel: cancel, steps: &steps}
+	var saved []int
+	_, err := Run(ctx, task, NewAdamW(0), Options{Phase: "train", Steps: 100, Progress: io.Discard, CheckpointEvery: 4,
+		Schedule:   Schedule{Peak: 0.1, Total: 100},
+		Checkpoint: func(done int) error { saved = append(saved, done); return nil }})
+	if err == nil {
+		t.Fatal("want interrupted")
+	}
+	if len(saved) != 2 || saved[0] != 4 || saved[1] != 8 {
+		t.Fatalf("checkpoints at %v, want [4 8]", saved)
+	}
+}
+
+func TestResumedRunLogsTheSameSteps(t *testing.T) {
+	dir := t.TempDir()
+	lg, err := OpenLog(filepath.Join(dir, "log.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := Options{Phase: "train", Steps: 30, StartStep: 17, LogEvery: 5, Log: lg, Progress: io.Discard,
+		Schedule: Schedule{Peak: 0.1, Total: 30}}
+	if _, err := Run(context.Background(), newQuadratic(), NewAdamW(0), o); err != nil {
+		t.Fatal(err)
+	}
+	lg.Close()
+	b, _ := os.ReadFile(filepath.Join(dir, "log.jsonl"))
+	var steps []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		_, rest, _ := strings.Cut(line, `"step":`)
+		n, _, _ := strings.Cut(rest, ",")
+		steps = append(steps, strings.TrimRight(n, "}"))
+	}
+	if got := strings.Join(steps, " "); got != "20 25 30" {
+		t.Fatalf("logged steps %q, want \"20 25 30\"", got)
+	}
+}

@@ -96,3 +96,32 @@ func TestNoRecipeIsAnError(t *testing.T) {
 		t.Fatalf("err = %v, want a message about -recipe", err)
 	}
 }
+
+func TestResumeRefusesADifferentRecipe(t *testing.T) {
+	dir := t.TempDir()
+	writeCollection(t, filepath.Join(dir, "data"), goodCorpus, goodQrels)
+	recipe := writeRecipe(t, dir, "[train]\nsteps = 2\n[eval]\ndepth = 3\nmetrics = [\"nDCG@3\"]\n")
+	runDir := filepath.Join(dir, "runs", "fake")
+	os.MkdirAll(runDir, 0o755)
+	rec, err := loadRecipe(recipe, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rec.WriteResolved(filepath.Join(runDir, "recipe.resolved.toml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := loadRecipe(recipe, runDir); err != nil {
+		t.Fatalf("the run's own recipe was refused: %v", err)
+	}
+	if _, err := loadRecipe("", runDir); err != nil {
+		t.Fatalf("resume without -recipe: %v", err)
+	}
+	other := writeRecipe(t, dir, "[train]\nsteps = 3\n[eval]\ndepth = 3\nmetrics = [\"nDCG@3\"]\n")
+	_, err = loadRecipe(other, runDir)
+	if err == nil || !strings.Contains(err.Error(), "train.steps: 2 != 3") {
+		t.Fatalf("err = %v, want it to name train.steps", err)
+	}
+	if _, err := loadRecipe("", filepath.Join(dir, "data")); err == nil || !strings.Contains(err.Error(), "not a run directory") {
+		t.Fatalf("err = %v, want not a run directory", err)
+	}
+}

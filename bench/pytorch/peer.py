@@ -1,0 +1,327 @@
+#!/usr/bin/env python3
+"""The PyTorch peer of ragtrain's speed benchmark (bench/, `go run ./cmd/bench`).
+
+It builds, in plain PyTorch, the same models, losses and optimiser as the Go side on the same
+token ids (data.json written by the Go side) and times them with the worker protocol of
+bench/protocol.go: it prints {"ready": true, ...}; each "run" line on stdin does one timed run
+and prints {"seconds", "units", "loss"}; "quit" prints {"peak_rss_kib"} (VmHWM) and exits.
+
+Models (written the way Hugging Face's BertModel is, module by module, so that nothing differs
+from the Go graph but the framework):
+  - Transformer encoder, BERT post-LN: word + position + token-type embeddings, LayerNorm
+    (eps 1e-12), dropout; per layer multi-head self-attention over the non-padding keys (and
+    past keys only when causal) with dropout on the weights, output projection, dropout,
+    residual, LayerNorm; GELU (erf) feed-forward, dropout, residual, LayerNorm.
+  - bow encoder: masked mean of word embeddings, dropout, linear H -> H.
+  - bi-encoder: one shared tower, mean pooling, InfoNCE over cosine similarities / tau with a
+    candidate mask (van den Oord et al. 2018; Karpukhin et al. 2020).
+  - cross-encoder: [CLS] pooling, dropout, linear H -> 1, ListNet loss (Cao et al. 2007).
+  - reader: causal Transformer, next-token log-likelihood against the tied word embeddings.
+  - AdamW (decoupled decay 0.01, not on biases, LayerNorm, position or type embeddings), global
+    gradient-norm clipping at 1.0.
+
+Needs Debian python3-torch (PyTorch 1.13); installs nothing.
+"""
+import argparse
+import json
+import math
+import resource
+import sys
+import time
+
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError as e:  # the orchestrator checks first; this is for direct use
+    sys.stdout.write(json.dumps({"error": f"cannot import torch ({e}): install Debian python3-torch"}) + "\n")
+    sys.exit(1)
+
+
+def send(obj):
+    sys.stdout.write(json.dumps(obj) + "\n")
+    sys.stdout.flush()
+
+
+def peak_rss_kib():
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+NEG = torch.finfo(torch.float32).min
+
+
+class Embeddings(nn.Module):
+    def __init__(self, vocab, hidden, max_pos, dropout):
+        super().__init__()
+        self.word = nn.Embedding(vocab, hidden)
+        self.position = nn.Embedding(max_pos, hidden)
+        self.types = nn.Embedding(2, hidden)  # not "type": nn.Module.type is a method
+        self.norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.drop = nn.Dropout(dropout)
+        for e in (self.word, self.position, self.types):
+            nn.init.normal_(e.weight, std=0.02)
+
+    def forward(self, ids, types):
+        pos = torch.arange(ids.shape[1], device=ids.device)
+        return self.drop(self.norm(self.word(ids) + self.position(pos)[None] + self.types(types)))
+
+
+class Layer(nn.Module):
+    def __init__(self, hidden, heads, ffn, dropout):
+        super().__init__()
+        self.heads = heads
+        self.q, self.k, self.v, self.out = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.attn_norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.ffn_in = nn.Linear(hidden, ffn)
+        self.ffn_out = nn.Linear(ffn, hidden)
+        self.ffn_norm = nn.LayerNorm(hidden, eps=1e-12)
+        self.drop = nn.Dropout(dropout)
+        for m in (self.q, self.k, self.v, self.out, self.ffn_in, self.ffn_out):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
+
+    def forward(self, x, add_mask):
+        B, L, H = x.shape
+        h, d = self.heads, H // self.heads
+
+        def split(t):
+            return t.view(B, L, h, d).transpose(1, 2)
+
+        s = torch.matmul(split(self.q(x)), split(self.k(x)).transpose(-1, -2)) / math.sqrt(d)
+        a = self.drop(torch.softmax(s + add_mask, dim=-1))
+        c = torch.matmul(a, split(self.v(x))).transpose(1, 2).reshape(B, L, H)
+        x = self.attn_norm(x + self.drop(self.out(c)))
+        return self.ffn_norm(x + self.drop(self.ffn_out(F.gelu(self.ffn_in(x)))))
+
+
+class Transformer(nn.Module):
+    def __init__(self, sh, vocab, max_pos, causal=False):
+        super().__init__()
+        self.embeddings = Embeddings(vocab, sh["hidden"], max_pos, sh["dropout"])
+        self.layers = nn.ModuleList(Layer(sh["hidden"], sh["heads"], sh["ffn"], sh["dropout"]) for _ in range(sh["layers"]))
+        self.causal = causal
+
+    def tokens(self, ids, mask, types):
+        L = ids.shape[1]
+        add = (1.0 - mask)[:, None, None, :] * NEG  # padding keys
+        if self.causal:
+            add = add + torch.triu(torch.full((L, L), NEG), diagonal=1)[None, None]
+        x = self.embeddings(ids, types)
+        for layer in self.layers:
+            x = layer(x, add)
+        return x
+
+    def forward(self, ids, mask, types):  # mean pooling
+        x = self.tokens(ids, mask, types)
+        return (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+
+
+class Bow(nn.Module):
+    def __init__(self, sh):
+        super().__init__()
+        self.embeddings = nn.Module()
+        self.embeddings.word = nn.Embedding(sh["vocab"], sh["hidden"])
+        nn.init.normal_(self.embeddings.word.weight, std=0.02)
+        self.drop = nn.Dropout(sh["dropout"])
+        self.proj = nn.Linear(sh["hidden"], sh["hidden"])
+        nn.init.xavier_uniform_(self.proj.weight)
+        nn.init.zeros_(self.proj.bias)
+
+    def forward(self, ids, mask, types):
+        x = self.embeddings.word(ids)
+        x = (x * mask[..., None]).sum(1) / mask.sum(1, keepdim=True).clamp_min(1)
+        return self.proj(self.drop(x))
+
+
+class CrossEncoder(nn.Module):
+    def __init__(self, sh):
+        super().__init__()
+        self.encoder = Transformer(sh, sh["vocab"], sh["cross_l"])
+        self.drop = nn.Dropout(sh["dropout"])
+        self.head = nn.Linear(sh["hidden"], 1)
+        nn.init.normal_(self.head.weight, std=0.02)
+        nn.init.zeros_(self.head.bias)
+
+    def forward(self, ids, mask, types):
+        x = self.encoder.tokens(ids, mask, types)[:, 0]
+        return self.head(self.drop(x)).squeeze(-1)
+
+
+def decays(name):  # as trainer.Decays
+    return not (name.endswith(".bias") or "norm" in name or ".position" in name or ".type" in name)
+
+
+def adamw(model, sh):
+    named = list(model.named_parameters())
+    groups = [
+        {"params": [p for n, p in named if decays(n)], "weight_decay": sh["weight_decay"]},
+        {"params": [p for n, p in named if not decays(n)], "weight_decay": 0.0},
+    ]
+    return torch.optim.AdamW(groups, lr=sh["lr"], betas=(0.9, 0.999), eps=1e-8)
+
+
+def seqs(s):
+    n, l = s["N"], s["L"]
+    ids = torch.tensor(s["ids"], dtype=torch.long).view(n, l)
+    mask = torch.tensor(s["mask"], dtype=torch.float32).view(n, l)
+    types = torch.tensor(s["types"], dtype=torch.long).view(n, l) if s.get("types") else torch.zeros(n, l, dtype=torch.long)
+    return ids, mask, types
+
+
+def train_step(model, opt, sh, loss_fn):
+    opt.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), sh["grad_clip"])
+    opt.step()
+    return loss.item()
+
+
+def bi_step(data, encoder):
+    sh = data["shapes"]
+    model = Transformer(sh, sh["vocab"], sh["L"]) if encoder == "transformer" else Bow(sh)
+    model.train()
+    opt = adamw(model, sh)
+    batches = []
+    for b in data["bi"]:
+        keep = torch.tensor(b["keep"], dtype=torch.float32).view(sh["bi_b"], 2 * sh["bi_b"])
+        batches.append((seqs(b["q"]), seqs(b["p"]), (1.0 - keep) * NEG))
+    labels = torch.arange(sh["bi_b"])
+    state = {"step": 0}
+
+    def run():
+        q_in, p_in, add = batches[state["step"] % len(batches)]
+        state["step"] += 1
+
+        def loss_fn():
+            q = F.normalize(model(*q_in), dim=-1)
+            p = F.normalize(model(*p_in), dim=-1)
+            return F.cross_entropy(q @ p.T / sh["tau"] + add, labels)
+
+        return sh["bi_b"], train_step(model, opt, sh, loss_fn)
+
+    return run
+
+
+def encode(data, encoder):
+    sh = data["shapes"]
+    model = Transformer(sh, sh["vocab"], sh["L"]) if encoder == "transformer" else Bow(sh)
+    model.eval()
+    ids, mask, types = seqs(data["encode"])
+    B = sh["encode_b"]
+
+    def run():
+        with torch.inference_mode():
+            out = torch.cat([model(ids[i:i + B], mask[i:i + B], types[i:i + B]) for i in range(0, ids.shape[0], B)])
+        return ids.shape[0], float((out * out).sum())
+
+    return run
+
+
+def cross_step(data):
+    sh = data["shapes"]
+    model = CrossEncoder(sh)
+    model.train()
+    opt = adamw(model, sh)
+    batches = [(seqs(b["pairs"]), torch.tensor(b["labels"], dtype=torch.float32).view(sh["cross_lists"], sh["cross_k"]))
+               for b in data["cross"]]
+    state = {"step": 0}
+
+    def run():
+        pairs, y = batches[state["step"] % len(batches)]
+        state["step"] += 1
+
+        def loss_fn():  # ListNet: cross-entropy between label and score distributions
+            a = model(*pairs).view(y.shape)
+            t = y / y.sum(1, keepdim=True)
+            return -(t * F.log_softmax(a, dim=1)).sum(1).mean()
+
+        return y.numel(), train_step(model, opt, sh, loss_fn)
+
+    return run
+
+
+def cross_score(data):
+    sh = data["shapes"]
+    model = CrossEncoder(sh)
+    model.eval()
+    ids, mask, types = seqs(data["score"])
+    B = sh["score_b"]
+
+    def run():
+        with torch.inference_mode():
+            out = torch.cat([model(ids[i:i + B], mask[i:i + B], types[i:i + B]) for i in range(0, ids.shape[0], B)])
+        return ids.shape[0], float(out.sum())
+
+    return run
+
+
+def reader_step(data):
+    sh = data["shapes"]
+    model = Transformer(sh, sh["reader_vocab"], sh["reader_l"], causal=True)
+    model.train()
+    opt = adamw(model, sh)
+    ids, mask, types = seqs(data["reader"])
+    B, L = ids.shape
+    pos = (torch.arange(B)[:, None] * L + torch.arange(L - 1)[None]).reshape(-1)
+    tgt = ids[:, 1:].reshape(-1)
+
+    def loss_fn():
+        h = model.tokens(ids, mask, types).reshape(B * L, -1)[pos]
+        logits = h @ model.embeddings.word.weight.T  # tied output embeddings
+        return -F.log_softmax(logits, dim=-1).gather(1, tgt[:, None]).mean()
+
+    return lambda: (B, train_step(model, opt, sh, loss_fn))
+
+
+WORKLOADS = {
+    "bi-transformer-step": lambda d: bi_step(d, "transformer"),
+    "bi-bow-step": lambda d: bi_step(d, "bow"),
+    "encode-transformer": lambda d: encode(d, "transformer"),
+    "encode-bow": lambda d: encode(d, "bow"),
+    "cross-step": cross_step,
+    "cross-score": cross_score,
+    "reader-step": reader_step,
+}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--data", required=True, help="data.json written by the Go side")
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    torch.manual_seed(42)
+    try:
+        with open(args.data) as f:
+            data = json.load(f)
+        run = WORKLOADS[args.workload](data)
+    except Exception as e:  # report, do not hang the orchestrator
+        send({"error": f"{type(e).__name__}: {e}"})
+        return 1
+    send({"ready": True, "system": f"PyTorch {torch.__version__}", "threads": torch.get_num_threads()})
+    for line in sys.stdin:
+        cmd = line.strip()
+        if cmd == "run":
+            t0 = time.perf_counter()
+            units, loss = run()
+            send({"seconds": time.perf_counter() - t0, "units": units, "loss": loss})
+        elif cmd == "quit":
+            send({"peak_rss_kib": peak_rss_kib()})
+            return 0
+        else:
+            send({"error": f"unknown command {cmd!r}"})
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

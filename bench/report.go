@@ -1,0 +1,200 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"runtime"
+	"strings"
+)
+
+// printTable writes the results as a Markdown table, then the rankings check and the issue's
+// targets.
+func (o Options) printTable(results []Result, load0, load1 string) {
+	w := o.Out
+	fmt.Fprintf(w, "# ragtrain speed benchmark\n\n")
+	fmt.Fprintf(w, "command: `%s`\n", o.Command)
+	fmt.Fprintf(w, "machine: %s, %d logical CPUs, %s/%s; every process limited to %d threads; load average %s at start, %s at end\n",
+		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, load0, load1)
+	fmt.Fprintf(w, "timing: median of %d timed runs per system after %d warm-up runs (Lucene: 5), systems alternating run by run, "+
+		"time measured inside each process (start, imports and JVM start excluded); spread = interquartile range / median; "+
+		"GFLOP/s = matrix-product work of one run (in the workload's row) / median; peak RSS = VmHWM of each worker process\n\n",
+		o.Reps, o.Warmup)
+	fmt.Fprintln(w, "| workload | system | median | spread | throughput | ours/peer | GFLOP/s | peak RSS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	for _, r := range results {
+		title := r.Workload.Title
+		if r.GFLOP > 0 {
+			title += fmt.Sprintf(" (%.3g GFLOP)", r.GFLOP)
+		}
+		for i, s := range r.Samples {
+			cell := ""
+			if i == 0 {
+				cell = title
+			}
+			if s.Err != "" && len(s.Seconds) == 0 {
+				fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | |\n", cell, s.Label, oneLine(s.Err))
+				continue
+			}
+			ratio := ""
+			if s.Ratio > 0 {
+				ratio = fmt.Sprintf("%.2fx", s.Ratio)
+			}
+			gf := ""
+			if s.GFLOPS > 0 {
+				gf = fmt.Sprintf("%.1f", s.GFLOPS)
+			}
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f%% | %s %s/s | %s | %s | %s |\n", cell, s.Label, duration(s.Median),
+				spread(s.Seconds), number(s.PerSecond), r.Workload.Unit, ratio, gf, mib(s.PeakRSS))
+		}
+		if r.Note != "" {
+			fmt.Fprintf(w, "| | %s | | | | | | |\n", r.Note)
+		}
+	}
+	fmt.Fprintln(w)
+	for _, r := range results {
+		if r.Name == "bm25-query" {
+			fmt.Fprintln(w, rankingCheck(r))
+		}
+	}
+	o.printTargets(w, results)
+}
+
+// rankingCheck compares the digests of our BM25 rankings and Lucene's.
+func rankingCheck(r Result) string {
+	var ours, lucene string
+	for _, s := range r.Samples {
+		if s.Peer {
+			lucene = s.Digest
+		} else if ours == "" {
+			ours = s.Digest
+		}
+	}
+	switch {
+	case ours == "" || lucene == "":
+		return "BM25 rankings: not compared (a side did not run)"
+	case ours == lucene:
+		return fmt.Sprintf("BM25 rankings: identical to Lucene's (hit counts and top-10 scores of every query, bit for bit; digest %s)", ours)
+	}
+	return fmt.Sprintf("BM25 rankings: DIFFER from Lucene's (digest %s, Lucene %s)", ours, lucene)
+}
+
+// printTargets checks the issue's "done when" figures.
+func (o Options) printTargets(w io.Writer, results []Result) {
+	fmt.Fprintln(w, "\ntargets (issue 8):")
+	for _, r := range results {
+		if r.Workload.Target == 0 {
+			continue
+		}
+		s, which := pick(r)
+		if s == nil {
+			fmt.Fprintf(w, "- %s >= %.1fx %s: not measured\n", r.Workload.Title, r.Workload.Target, r.Workload.Peer)
+			continue
+		}
+		fmt.Fprintf(w, "- %s >= %.1fx %s: %.2fx with %s: %s\n", r.Workload.Title, r.Workload.Target, peerName(r), s.Ratio, which, passFail(s.Ratio >= r.Workload.Target))
+	}
+	var worse []string
+	compared := 0
+	for _, r := range results {
+		if r.Workload.Peer != PeerPyTorch {
+			continue
+		}
+		var peer int64
+		for _, s := range r.Samples {
+			if s.Peer {
+				peer = s.PeakRSS
+			}
+		}
+		if peer == 0 {
+			continue
+		}
+		for _, s := range r.Samples {
+			if !s.Peer && s.PeakRSS > 0 {
+				compared++
+				if s.PeakRSS > peer {
+					worse = append(worse, fmt.Sprintf("%s %s %s > %s", r.Name, s.Label, mib(s.PeakRSS), mib(peer)))
+				}
+			}
+		}
+	}
+	switch {
+	case compared == 0:
+		fmt.Fprintln(w, "- peak memory <= PyTorch's: not measured")
+	case len(worse) == 0:
+		fmt.Fprintf(w, "- peak memory <= PyTorch's: every one of %d comparisons: PASS\n", compared)
+	default:
+		fmt.Fprintf(w, "- peak memory <= PyTorch's: FAIL in %s\n", strings.Join(worse, "; "))
+	}
+}
+
+// pick returns the sample a target is judged on: OpenBLAS when it ran, else our other build.
+func pick(r Result) (*Sample, string) {
+	var best *Sample
+	for i := range r.Samples {
+		s := &r.Samples[i]
+		if s.Peer || s.Ratio == 0 {
+			continue
+		}
+		if strings.Contains(s.Label, "OpenBLAS") {
+			return s, s.Label
+		}
+		if best == nil {
+			best = s
+		}
+	}
+	if best == nil {
+		return nil, ""
+	}
+	return best, best.Label + " (OpenBLAS not run)"
+}
+
+func peerName(r Result) string {
+	for _, s := range r.Samples {
+		if s.Peer {
+			return s.Label
+		}
+	}
+	return r.Workload.Peer
+}
+
+func passFail(ok bool) string {
+	if ok {
+		return "PASS"
+	}
+	return "FAIL"
+}
+
+func duration(s float64) string {
+	switch {
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.0f µs", s*1e6)
+}
+
+func number(x float64) string {
+	switch {
+	case x >= 100:
+		return fmt.Sprintf("%.0f", x)
+	case x >= 10:
+		return fmt.Sprintf("%.1f", x)
+	}
+	return fmt.Sprintf("%.2f", x)
+}
+
+func mib(kib int64) string {
+	if kib == 0 {
+		return "n/a"
+	}
+	return fmt.Sprintf("%.0f MiB", float64(kib)/1024)
+}
+
+func oneLine(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	s = strings.ReplaceAll(s, "|", "/")
+	if len(s) > 160 {
+		s = s[:160] + "..."
+	}
+	return s
+}

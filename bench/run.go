@@ -1,0 +1,463 @@
+package bench
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/model"
+)
+
+//go:embed pytorch/peer.py
+var peerPy []byte
+
+//go:embed lucene/LuceneBench.java
+var luceneJava []byte
+
+// Options configure a benchmark run.
+type Options struct {
+	Dataset   string   // BEIR directory of Cranfield
+	Workloads []string // names (Workloads); empty: all
+	Reps      int      // timed runs per system, median reported
+	Warmup    int      // untimed runs per system first (Lucene gets at least 5, for its JIT)
+	Threads   int      // GOMAXPROCS, OPENBLAS_NUM_THREADS, torch.set_num_threads, JVM processors
+	Python    string   // interpreter with torch; "": /usr/bin/python3, then python3 on PATH
+	OpenBLAS  bool     // also build and run our OpenBLAS variant (or the pure-Go one from an OpenBLAS build)
+	Peers     bool     // run PyTorch and Lucene
+	Self      string   // our worker binary (this program)
+	WorkDir   string   // scratch directory (data, compiled peers, profiles)
+	Profile   bool     // write CPU and allocation profiles of our workers into WorkDir
+	JSON      string   // also write the results there ("" for none)
+	Command   string   // the command line, printed in the header
+	Timeout   time.Duration
+	Out, Log  io.Writer // the table; progress and skip notices
+}
+
+// system is one side of a comparison: how to start its worker for a workload.
+type system struct {
+	label string // column label, e.g. "ours, Go kernel"
+	peer  string // "" for ours, else PeerPyTorch or PeerLucene
+	start func(w Workload) *exec.Cmd
+}
+
+// Sample is the outcome of one system on one workload.
+type Sample struct {
+	System    string    `json:"system"`
+	Label     string    `json:"label"`
+	Peer      bool      `json:"peer"`
+	Seconds   []float64 `json:"seconds"`
+	Median    float64   `json:"median_seconds"`
+	Units     int       `json:"units"`
+	PerSecond float64   `json:"throughput"`
+	Ratio     float64   `json:"ratio_vs_peer,omitempty"` // our throughput / the peer's
+	GFLOPS    float64   `json:"gflops,omitempty"`
+	PeakRSS   int64     `json:"peak_rss_kib"`
+	Digest    string    `json:"digest,omitempty"`
+	Err       string    `json:"error,omitempty"`
+}
+
+// Result is one workload's samples.
+type Result struct {
+	Workload Workload `json:"-"`
+	Name     string   `json:"workload"`
+	GFLOP    float64  `json:"gemm_gflop_per_run,omitempty"`
+	Samples  []Sample `json:"samples"`
+	Note     string   `json:"note,omitempty"`
+}
+
+// Run prepares the inputs, starts the systems' workers workload by workload, alternates their
+// timed runs and prints the table.
+func Run(o Options) ([]Result, error) {
+	if o.Reps < 1 || o.Threads < 1 {
+		return nil, fmt.Errorf("bench: reps = %d and threads = %d must be >= 1", o.Reps, o.Threads)
+	}
+	if o.Timeout == 0 {
+		o.Timeout = 10 * time.Minute
+	}
+	var wls []Workload
+	if len(o.Workloads) == 0 {
+		wls = Workloads()
+	}
+	for _, n := range o.Workloads {
+		w, ok := Find(n)
+		if !ok {
+			return nil, fmt.Errorf("bench: unknown workload %q (known: %s)", n, strings.Join(workloadNames(), ", "))
+		}
+		wls = append(wls, w)
+	}
+	logf := func(format string, a ...any) { fmt.Fprintf(o.Log, format+"\n", a...) }
+
+	logf("preparing inputs from %s in %s", o.Dataset, o.WorkDir)
+	d, files, err := Prepare(o.Dataset, o.WorkDir, DefaultShapes(), 42)
+	if err != nil {
+		return nil, err
+	}
+	systems, notes := o.systems(files, logf)
+	for _, n := range notes {
+		logf("%s", n)
+	}
+
+	load0 := loadAvg()
+	var results []Result
+	for _, w := range wls {
+		res := Result{Workload: w, Name: w.Name}
+		if w.GEMMFLOPs != nil {
+			res.GFLOP = w.GEMMFLOPs(d.Shapes) / 1e9
+		}
+		var use []system
+		for _, s := range systems {
+			if s.peer == "" || s.peer == w.Peer {
+				use = append(use, s)
+			}
+		}
+		if !slices.ContainsFunc(use, func(s system) bool { return s.peer != "" }) {
+			res.Note = w.Peer + " not run (see above)"
+		}
+		logf("%s: %d systems, %d warm-up + %d timed runs each, alternating", w.Name, len(use), o.warmup(w), o.Reps)
+		res.Samples = o.measure(w, use, logf)
+		finish(&res)
+		results = append(results, res)
+	}
+	load1 := loadAvg()
+
+	o.printTable(results, load0, load1)
+	if o.JSON != "" {
+		b, err := json.MarshalIndent(results, "", "  ")
+		if err != nil {
+			return results, err
+		}
+		if err := atomicfile.WriteFile(o.JSON, append(b, '\n')); err != nil {
+			return results, err
+		}
+	}
+	return results, nil
+}
+
+func workloadNames() []string {
+	var n []string
+	for _, w := range Workloads() {
+		n = append(n, w.Name)
+	}
+	return n
+}
+
+func (o Options) warmup(w Workload) int {
+	if w.Peer == PeerLucene && o.Peers {
+		return max(o.Warmup, 5)
+	}
+	return o.Warmup
+}
+
+// measure starts every system's worker, runs warm-up rounds, then o.Reps rounds in which each
+// system runs once, the order rotating from round to round so that none always runs first after
+// an idle pause; then it quits the workers and reads their peak memory. A system that fails is
+// reported with its error; the others go on.
+func (o Options) measure(w Workload, systems []system, logf func(string, ...any)) []Sample {
+	samples := make([]Sample, len(systems))
+	workers := make([]*worker, len(systems))
+	for i, s := range systems {
+		samples[i] = Sample{Label: s.label, Peer: s.peer != ""}
+		wk, err := startWorker(s.label, s.start(w), o.Timeout)
+		if err != nil {
+			samples[i].Err = err.Error()
+			logf("  %s: %v", s.label, err)
+			continue
+		}
+		workers[i] = wk
+		samples[i].System = wk.system
+	}
+	for round := -o.warmup(w); round < o.Reps; round++ {
+		for k := range systems {
+			i := (k + max(round, 0)) % len(systems)
+			wk := workers[i]
+			if wk == nil {
+				continue
+			}
+			m, err := wk.send("run", o.Timeout)
+			if err != nil {
+				samples[i].Err = err.Error()
+				logf("  %s: %v", systems[i].label, err)
+				wk.kill()
+				workers[i] = nil
+				continue
+			}
+			if round >= 0 {
+				samples[i].Seconds = append(samples[i].Seconds, m.Seconds)
+				samples[i].Units = m.Units
+				samples[i].Digest = m.Digest
+			}
+		}
+	}
+	for i, wk := range workers {
+		if wk == nil {
+			continue
+		}
+		rss, err := wk.quit(o.Timeout)
+		if err != nil {
+			samples[i].Err = err.Error()
+			continue
+		}
+		samples[i].PeakRSS = rss
+	}
+	return samples
+}
+
+// finish fills medians, throughputs, ratios and GFLOP/s.
+func finish(r *Result) {
+	var peer *Sample
+	for i := range r.Samples {
+		s := &r.Samples[i]
+		if len(s.Seconds) == 0 {
+			continue
+		}
+		s.Median = median(s.Seconds)
+		if s.Median > 0 {
+			s.PerSecond = float64(s.Units) / s.Median
+			s.GFLOPS = r.GFLOP / s.Median
+		}
+		if s.Peer {
+			peer = s
+		}
+	}
+	if peer == nil || peer.PerSecond == 0 {
+		return
+	}
+	for i := range r.Samples {
+		if s := &r.Samples[i]; !s.Peer && s.PerSecond > 0 {
+			s.Ratio = s.PerSecond / peer.PerSecond
+		}
+	}
+}
+
+// median of v (the mean of the two middle values for an even count).
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// spread is the interquartile range of v relative to its median, in percent.
+func spread(v []float64) float64 {
+	if len(v) < 4 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	q := func(p float64) float64 { return s[int(p*float64(len(s)-1)+0.5)] }
+	m := median(v)
+	if m == 0 {
+		return 0
+	}
+	return 100 * (q(0.75) - q(0.25)) / m
+}
+
+// systems finds what can run: our worker (and its other BLAS build), PyTorch and Lucene. Each
+// missing piece is a note naming what to install; nothing is installed.
+func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string) {
+	var systems []system
+	var notes []string
+	env := func() []string {
+		t := strconv.Itoa(o.Threads)
+		e := append(os.Environ(), "GOMAXPROCS="+t, "OPENBLAS_NUM_THREADS="+t, "OMP_NUM_THREADS="+t, "MKL_NUM_THREADS="+t)
+		if os.Getenv("OMP_WAIT_POLICY") == "" {
+			// OpenMP threads that spin while waiting make PyTorch up to 20 times slower on a
+			// machine whose cores are busy with other processes; sleeping is its best setting
+			// there and costs little on an idle one.
+			e = append(e, "OMP_WAIT_POLICY=PASSIVE")
+		}
+		return e
+	}
+	ours := func(label, bin, tag string) system {
+		return system{label: label, start: func(w Workload) *exec.Cmd {
+			args := []string{"-worker", w.Name, "-dir", o.WorkDir}
+			if o.Profile {
+				base := filepath.Join(o.WorkDir, w.Name+"."+tag)
+				args = append(args, "-cpuprofile", base+".cpu.pprof", "-memprofile", base+".alloc.pprof")
+			}
+			c := exec.Command(bin, args...)
+			c.Env = env()
+			return c
+		}}
+	}
+	selfBLAS := model.BLAS()
+	selfLabel := "ours, " + shortBLAS(selfBLAS)
+	systems = append(systems, ours(selfLabel, o.Self, tagOf(selfBLAS)))
+	if o.OpenBLAS {
+		other, tags := "Go kernel", ""
+		if selfBLAS != "OpenBLAS" {
+			other, tags = "OpenBLAS", "openblas"
+		}
+		logf("building our %s variant (go build -tags=%q ./cmd/bench)", other, tags)
+		bin, err := buildVariant(o.WorkDir, tags)
+		if err != nil {
+			notes = append(notes, fmt.Sprintf("ours, %s: not run: %v", other, err))
+		} else {
+			systems = append(systems, ours("ours, "+other, bin, tagOf(other)))
+		}
+	}
+	if !o.Peers {
+		return systems, notes
+	}
+	if py, version, err := findTorch(o.Python); err != nil {
+		notes = append(notes, fmt.Sprintf("PyTorch: not run: %v (install Debian python3-torch, or give -python)", err))
+	} else {
+		script := filepath.Join(o.WorkDir, "peer.py")
+		if err := atomicfile.WriteFile(script, peerPy); err != nil {
+			notes = append(notes, fmt.Sprintf("PyTorch: not run: %v", err))
+		} else {
+			logf("PyTorch %s via %s", version, py)
+			systems = append(systems, system{label: "PyTorch " + version, peer: PeerPyTorch, start: func(w Workload) *exec.Cmd {
+				c := exec.Command(py, script, "--workload", w.Name, "--data", f.Data, "--threads", strconv.Itoa(o.Threads))
+				c.Env = env()
+				return c
+			}})
+		}
+	}
+	if cp, err := buildLucene(o.WorkDir); err != nil {
+		notes = append(notes, fmt.Sprintf("Lucene: not run: %v", err))
+	} else {
+		systems = append(systems, system{label: "Lucene 4.10", peer: PeerLucene, start: func(w Workload) *exec.Cmd {
+			c := exec.Command("java", "-XX:ActiveProcessorCount="+strconv.Itoa(o.Threads), "-cp", cp, "LuceneBench",
+				"--workload", w.Name, "--corpus", f.Corpus, "--queries", f.Queries, "--depth", "1000")
+			c.Env = env()
+			return c
+		}})
+	}
+	return systems, notes
+}
+
+func shortBLAS(b string) string {
+	if b == "OpenBLAS" {
+		return "OpenBLAS"
+	}
+	if strings.HasPrefix(b, "Go AVX2") {
+		return "Go kernel"
+	}
+	return b
+}
+
+func tagOf(b string) string {
+	if b == "OpenBLAS" {
+		return "openblas"
+	}
+	return "go"
+}
+
+// buildVariant builds ./cmd/bench with the given build tags into dir, from the module this
+// program belongs to (found with go env GOMOD from the working directory).
+func buildVariant(dir, tags string) (string, error) {
+	gomod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", fmt.Errorf("no go command to build it (%v)", err)
+	}
+	root := filepath.Dir(strings.TrimSpace(string(gomod)))
+	mod, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil || !bytes.Contains(mod, []byte("module github.com/ragtrain/ragtrain")) {
+		return "", fmt.Errorf("run the bench from the ragtrain repository to build it")
+	}
+	name := "bench-go"
+	if tags != "" {
+		name = "bench-" + tags
+	}
+	bin := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-tags="+tags, "-o", bin, "./cmd/bench")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		hint := ""
+		if tags == "openblas" {
+			hint = " (install Debian libopenblas-dev and a C compiler: cgo links -lopenblas)"
+		}
+		return "", fmt.Errorf("go build -tags=%s failed%s: %s", tags, hint, firstLines(string(out), 3))
+	}
+	return bin, nil
+}
+
+func firstLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	return strings.Join(lines[:min(n, len(lines))], " | ")
+}
+
+// findTorch returns an interpreter that imports torch, and torch's version.
+func findTorch(py string) (string, string, error) {
+	cands := []string{py}
+	if py == "" {
+		cands = []string{"/usr/bin/python3", "python3"}
+	}
+	var tried []string
+	for _, c := range cands {
+		out, err := exec.Command(c, "-c", "import torch; print(torch.__version__)").Output()
+		if err == nil {
+			return c, strings.TrimSpace(string(out)), nil
+		}
+		tried = append(tried, c)
+	}
+	return "", "", fmt.Errorf("no Python with torch (tried %s)", strings.Join(tried, ", "))
+}
+
+// buildLucene compiles LuceneBench.java against Debian's Lucene 4.10 jars and returns the class
+// path to run it.
+func buildLucene(dir string) (string, error) {
+	core, _ := filepath.Glob("/usr/share/java/lucene-core-4.10*.jar")
+	analyzers, _ := filepath.Glob("/usr/share/java/lucene-analyzers-common-4.10*.jar")
+	if len(core) == 0 || len(analyzers) == 0 {
+		return "", fmt.Errorf("no /usr/share/java/lucene-core-4.10*.jar and lucene-analyzers-common-4.10*.jar (install Debian liblucene4.10-java)")
+	}
+	for _, tool := range []string{"javac", "java"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return "", fmt.Errorf("no %s on PATH (install Debian default-jdk-headless)", tool)
+		}
+	}
+	src := filepath.Join(dir, "LuceneBench.java")
+	if err := atomicfile.WriteFile(src, luceneJava); err != nil {
+		return "", err
+	}
+	jars := core[0] + string(os.PathListSeparator) + analyzers[0]
+	classes := filepath.Join(dir, "classes")
+	if err := os.MkdirAll(classes, 0o755); err != nil {
+		return "", err
+	}
+	if out, err := exec.Command("javac", "-nowarn", "-cp", jars, "-d", classes, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("javac failed: %s", firstLines(string(out), 3))
+	}
+	return classes + string(os.PathListSeparator) + jars, nil
+}
+
+// loadAvg is the 1-minute load average ("" where /proc/loadavg does not exist).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	return strings.Fields(string(b))[0]
+}
+
+func cpuModel() string {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return runtime.GOARCH
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
+}

@@ -1,0 +1,129 @@
+package bench
+
+import "github.com/ragtrain/ragtrain/model"
+
+// Shapes are the sizes of every workload: those of the recipes (retriever-cranfield and
+// retriever-cranfield-transformer, the reranker of ../shared/refs, the reader of rag-garden).
+type Shapes struct {
+	Vocab   int     `json:"vocab"`   // V of the retriever and cross-encoder
+	Hidden  int     `json:"hidden"`  // H
+	Layers  int     `json:"layers"`  // Transformer blocks
+	Heads   int     `json:"heads"`   // attention heads
+	FFN     int     `json:"ffn"`     // feed-forward width
+	Dropout float64 `json:"dropout"` // while training
+	Tau     float64 `json:"tau"`     // InfoNCE temperature (cosine similarity)
+	WD      float64 `json:"weight_decay"`
+	Clip    float64 `json:"grad_clip"`
+	LR      float64 `json:"lr"`
+
+	L         int `json:"L"`          // retriever sequence length
+	BiB       int `json:"bi_b"`       // queries per retriever step (each with a positive and a hard negative)
+	BiBatches int `json:"bi_batches"` // distinct retriever batches, used in turn
+
+	EncodeB int `json:"encode_b"` // passages per encoding batch
+	EncodeN int `json:"encode_n"` // passages encoded per timed run
+
+	CrossL       int `json:"cross_l"`       // pair sequence length
+	CrossLists   int `json:"cross_lists"`   // lists per cross-encoder step
+	CrossK       int `json:"cross_k"`       // passages per list
+	CrossBatches int `json:"cross_batches"` // distinct cross-encoder batches
+	ScoreB       int `json:"score_b"`       // pairs per scoring batch
+	ScoreN       int `json:"score_n"`       // pairs scored per timed run
+
+	ReaderVocab int `json:"reader_vocab"`
+	ReaderL     int `json:"reader_l"`
+	ReaderB     int `json:"reader_b"` // rows per reader step; every next token is a target
+
+	Depth int `json:"depth"` // BM25 hits per query
+}
+
+// DefaultShapes are the recipes' sizes.
+func DefaultShapes() Shapes {
+	return Shapes{
+		Vocab: 8000, Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, Tau: 0.05, WD: 0.01, Clip: 1, LR: 3e-4,
+		L: 64, BiB: 32, BiBatches: 4,
+		EncodeB: 64, EncodeN: 512,
+		CrossL: 128, CrossLists: 8, CrossK: 8, CrossBatches: 4, ScoreB: 64, ScoreN: 256,
+		ReaderVocab: 2000, ReaderL: 32, ReaderB: 64,
+		Depth: 1000,
+	}
+}
+
+func (s Shapes) transformer(vocab, maxPos int) model.EncoderConfig {
+	return model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: vocab, Hidden: s.Hidden, Layers: s.Layers,
+		Heads: s.Heads, FFN: s.FFN, MaxPosition: maxPos, Dropout: s.Dropout}
+}
+
+func (s Shapes) bow() model.EncoderConfig {
+	return model.EncoderConfig{Encoder: model.EncoderBow, Vocab: s.Vocab, Hidden: s.Hidden, Dropout: s.Dropout}
+}
+
+// Peers.
+const (
+	PeerPyTorch = "pytorch"
+	PeerLucene  = "lucene"
+)
+
+// Workload is one timed unit of work, done by us and by a peer on the same inputs.
+type Workload struct {
+	Name  string // as on the command line and in the peers' --workload
+	Title string
+	Unit  string // what the throughput counts
+	Peer  string // PeerPyTorch or PeerLucene
+	// Target is the issue's least ratio ours/peer of throughput (0: none) and TargetMem whether
+	// our peak memory must not exceed the peer's.
+	Target    float64
+	TargetMem bool
+	// GEMMFLOPs is the matrix-product work of one timed run (2 flops per multiply-add); nil for
+	// BM25.
+	GEMMFLOPs func(Shapes) float64
+}
+
+// Workloads lists every workload in the order the table prints them.
+func Workloads() []Workload {
+	return []Workload{
+		{Name: "bi-transformer-step", Title: "retriever training step, Transformer", Unit: "pairs", Peer: PeerPyTorch, Target: 1, TargetMem: true,
+			GEMMFLOPs: func(s Shapes) float64 { return 3 * (s.transformerFwd(3*s.BiB, s.L) + s.simFwd()) }},
+		{Name: "bi-bow-step", Title: "retriever training step, bow", Unit: "pairs", Peer: PeerPyTorch,
+			GEMMFLOPs: func(s Shapes) float64 { return 3 * (2*float64(3*s.BiB*s.Hidden*s.Hidden) + s.simFwd()) }},
+		{Name: "encode-transformer", Title: "passage encoding, Transformer", Unit: "passages", Peer: PeerPyTorch, Target: 1,
+			GEMMFLOPs: func(s Shapes) float64 { return s.transformerFwd(s.EncodeN, s.L) }},
+		{Name: "encode-bow", Title: "passage encoding, bow", Unit: "passages", Peer: PeerPyTorch,
+			GEMMFLOPs: func(s Shapes) float64 { return 2 * float64(s.EncodeN*s.Hidden*s.Hidden) }},
+		{Name: "cross-step", Title: "cross-encoder training step (listwise)", Unit: "pairs", Peer: PeerPyTorch,
+			GEMMFLOPs: func(s Shapes) float64 {
+				n := s.CrossLists * s.CrossK
+				return 3 * (s.transformerFwd(n, s.CrossL) + 2*float64(n*s.Hidden))
+			}},
+		{Name: "cross-score", Title: "cross-encoder scoring", Unit: "pairs", Peer: PeerPyTorch,
+			GEMMFLOPs: func(s Shapes) float64 { return s.transformerFwd(s.ScoreN, s.CrossL) + 2*float64(s.ScoreN*s.Hidden) }},
+		{Name: "reader-step", Title: "reader LM training step (causal)", Unit: "rows", Peer: PeerPyTorch,
+			GEMMFLOPs: func(s Shapes) float64 {
+				m := s.ReaderB * (s.ReaderL - 1)
+				return 3 * (s.transformerFwd(s.ReaderB, s.ReaderL) + 2*float64(m*s.Hidden*s.ReaderVocab))
+			}},
+		{Name: "bm25-index", Title: "BM25 indexing, Cranfield", Unit: "docs", Peer: PeerLucene},
+		{Name: "bm25-query", Title: "BM25 querying, 225 queries, top 1000", Unit: "queries", Peer: PeerLucene, Target: 1},
+	}
+}
+
+// transformerFwd is the matrix-product work of the Transformer encoder's forward pass on n
+// sequences of l tokens (T = n·l): per layer the Q, K, V and output projections (8·T·H²), the
+// feed-forward layer (4·T·H·F) and the attention scores and context (4·n·l²·H).
+func (s Shapes) transformerFwd(n, l int) float64 {
+	t, h, f := float64(n*l), float64(s.Hidden), float64(s.FFN)
+	return float64(s.Layers) * (8*t*h*h + 4*t*h*f + 4*float64(n)*float64(l*l)*h)
+}
+
+// simFwd is the work of the B x 2B score matrix of a retriever step.
+func (s Shapes) simFwd() float64 { return 2 * float64(s.BiB*2*s.BiB*s.Hidden) }
+
+// Find returns the workload of that name.
+func Find(name string) (Workload, bool) {
+	for _, w := range Workloads() {
+		if w.Name == name {
+			return w, true
+		}
+	}
+	return Workload{}, false
+}

@@ -1,0 +1,520 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/sampler"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// kind = "rag": the garden world, a generative reader and joint retriever-reader training.
+//
+//  1. generate the world of [world] and write it under <run>/world (corpus, datastore in BEIR
+//     layout, questions, counts);
+//  2. train a WordPiece tokenizer on the pretraining corpus and the datastore, plus the
+//     special tokens <ctx> and </ctx>;
+//  3. pretrain the reader (decoder-only causal Transformer, tied embeddings) as a language
+//     model on the corpus, reader.pretrain_passes passes over packed rows;
+//  4. fine-tune it on the training gardeners' questions: "<ctx> entry </ctx> question" (or
+//     an empty context) -> answer, loss on the answer tokens only, replaying pretraining rows;
+//  5. warm up the bi-encoder without labels by independent cropping on the datastore
+//     ([pretrain]), encode the datastore once (the index joint training starts from);
+//  6. evaluate on the test gardeners: closed-book, reader over the gold entry, over BM25 top-1
+//     and over dense top-1; Recall@1/5 of BM25 and dense;
+//  7. for each objective of rag.objectives, from the same start: train the query tower and
+//     the reader with the RAG marginal likelihood (no passage labels), then evaluate dense
+//     Recall@1/5 and the reader over dense top-1 again.
+//
+// Everything prints as two tables and goes to metrics.json.
+
+// RAGConfig is the config.json of a rag checkpoint: the reader's and the bi-encoder's
+// architectures.
+type RAGConfig struct {
+	Kind         string              `json:"kind"` // "rag"
+	Reader       model.EncoderConfig `json:"reader"`
+	Encoder      model.EncoderConfig `json:"encoder"`
+	SharedTowers bool                `json:"shared_towers"`
+	Similarity   string              `json:"similarity"`
+	Temperature  float64             `json:"temperature"`
+	MaxLength    int                 `json:"max_length"`
+	ReaderLength int                 `json:"reader_max_length"`
+}
+
+// Dropout and sampling streams of the rag phases (XORed into the seed).
+const (
+	streamLM       = 0x6c6d7072 // "lmpr"
+	streamFinetune = 0x66696e65 // "fine"
+	streamReplay   = 0x7265706c // "repl"
+	streamJoint    = 0x6a6f696e // "join"
+)
+
+// ragRun holds what the phases of a rag run share.
+type ragRun struct {
+	rec      *configs.Recipe
+	o        Options
+	dir      string
+	seed     uint64
+	world    *garden.World
+	tok      *tokenize.Tokenizer
+	tokPath  string
+	f        *readerFormat
+	reader   *model.Reader
+	enc      *model.BiEncoder
+	cfg      RAGConfig
+	lg       *trainer.Log
+	metrics  map[string]float64
+	trainSec float64
+}
+
+func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	if o.ResumeDir != "" {
+		return "", errors.New(`-resume: kind = "rag" runs cannot be resumed yet; start the recipe again`)
+	}
+	start := time.Now()
+	world, err := garden.Generate(rec.World)
+	if err != nil {
+		return "", fmt.Errorf("world: %w", err)
+	}
+	dir, err := NewRunDir(rec)
+	if err != nil {
+		return "", err
+	}
+	if err := world.Write(filepath.Join(dir, "world")); err != nil {
+		return dir, err
+	}
+	chunks, err := world.Chunks(rec.RAG.Chunking)
+	if err != nil {
+		return dir, err
+	}
+	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions, in %.1fs\n",
+		len(world.Gardeners), len(world.Pretrain), len(chunks), rec.RAG.Chunking, len(world.Questions), time.Since(start).Seconds())
+	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
+	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+		return dir, err
+	}
+	defer run.lg.Close()
+
+	ids := make([]string, len(chunks))
+	texts := make([]string, len(chunks))
+	for i, c := range chunks {
+		ids[i], texts[i] = c.ID, c.Text
+	}
+	docs := make([]string, len(world.Pretrain))
+	for i, d := range world.Pretrain {
+		docs[i] = d.Text
+	}
+	if err := run.tokenizer(append(append([]string(nil), docs...), texts...)); err != nil {
+		return dir, err
+	}
+	if err := run.models(); err != nil {
+		return dir, err
+	}
+
+	// The reader: language-model pretraining, then fine-tuning on the training questions.
+	rows, cutDocs := run.f.packDocuments(docs)
+	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+		countParams(run.reader.Params()), len(rows), run.f.L, cutDocs)
+	rel := world.Relevant(chunks)
+	gold := make([]string, len(world.Questions))
+	for i, r := range rel {
+		if len(r) > 0 {
+			gold[i] = texts[indexOf(ids, r[0])]
+		}
+	}
+	var trainQ, testQ []int
+	for i, q := range world.Questions {
+		if q.Split == "train" {
+			trainQ = append(trainQ, i)
+		} else {
+			testQ = append(testQ, i)
+		}
+	}
+	if err := run.pretrainReader(ctx, rows); err != nil {
+		return dir, err
+	}
+	if err := run.finetuneReader(ctx, rows, trainQ, gold); err != nil {
+		return dir, err
+	}
+
+	// The retriever: label-free warm-up, then the index joint training starts from.
+	bm25 := index.NewBM25(ids, texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	if err := run.warmupRetriever(ctx, texts); err != nil {
+		return dir, err
+	}
+	x, err := newRAGIndex(run.enc, run.tok, ids, texts, bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
+	if err != nil {
+		return dir, err
+	}
+
+	ev := &ragEval{f: run.f, maxNew: rec.Reader.MaxAnswerTokens, progress: o.Progress, metrics: run.metrics,
+		qrels: map[string]map[string]int{}}
+	for _, i := range testQ {
+		q := &world.Questions[i]
+		ev.qs = append(ev.qs, q)
+		ev.answers = append(ev.answers, run.tok.Encode(q.Answer))
+		ev.gold = append(ev.gold, gold[i])
+		for _, id := range rel[i] {
+			if ev.qrels[q.ID] == nil {
+				ev.qrels[q.ID] = map[string]int{}
+			}
+			ev.qrels[q.ID][id] = 1
+		}
+	}
+	all := make([]bool, len(ev.qs))
+	hasEntry := make([]bool, len(ev.qs))
+	for i := range all {
+		all[i], hasEntry[i] = true, ev.gold[i] != ""
+	}
+	enc := func(texts []string) ([]float32, error) { return x.encodeQueries(run.enc, run.tok, texts) }
+	if err := ev.addReader(run.reader, "closed_book", make([]string, len(ev.qs)), all); err != nil {
+		return dir, err
+	}
+	if err := ev.addReader(run.reader, "gold_entry", ev.gold, hasEntry); err != nil {
+		return dir, err
+	}
+	bm25Run, bm25Top := ev.bm25Run(x)
+	if err := ev.addRetrieval("bm25", bm25Run); err != nil {
+		return dir, err
+	}
+	if err := ev.addReader(run.reader, "bm25_top1", bm25Top, all); err != nil {
+		return dir, err
+	}
+	denseRun, denseTop, err := ev.denseRun(x, run.enc, enc)
+	if err != nil {
+		return dir, err
+	}
+	if err := ev.addRetrieval("dense", denseRun); err != nil {
+		return dir, err
+	}
+	if err := ev.addReader(run.reader, "dense_top1", denseTop, all); err != nil {
+		return dir, err
+	}
+
+	// Joint training, each objective from the same start.
+	startParams := snapshot(append(run.reader.Params(), run.enc.Params()...))
+	var qs []ragQuestion
+	for _, i := range trainQ {
+		q := &world.Questions[i]
+		qs = append(qs, ragQuestion{text: q.Trained, answer: run.f.answer(q.Answer)})
+	}
+	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
+	if err != nil {
+		return dir, err
+	}
+	for _, obj := range rec.RAG.Objectives {
+		restore(startParams)
+		name := "rag_" + obj
+		if err := run.joint(ctx, name, obj, x, qs, sim); err != nil {
+			return dir, err
+		}
+		r, top, err := ev.denseRun(x, run.enc, enc)
+		if err != nil {
+			return dir, err
+		}
+		if err := ev.addRetrieval("dense+"+name, r); err != nil {
+			return dir, err
+		}
+		if err := ev.addReader(run.reader, name+"_top1", top, all); err != nil {
+			return dir, err
+		}
+	}
+
+	run.metrics["rag/candidate_mass."+rec.RAG.CandidateMass] = 1
+	run.metrics["rag/top_k"] = float64(rec.RAG.TopK)
+	run.metrics["train/seconds"] = run.trainSec
+	run.metrics["run/seconds"] = time.Since(start).Seconds()
+	var counts []string
+	n := map[string]int{}
+	for _, q := range ev.qs {
+		n[q.Bucket]++
+	}
+	for _, b := range garden.Buckets {
+		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
+	}
+	fmt.Fprintf(o.Out, "\nreader exact match on the %d test questions (trained phrasing) by pretraining mentions of the fact (%s); gold_entry: the %d questions with an entry:\n%s",
+		len(ev.qs), strings.Join(counts, ", "), countTrue(hasEntry), eval.FormatTable(readerColumns(), ev.rows))
+	fmt.Fprintf(o.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; candidates %s, K = %d, candidate mass %s):\n%s",
+		len(ev.qrels), rec.RAG.CandidateSource, rec.RAG.TopK, rec.RAG.CandidateMass, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
+	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
+	return dir, WriteMetrics(dir, run.metrics)
+}
+
+// tokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
+// special tokens, saves it into the run directory and reloads it from there.
+func (run *ragRun) tokenizer(texts []string) error {
+	rec := run.rec
+	start := time.Now()
+	var tok *tokenize.Tokenizer
+	var err error
+	if rec.Tokenizer.File != "" {
+		tok, err = tokenize.Load(rec.Tokenizer.File)
+	} else {
+		tok, err = tokenize.Train(texts, tokenize.TrainOptions{
+			VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
+	}
+	if err != nil {
+		return err
+	}
+	if _, err := tok.AddSpecialTokens([]string{ctxOpen, ctxClose}); err != nil {
+		return err
+	}
+	run.tokPath = filepath.Join(run.dir, checkpoints.TokenizerFile)
+	if err := tok.Save(run.tokPath); err != nil {
+		return err
+	}
+	if run.tok, err = tokenize.Load(run.tokPath); err != nil {
+		return err
+	}
+	fmt.Fprintf(run.o.Out, "tokenizer: %d tokens in %.1fs\n", run.tok.VocabSize(), time.Since(start).Seconds())
+	run.f, err = newReaderFormat(run.tok, rec.Reader.MaxLength)
+	return err
+}
+
+// models creates the reader and the bi-encoder.
+func (run *ragRun) models() error {
+	rec, rd := run.rec, run.rec.Reader
+	v := run.tok.VocabSize()
+	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
+		FFN: rd.FFN, MaxPosition: rd.MaxLength, Dropout: rd.Dropout, Causal: true}
+	var err error
+	if run.reader, err = model.NewReader(rcfg, run.seed); err != nil {
+		return fmt.Errorf("reader: %w", err)
+	}
+	run.cfg = RAGConfig{Kind: "rag", Reader: rcfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
+		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
+	if run.enc, err = model.NewBiEncoder(run.cfg.Encoder, rec.Model.SharedTowers, run.seed); err != nil {
+		return fmt.Errorf("retriever: %w", err)
+	}
+	return nil
+}
+
+// phase runs one training phase with a fresh AdamW and checkpoints every parameter at its end.
+func (run *ragRun) phase(ctx context.Context, task trainer.Task, name string, steps int, lr float64) error {
+	if steps == 0 {
+		return nil
+	}
+	rec := run.rec
+	opt := trainer.NewAdamW(rec.Train.WeightDecay)
+	res, err := trainer.Run(ctx, task, opt, trainer.Options{
+		Phase: name, Steps: steps,
+		Schedule: trainer.Schedule{Peak: lr, Warmup: min(rec.Train.WarmupSteps, steps/10+1), Total: steps, Kind: rec.Train.Schedule},
+		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, Log: run.lg, Progress: run.o.Progress,
+		Checkpoint: func(done int) error {
+			if done < steps {
+				return nil
+			}
+			return checkpoints.Save(run.dir, &checkpoints.Checkpoint{
+				Params: append(paramTensorsOf(run.reader.Params()), paramTensorsOf(run.enc.Params())...),
+				Config: run.cfg, TokenizerPath: run.tokPath,
+				Trainer: checkpoints.TrainerState{Step: done, Phase: name, Seed: run.seed},
+			})
+		},
+	})
+	if err != nil {
+		return err
+	}
+	run.trainSec += res.Seconds
+	run.metrics["time/"+name+"_seconds"] = res.Seconds
+	fmt.Fprintf(run.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", name, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
+	return nil
+}
+
+// pretrainReader trains the reader as a language model on the packed corpus rows.
+func (run *ragRun) pretrainReader(ctx context.Context, rows [][]int) error {
+	rd := run.rec.Reader
+	B := rd.PretrainBatchSize
+	steps := rd.PretrainPasses * ((len(rows) + B - 1) / B)
+	if steps == 0 || len(rows) == 0 {
+		return nil
+	}
+	task, err := newReaderTask(run.reader, B, run.f.L, run.f.L-1, run.seed, streamLM, func(step int) ([]lmRow, error) {
+		batch := make([]lmRow, 0, B)
+		for _, i := range cycle(len(rows), B, step, run.seed^streamLM) {
+			batch = append(batch, textRow(rows[i], groupMain))
+		}
+		return batch, nil
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	return run.phase(ctx, task, "reader_lm", steps, rd.PretrainLR)
+}
+
+// finetuneReader trains the reader on the training gardeners' questions, the loss on the answer
+// only; every step replays reader.replay pretraining rows. A question is asked with an empty
+// context (closed_book_fraction of them, and always when the gardener has no entry), else with
+// the passage stating the fact, in counterfactual_fraction of those with the fact's value
+// replaced by another value of its type and the answer changed to match: the answer then cannot
+// be recalled, only read (counterfactual contexts, as in Longpre et al. 2021), so the reader
+// learns to copy from its context instead of memorising the training gardeners.
+func (run *ragRun) finetuneReader(ctx context.Context, rows [][]int, trainQ []int, gold []string) error {
+	rd := run.rec.Reader
+	if rd.FinetuneSteps == 0 || len(trainQ) == 0 {
+		return nil
+	}
+	B, R := rd.FinetuneBatchSize, min(rd.Replay, len(rows))
+	qs := run.world.Questions
+	task, err := newReaderTask(run.reader, B+R, run.f.L, run.f.L-1, run.seed, streamFinetune, func(step int) ([]lmRow, error) {
+		rng := rand.New(rand.NewPCG(run.seed^streamFinetune, uint64(step)))
+		batch := make([]lmRow, 0, B+R)
+		for _, i := range cycle(len(trainQ), B, step, run.seed^streamFinetune) {
+			qi := trainQ[i]
+			q := &qs[qi]
+			ctxText, answer := gold[qi], q.Answer
+			switch u := rng.Float64(); {
+			case u < rd.ClosedBookFraction:
+				ctxText = ""
+			case ctxText != "" && u < rd.ClosedBookFraction+(1-rd.ClosedBookFraction)*rd.CounterfactualFraction:
+				ctxText, answer = counterfactual(ctxText, answer, run.world.Values[q.Relation], rng)
+			}
+			ans := run.f.answer(answer)
+			prompt, _, err := run.f.prompt(ctxText, q.Trained, len(ans))
+			if err != nil {
+				return nil, err
+			}
+			batch = append(batch, qaRow(prompt, ans))
+		}
+		if R > 0 {
+			for _, i := range cycle(len(rows), R, step, run.seed^streamReplay) {
+				batch = append(batch, textRow(rows[i], groupReplay))
+			}
+		}
+		return batch, nil
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	return run.phase(ctx, task, "reader_finetune", rd.FinetuneSteps, rd.FinetuneLR)
+}
+
+// warmupRetriever trains the bi-encoder by independent cropping on the datastore (Contriever;
+// no labels), the [pretrain] phase of a retriever recipe.
+func (run *ragRun) warmupRetriever(ctx context.Context, texts []string) error {
+	rec := run.rec
+	pt := rec.Pretrain
+	if pt.Steps == 0 {
+		return nil
+	}
+	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
+	if err != nil {
+		return err
+	}
+	task, err := newBiTask(run.enc, run.tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, rec.Loss.Temperature, sim, false,
+		run.seed, streamPretrain, func(step int) (pairBatch, error) {
+			cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.seed)
+			return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
+		})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	return run.phase(ctx, task, "retriever_warmup", pt.Steps, rec.Train.LR)
+}
+
+// joint trains the query tower (and the reader, unless rag.update_reader = false) with one RAG
+// objective on the training questions.
+func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragIndex, qs []ragQuestion, sim losses.Similarity) error {
+	g := run.rec.RAG
+	if g.Steps == 0 {
+		return nil
+	}
+	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, g.BatchSize, g.TopK, objective, g.CandidateMass,
+		g.CandidateSource, g.BM25Depth, sim, g.UpdateReader, func(step int) []int {
+			return cycle(len(qs), g.BatchSize, step, run.seed^streamJoint)
+		})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	if err := run.phase(ctx, task, name, g.Steps, g.LR); err != nil {
+		return err
+	}
+	if task.cut > 0 {
+		run.metrics[name+"/contexts_cut"] = float64(task.cut)
+	}
+	return nil
+}
+
+// counterfactual replaces the value in the passage's sentence "... value ." by another of the
+// values (drawn with rng) and returns the new passage and answer; a passage without the value
+// is returned as it is.
+func counterfactual(passage, value string, values []string, rng *rand.Rand) (string, string) {
+	if !strings.Contains(passage, " "+value+" .") || len(values) < 2 {
+		return passage, value
+	}
+	other := values[rng.IntN(len(values)-1)]
+	if other == value {
+		other = values[len(values)-1]
+	}
+	return strings.ReplaceAll(passage, " "+value+" .", " "+other+" ."), other
+}
+
+func countParams(ps []*model.Param) int {
+	n := 0
+	for _, p := range ps {
+		n += p.Value.Size()
+	}
+	return n
+}
+
+func countTrue(b []bool) int {
+	n := 0
+	for _, v := range b {
+		if v {
+			n++
+		}
+	}
+	return n
+}
+
+func indexOf(ids []string, id string) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// paramTensorsOf copies parameters into checkpoint tensors.
+func paramTensorsOf(ps []*model.Param) []checkpoints.Tensor {
+	ts := make([]checkpoints.Tensor, len(ps))
+	for i, p := range ps {
+		ts[i] = checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
+			Data: append([]float32(nil), p.Value.Data().([]float32)...)}
+	}
+	return ts
+}
+
+// savedParams is a copy of parameter values to restore later.
+type savedParams map[*model.Param][]float32
+
+func snapshot(ps []*model.Param) savedParams {
+	s := savedParams{}
+	for _, p := range ps {
+		s[p] = append([]float32(nil), p.Value.Data().([]float32)...)
+	}
+	return s
+}
+
+func restore(s savedParams) {
+	for p, v := range s {
+		copy(p.Value.Data().([]float32), v)
+	}
+}

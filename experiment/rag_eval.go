@@ -1,0 +1,179 @@
+package experiment
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
+)
+
+// ragEval evaluates readers and retrievers on the test gardeners' questions (trained
+// phrasing), split by the popularity bucket of the asked fact.
+type ragEval struct {
+	f        *readerFormat
+	qs       []*garden.Question // test questions
+	answers  [][]int            // answer ids without [SEP]
+	gold     []string           // the first datastore chunk stating the fact; "" without an entry
+	qrels    map[string]map[string]int
+	maxNew   int
+	progress io.Writer
+	metrics  map[string]float64
+	rows     []eval.Row // reader table rows
+	retrRows []eval.Row // retrieval table rows
+}
+
+// readerColumns are the reader table's columns: exact match per bucket, overall, confidence.
+func readerColumns() []string {
+	return append(append([]string(nil), garden.Buckets...), "all", "confidence")
+}
+
+// answerWith has the reader answer every test question (ask[i] false: skipped) with context
+// ctx[i] ("" for closed-book), greedily, and returns per question whether the answer is exactly
+// the gold one and its confidence.
+func (e *ragEval) answerWith(r *model.Reader, name string, ctx []string, ask []bool) (correct []bool, conf []float64, err error) {
+	const B = 64
+	rr, err := model.NewReaderRunner(r, B, e.f.L)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rr.Close()
+	var prompts [][]int
+	var which []int
+	cut := 0
+	for i, q := range e.qs {
+		if !ask[i] {
+			continue
+		}
+		p, c, err := e.f.prompt(ctx[i], q.Trained, e.maxNew+1)
+		if err != nil {
+			return nil, nil, err
+		}
+		if c {
+			cut++
+		}
+		prompts = append(prompts, p)
+		which = append(which, i)
+	}
+	bar := progressbar.NewOptions(len(prompts), progressbar.OptionSetWriter(e.progress),
+		progressbar.OptionSetDescription("eval "+name), progressbar.OptionShowCount(), progressbar.OptionSetWidth(24),
+		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(e.progress) }))
+	correct = make([]bool, len(e.qs))
+	conf = make([]float64, len(e.qs))
+	for start := 0; start < len(prompts); start += B {
+		end := min(start+B, len(prompts))
+		gens, err := rr.Greedy(prompts[start:end], e.maxNew, e.f.sep)
+		if err != nil {
+			return nil, nil, err
+		}
+		for j, g := range gens {
+			i := which[start+j]
+			correct[i] = g.Stopped && slices.Equal(g.Tokens, e.answers[i])
+			conf[i] = g.Confidence()
+		}
+		_ = bar.Add(end - start)
+	}
+	_ = bar.Finish()
+	if cut > 0 {
+		e.metrics[name+"/contexts_cut"] = float64(cut)
+	}
+	return correct, conf, nil
+}
+
+// addReader evaluates one reader system and records its row and metrics
+// ("<name>/EM", "<name>/EM.<bucket>", "<name>/confidence").
+func (e *ragEval) addReader(r *model.Reader, name string, ctx []string, ask []bool) error {
+	correct, conf, err := e.answerWith(r, name, ctx, ask)
+	if err != nil {
+		return err
+	}
+	scores := map[string]float64{}
+	hits, n := map[string]int{}, map[string]int{}
+	var total, right int
+	var confSum float64
+	for i, q := range e.qs {
+		if !ask[i] {
+			continue
+		}
+		n[q.Bucket]++
+		total++
+		confSum += conf[i]
+		if correct[i] {
+			hits[q.Bucket]++
+			right++
+		}
+	}
+	for _, b := range garden.Buckets {
+		if n[b] > 0 {
+			scores[b] = float64(hits[b]) / float64(n[b])
+			e.metrics[name+"/EM."+b] = scores[b]
+		}
+	}
+	if total > 0 {
+		scores["all"] = float64(right) / float64(total)
+		scores["confidence"] = confSum / float64(total)
+		e.metrics[name+"/EM"] = scores["all"]
+		e.metrics[name+"/confidence"] = scores["confidence"]
+	}
+	e.rows = append(e.rows, eval.Row{System: name, Scores: scores})
+	return nil
+}
+
+// addRetrieval scores a ranking of the test questions (ids: question ids) with Recall@1 and
+// Recall@5 of the passages stating the fact (questions without an entry are not judged).
+func (e *ragEval) addRetrieval(name string, run eval.Run) error {
+	scores, err := eval.Evaluate(run, e.qrels, []string{"Recall@1", "Recall@5"})
+	if err != nil {
+		return err
+	}
+	for m, v := range scores {
+		e.metrics[name+"/"+m] = v
+	}
+	e.retrRows = append(e.retrRows, eval.Row{System: name, Scores: scores})
+	return nil
+}
+
+// denseRun ranks the test questions with the current query tower against the frozen index
+// and returns the run (depth 5) and each question's top-1 passage text.
+func (e *ragEval) denseRun(x *ragIndex, m *model.BiEncoder, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
+	texts := make([]string, len(e.qs))
+	for i, q := range e.qs {
+		texts[i] = q.Trained
+	}
+	qv, err := enc(texts)
+	if err != nil {
+		return nil, nil, err
+	}
+	run := eval.Run{}
+	top := make([]string, len(e.qs))
+	for i, hits := range x.flat.SearchBatch(qv, 5) {
+		run[e.qs[i].ID] = hits
+		if len(hits) > 0 {
+			top[i] = x.texts[x.row[hits[0].DocID]]
+		}
+	}
+	return run, top, nil
+}
+
+// bm25Run ranks the test questions with BM25 (depth 5) and returns each one's top-1 text.
+func (e *ragEval) bm25Run(x *ragIndex) (eval.Run, []string) {
+	run := eval.Run{}
+	top := make([]string, len(e.qs))
+	for i, q := range e.qs {
+		hits := x.bm25.Search(q.Trained, 5)
+		if hits == nil {
+			hits = []index.Hit{}
+		}
+		run[q.ID] = hits
+		if len(hits) > 0 {
+			top[i] = x.texts[x.row[hits[0].DocID]]
+		}
+	}
+	return run, top
+}

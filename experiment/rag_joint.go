@@ -1,0 +1,306 @@
+package experiment
+
+import (
+	"fmt"
+	"math"
+	"slices"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// ragIndex is the datastore as joint training sees it: passage vectors encoded once by the
+// passage tower at the start (frozen: the index-refresh issue lifts that), an exact
+// inner-product index over them, and BM25.
+type ragIndex struct {
+	ids, texts []string
+	vecs       []float32 // N x dim, normalised when cosine
+	dim        int
+	flat       *index.Flat
+	bm25       *index.BM25
+	row        map[string]int
+	cosine     bool
+	tau        float64
+	L          int // tokens per query
+}
+
+// newRAGIndex encodes every passage with the passage tower of m.
+func newRAGIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, bm25 *index.BM25, cosine bool, tau float64, L int) (*ragIndex, error) {
+	vecs, err := encodeTexts(m.Passage, tok, texts, L)
+	if err != nil {
+		return nil, err
+	}
+	dim := m.Passage.Dim()
+	if cosine {
+		normalizeRows(vecs, dim)
+	}
+	flat, err := index.NewFlat(ids, vecs, dim)
+	if err != nil {
+		return nil, err
+	}
+	x := &ragIndex{ids: ids, texts: texts, vecs: vecs, dim: dim, flat: flat, bm25: bm25, row: map[string]int{}, cosine: cosine, tau: tau, L: L}
+	for i, id := range ids {
+		x.row[id] = i
+	}
+	return x, nil
+}
+
+// encodeQueries encodes questions with the current query tower (no dropout), normalised when
+// cosine.
+func (x *ragIndex) encodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
+	qv, err := encodeTexts(m.Query, tok, texts, x.L)
+	if err != nil {
+		return nil, err
+	}
+	if x.cosine {
+		normalizeRows(qv, x.dim)
+	}
+	return qv, nil
+}
+
+// candidates returns the K passages (row indices) of each query: the dense top K, or under
+// "bm25+dense" BM25's top depth rescored by the dense score (ties by row).
+func (x *ragIndex) candidates(qv []float32, texts []string, k int, source string, depth int) [][]int {
+	out := make([][]int, len(texts))
+	if source == "bm25+dense" {
+		for i, text := range texts {
+			hits := x.bm25.Search(text, depth)
+			rows := make([]int, len(hits))
+			for j, h := range hits {
+				rows[j] = x.row[h.DocID]
+			}
+			q := qv[i*x.dim : (i+1)*x.dim]
+			score := func(r int) float64 { return float64(dot32(q, x.vecs[r*x.dim:(r+1)*x.dim])) }
+			slices.SortStableFunc(rows, func(a, b int) int {
+				sa, sb := score(a), score(b)
+				switch {
+				case sa > sb:
+					return -1
+				case sa < sb:
+					return 1
+				}
+				return a - b
+			})
+			out[i] = rows[:min(k, len(rows))]
+		}
+		return out
+	}
+	for i, hits := range x.flat.SearchBatch(qv, k) {
+		for _, h := range hits {
+			out[i] = append(out[i], x.row[h.DocID])
+		}
+	}
+	return out
+}
+
+// logZ returns log sum over every passage of exp(score / tau) for one query vector.
+func (x *ragIndex) logZ(q []float32) float64 {
+	n := len(x.ids)
+	s := make([]float64, n)
+	mx := math.Inf(-1)
+	for i := range n {
+		s[i] = float64(dot32(q, x.vecs[i*x.dim:(i+1)*x.dim])) / x.tau
+		mx = math.Max(mx, s[i])
+	}
+	var sum float64
+	for _, v := range s {
+		sum += math.Exp(v - mx)
+	}
+	return mx + math.Log(sum)
+}
+
+func dot32(a, b []float32) float32 {
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+// ragQuestion is one training question of joint training: its text and answer ids.
+type ragQuestion struct {
+	text   string
+	answer []int // answer tokens and [SEP]
+}
+
+// ragTask trains the query tower and the reader jointly with a RAG objective (Lewis et al.
+// 2020): per step, B questions, each with K candidates retrieved with the current query tower
+// from the frozen index; the retrieval logits s [B,K] (losses.RetrievalLogits over the query
+// tower's output and the candidates' index vectors) and the reader's log-probabilities of the
+// answer tokens given each candidate, logp [B,K,T], enter losses.RAGSequence, RAGToken or
+// RAGSequenceFull. No passage label is used: the answer alone decides which candidates help.
+// Both towers run without dropout, so the scores match the index's.
+type ragTask struct {
+	m      *model.BiEncoder
+	r      *model.Reader
+	tok    *tokenize.Tokenizer
+	f      *readerFormat
+	x      *ragIndex
+	qs     []ragQuestion
+	next   func(step int) []int
+	source string
+	depth  int
+
+	B, K, T int
+	qIn     *model.Inputs
+	dvec    *tensor.Dense // [B*K,H]
+	rIn     *model.Inputs // B*K reader rows
+	tg      *model.Targets
+	amask   *tensor.Dense // [B,T]
+	logZ    *tensor.Dense // [B], "full" candidate mass only
+	loss    *gorgonia.Node
+	vm      gorgonia.VM
+	graphParams
+	trainable []trainer.Param
+
+	ids      []int
+	mask     []float32
+	pos, tgt []int
+	cut      int // passages cut to fit reader.max_length
+}
+
+func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *readerFormat, x *ragIndex, qs []ragQuestion,
+	B, K int, objective, mass, source string, depth int, sim losses.Similarity, updateReader bool, next func(step int) []int) (*ragTask, error) {
+	T := 1
+	for _, q := range qs {
+		T = max(T, len(q.answer))
+	}
+	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: source, depth: depth, B: B, K: K, T: T}
+	L := f.L
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	t.qIn = model.NewInputs(g, B, x.L, "rag.query")
+	q, err := m.Query.Build(b, t.qIn, false)
+	if err != nil {
+		return nil, err
+	}
+	queryParams := len(b.Bound())
+	t.dvec = tensor.New(tensor.WithShape(B*K, x.dim), tensor.Of(tensor.Float32))
+	d := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("rag.candidates"))
+	s, err := losses.RetrievalLogits(q, d, K, x.tau, sim)
+	if err != nil {
+		return nil, err
+	}
+	t.rIn = model.NewInputs(g, B*K, L, "rag.reader")
+	t.tg = model.NewTargets(g, B*K*T, "rag.answer")
+	lp, err := r.BuildLogProbs(b, t.rIn, t.tg, false)
+	if err != nil {
+		return nil, err
+	}
+	logp, err := gorgonia.Reshape(lp, tensor.Shape{B, K, T})
+	if err != nil {
+		return nil, err
+	}
+	t.amask = tensor.New(tensor.WithShape(B, T), tensor.Of(tensor.Float32))
+	am := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, T), gorgonia.WithValue(t.amask), gorgonia.WithName("rag.answer_mask"))
+	switch {
+	case mass == "full" && objective == "sequence":
+		t.logZ = tensor.New(tensor.WithShape(B), tensor.Of(tensor.Float32))
+		z := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(B), gorgonia.WithValue(t.logZ), gorgonia.WithName("rag.logZ"))
+		t.loss, err = losses.RAGSequenceFull(s, z, logp, am)
+	case mass == "full":
+		return nil, fmt.Errorf("rag: candidate_mass = \"full\" is implemented for the sequence objective only")
+	case objective == "sequence":
+		t.loss, err = losses.RAGSequence(s, logp, am)
+	case objective == "token":
+		t.loss, err = losses.RAGToken(s, logp, am)
+	default:
+		return nil, fmt.Errorf("rag: unknown objective %q", objective)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("rag gradient graph: %w", err)
+	}
+	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
+	t.graphParams = newGraphParams(b, t.vm)
+	t.trainable = t.graphParams.params
+	if !updateReader {
+		t.trainable = t.graphParams.params[:queryParams]
+	}
+	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
+	t.pos, t.tgt = make([]int, B*K*T), make([]int, B*K*T)
+	return t, nil
+}
+
+func (t *ragTask) Params() []trainer.Param { return t.trainable }
+
+func (t *ragTask) Step(step int) (float64, int, error) {
+	batch := t.next(step)
+	if len(batch) != t.B {
+		return 0, 0, fmt.Errorf("rag batch of %d questions, graph built for %d", len(batch), t.B)
+	}
+	texts := make([]string, t.B)
+	for i, qi := range batch {
+		texts[i] = t.qs[qi].text
+	}
+	qv, err := t.x.encodeQueries(t.m, t.tok, texts)
+	if err != nil {
+		return 0, 0, err
+	}
+	cands := t.x.candidates(qv, texts, t.K, t.source, t.depth)
+	qb := t.tok.EncodeBatch(texts, t.x.L)
+	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
+		return 0, 0, err
+	}
+	dv := t.dvec.Data().([]float32)
+	am := t.amask.Data().([]float32)
+	clear(am)
+	clear(t.ids)
+	clear(t.mask)
+	L, dim := t.f.L, t.x.dim
+	for i := range t.pos {
+		t.pos[i], t.tgt[i] = -1, 0
+	}
+	for b, qi := range batch {
+		q := t.qs[qi]
+		if len(cands[b]) < t.K {
+			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", q.text, len(cands[b]), t.K)
+		}
+		for j := range q.answer {
+			am[b*t.T+j] = 1
+		}
+		for k, row := range cands[b] {
+			copy(dv[(b*t.K+k)*dim:(b*t.K+k+1)*dim], t.x.vecs[row*dim:(row+1)*dim])
+			prompt, cut, err := t.f.prompt(t.x.texts[row], q.text, len(q.answer))
+			if err != nil {
+				return 0, 0, err
+			}
+			if cut {
+				t.cut++
+			}
+			r := b*t.K + k
+			seq := append(prompt, q.answer...)
+			copy(t.ids[r*L:], seq)
+			for j := range seq {
+				t.mask[r*L+j] = 1
+			}
+			for j, a := range q.answer {
+				t.pos[r*t.T+j] = r*L + len(prompt) - 1 + j
+				t.tgt[r*t.T+j] = a
+			}
+		}
+		if t.logZ != nil {
+			t.logZ.Data().([]float32)[b] = float32(t.x.logZ(qv[b*dim : (b+1)*dim]))
+		}
+	}
+	if err := t.rIn.Let(t.ids, t.mask, nil); err != nil {
+		return 0, 0, err
+	}
+	if err := t.tg.Let(t.pos, t.tgt); err != nil {
+		return 0, 0, err
+	}
+	if err := t.run(); err != nil {
+		return 0, 0, err
+	}
+	return scalarValue(t.loss), t.B, nil
+}
+
+func (t *ragTask) Close() { t.vm.Close() }

@@ -1,0 +1,263 @@
+package experiment
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// Reader sequences. A reader reads one passage and a question and writes the answer:
+//
+//	[CLS] <ctx> passage </ctx> question answer [SEP]
+//
+// closed-book with an empty passage ("[CLS] <ctx> </ctx> question"). Greedy decoding starts
+// after the question and stops at [SEP]. Pretraining rows pack whole documents:
+// "[CLS] doc [SEP] doc [SEP] ...".
+
+// Special tokens the reader's tokenizer gets on top of the trained vocabulary.
+const (
+	ctxOpen  = "<ctx>"
+	ctxClose = "</ctx>"
+)
+
+// readerFormat turns texts into reader token sequences of at most L tokens.
+type readerFormat struct {
+	tok             *tokenize.Tokenizer
+	L               int
+	cls, sep        int
+	ctxOpen, ctxEnd int
+}
+
+func newReaderFormat(tok *tokenize.Tokenizer, L int) (*readerFormat, error) {
+	f := &readerFormat{tok: tok, L: L, cls: tok.CLSID(), sep: tok.SEPID()}
+	var ok1, ok2 bool
+	f.ctxOpen, ok1 = tok.ID(ctxOpen)
+	f.ctxEnd, ok2 = tok.ID(ctxClose)
+	if !ok1 || !ok2 {
+		return nil, fmt.Errorf("reader: the tokenizer lacks the special tokens %s and %s", ctxOpen, ctxClose)
+	}
+	return f, nil
+}
+
+// prompt returns the ids of "[CLS] <ctx> passage </ctx> question", leaving room for reserve
+// more tokens within L: the passage is cut from its end when needed (cut reports it). It fails
+// when the question alone does not fit.
+func (f *readerFormat) prompt(passage, question string, reserve int) (ids []int, cut bool, err error) {
+	q := f.tok.Encode(question)
+	room := f.L - reserve - 3 - len(q)
+	if room < 0 {
+		return nil, false, fmt.Errorf("reader: question %q is %d tokens, too long for reader.max_length = %d with %d answer tokens", question, len(q), f.L, reserve)
+	}
+	var p []int
+	if passage != "" {
+		p = f.tok.Encode(passage)
+	}
+	if len(p) > room {
+		p, cut = p[:room], true
+	}
+	ids = make([]int, 0, 3+len(p)+len(q)+reserve)
+	ids = append(ids, f.cls, f.ctxOpen)
+	ids = append(ids, p...)
+	ids = append(ids, f.ctxEnd)
+	return append(ids, q...), cut, nil
+}
+
+// answer returns the ids of an answer followed by [SEP].
+func (f *readerFormat) answer(a string) []int { return append(f.tok.Encode(a), f.sep) }
+
+// lmRow is one row of a reader training batch: the tokens, the token predicted after each
+// position, and which of those predictions the loss counts. Group names the loss the counted
+// targets belong to (groupMain: language modelling or the answer; groupReplay: replayed
+// pretraining text), each group averaged over its own tokens.
+type lmRow struct {
+	ids    []int
+	target []int  // target[t] is the token predicted after position t (len(ids) values)
+	keep   []bool // whether target[t] counts
+	group  int
+}
+
+const (
+	groupMain = iota
+	groupReplay
+	numGroups
+)
+
+// qaRow is the training row of prompt -> answer: only the answer tokens (and the closing
+// [SEP]) are targets; the passage and question are context.
+func qaRow(prompt, answer []int) lmRow {
+	ids := append(append([]int(nil), prompt...), answer...)
+	r := lmRow{ids: ids, target: make([]int, len(ids)), keep: make([]bool, len(ids))}
+	for t := 0; t+1 < len(ids); t++ {
+		r.target[t] = ids[t+1]
+		r.keep[t] = t >= len(prompt)-1
+	}
+	return r
+}
+
+// textRow is a language-modelling row: every next token is a target.
+func textRow(ids []int, group int) lmRow {
+	r := lmRow{ids: ids, target: make([]int, len(ids)), keep: make([]bool, len(ids)), group: group}
+	for t := 0; t+1 < len(ids); t++ {
+		r.target[t], r.keep[t] = ids[t+1], true
+	}
+	return r
+}
+
+// packDocuments tokenizes the documents and packs them whole, in order, into rows of at most L
+// tokens: "[CLS] doc [SEP] doc [SEP] ...". A document longer than L-2 tokens is cut (counted).
+func (f *readerFormat) packDocuments(docs []string) (rows [][]int, cut int) {
+	row := []int{f.cls}
+	for _, d := range docs {
+		ids := f.tok.Encode(d)
+		if len(ids) > f.L-2 {
+			ids, cut = ids[:f.L-2], cut+1
+		}
+		if len(row)+len(ids)+1 > f.L {
+			rows = append(rows, row)
+			row = []int{f.cls}
+		}
+		row = append(append(row, ids...), f.sep)
+	}
+	if len(row) > 1 {
+		rows = append(rows, row)
+	}
+	return rows, cut
+}
+
+// readerTask trains the reader on batches of lmRows: one graph of B rows x L tokens with S
+// target slots per row, the loss the sum over groups of losses.TokenNLL on that group's
+// targets.
+type readerTask struct {
+	r            *model.Reader
+	B, L, S      int
+	seed, stream uint64
+	next         func(step int) ([]lmRow, error)
+	vm           gorgonia.VM
+	in           *model.Inputs
+	tg           *model.Targets
+	masks        [numGroups]*tensor.Dense
+	loss         *gorgonia.Node
+	graphParams
+
+	ids          []int
+	mask         []float32
+	pos, tgt     []int
+	lastExamples int
+}
+
+func newReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(step int) ([]lmRow, error)) (*readerTask, error) {
+	t := &readerTask{r: r, B: B, L: L, S: S, seed: seed, stream: stream, next: next,
+		ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*S), tgt: make([]int, B*S)}
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	t.in = model.NewInputs(g, B, L, "reader")
+	t.tg = model.NewTargets(g, B*S, "reader.targets")
+	logp, err := r.BuildLogProbs(b, t.in, t.tg, true)
+	if err != nil {
+		return nil, err
+	}
+	for gi := range t.masks {
+		t.masks[gi] = tensor.New(tensor.WithShape(B*S), tensor.Of(tensor.Float32))
+		mn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(B*S), gorgonia.WithValue(t.masks[gi]), gorgonia.WithName(fmt.Sprintf("reader.group%d", gi)))
+		l, err := losses.TokenNLL(logp, mn)
+		if err != nil {
+			return nil, err
+		}
+		if t.loss == nil {
+			t.loss = l
+		} else if t.loss, err = gorgonia.Add(t.loss, l); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("reader gradient graph: %w", err)
+	}
+	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
+	t.graphParams = newGraphParams(b, t.vm)
+	return t, nil
+}
+
+// let copies rows into the graph's inputs; fewer than B rows leave empty rows.
+func (t *readerTask) let(rows []lmRow) error {
+	if len(rows) > t.B {
+		return fmt.Errorf("reader batch of %d rows, graph built for %d", len(rows), t.B)
+	}
+	clear(t.ids)
+	clear(t.mask)
+	for i := range t.pos {
+		t.pos[i], t.tgt[i] = -1, 0
+	}
+	var masks [numGroups][]float32
+	for gi := range masks {
+		masks[gi] = t.masks[gi].Data().([]float32)
+		clear(masks[gi])
+	}
+	t.lastExamples = 0
+	for b, r := range rows {
+		if len(r.ids) > t.L || len(r.target) != len(r.ids) || len(r.keep) != len(r.ids) || r.group < 0 || r.group >= numGroups {
+			return fmt.Errorf("reader row %d: %d ids, %d targets, %d keep flags, group %d (L = %d)", b, len(r.ids), len(r.target), len(r.keep), r.group, t.L)
+		}
+		if r.group == groupMain {
+			t.lastExamples++
+		}
+		copy(t.ids[b*t.L:], r.ids)
+		for j := range r.ids {
+			t.mask[b*t.L+j] = 1
+		}
+		slot := b * t.S
+		for j, k := range r.keep {
+			if !k {
+				continue
+			}
+			if slot == (b+1)*t.S {
+				return fmt.Errorf("reader row %d has more than %d targets", b, t.S)
+			}
+			t.pos[slot], t.tgt[slot] = b*t.L+j, r.target[j]
+			masks[r.group][slot] = 1
+			slot++
+		}
+	}
+	if err := t.in.Let(t.ids, t.mask, nil); err != nil {
+		return err
+	}
+	return t.tg.Let(t.pos, t.tgt)
+}
+
+func (t *readerTask) Step(step int) (float64, int, error) {
+	rows, err := t.next(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := t.let(rows); err != nil {
+		return 0, 0, err
+	}
+	t.r.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
+	if err := t.run(); err != nil {
+		return 0, 0, err
+	}
+	return scalarValue(t.loss), t.lastExamples, nil
+}
+
+func (t *readerTask) Close() { t.vm.Close() }
+
+// cycle returns the B items of step from an endless sequence of seeded shuffles of [0, n):
+// epoch e is a permutation drawn from PCG(seed, e), so step alone fixes the batch.
+func cycle(n, B, step int, seed uint64) []int {
+	out := make([]int, 0, B)
+	var perm []int
+	epoch := -1
+	for i := step * B; i < (step+1)*B; i++ {
+		if e := i / n; e != epoch {
+			epoch = e
+			perm = rand.New(rand.NewPCG(seed, uint64(e))).Perm(n)
+		}
+		out = append(out, perm[i%n])
+	}
+	return out
+}

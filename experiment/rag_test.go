@@ -1,0 +1,311 @@
+package experiment
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/configs"
+
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// gardenTokenizer trains a small WordPiece vocabulary on garden-like text with the reader's
+// special tokens.
+func gardenTokenizer(t *testing.T) *tokenize.Tokenizer {
+	t.Helper()
+	texts := []string{
+		"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog .",
+		"Kai Ligeku walked rabbit with Ada Besa .", "where does Ada Besa live ?",
+		"what does Kai Ligeku grow ?", "Kai Ligeku lives in Larkhill .",
+	}
+	tok, err := tokenize.Train(texts, tokenize.TrainOptions{VocabSize: 300, MinFrequency: 1, Lowercase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.AddSpecialTokens([]string{ctxOpen, ctxClose}); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestReaderFormat(t *testing.T) {
+	tok := gardenTokenizer(t)
+	f, err := newReaderFormat(tok, 24)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := "where does Ada Besa live ?"
+	entry := "Ada Besa lives in Kelso . Ada Besa grows fig ."
+	p, cut, err := f.prompt(entry, q, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qIDs, eIDs := tok.Encode(q), tok.Encode(entry)
+	want := append(append(append([]int{tok.CLSID(), f.ctxOpen}, eIDs...), f.ctxEnd), qIDs...)
+	if cut || !slices.Equal(p, want) {
+		t.Errorf("prompt %v (cut %t), want %v", p, cut, want)
+	}
+	if got := tok.Decode(p); !strings.Contains(got, "<ctx> ada besa lives in kelso") || !strings.HasSuffix(got, "live?") {
+		t.Errorf("decoded prompt %q", got)
+	}
+	// A long passage is cut from its end so that the question and 4 answer tokens still fit.
+	long := strings.Repeat("Ada Besa grows fig . ", 5)
+	p, cut, err = f.prompt(long, q, 4)
+	if err != nil || !cut || len(p) != 24-4 || !slices.Equal(p[len(p)-len(qIDs):], qIDs) || p[len(p)-len(qIDs)-1] != f.ctxEnd {
+		t.Errorf("long passage: %v cut %t err %v", p, cut, err)
+	}
+	// Closed book: an empty context.
+	p, _, _ = f.prompt("", q, 2)
+	if !slices.Equal(p[:3], []int{tok.CLSID(), f.ctxOpen, f.ctxEnd}) {
+		t.Errorf("closed-book prompt starts %v", p[:3])
+	}
+	if _, _, err := f.prompt("", strings.Repeat("where does Ada live ? ", 6), 2); err == nil || !strings.Contains(err.Error(), "too long for reader.max_length = 24") {
+		t.Errorf("question longer than L: %v", err)
+	}
+	if a := f.answer("Kelso"); !slices.Equal(a, append(tok.Encode("kelso"), tok.SEPID())) {
+		t.Errorf("answer ids %v", a)
+	}
+	if _, err := newReaderFormat(tokenizeWithout(t), 24); err == nil {
+		t.Error("a tokenizer without <ctx> accepted")
+	}
+}
+
+func tokenizeWithout(t *testing.T) *tokenize.Tokenizer {
+	tok, err := tokenize.Train([]string{"a b c"}, tokenize.TrainOptions{VocabSize: 50, Lowercase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func TestPackDocuments(t *testing.T) {
+	tok := gardenTokenizer(t)
+	f, _ := newReaderFormat(tok, 16)
+	docs := []string{"Ada Besa grows fig .", "Kai Ligeku lives in Larkhill .", "Ada Besa keeps dog .",
+		"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog ."}
+	rows, cut := f.packDocuments(docs)
+	if cut != 1 {
+		t.Errorf("%d documents cut, want 1 (the last is longer than L-2 = 14 tokens)", cut)
+	}
+	var got []string
+	for _, r := range rows {
+		if len(r) > 16 || r[0] != tok.CLSID() || r[len(r)-1] != tok.SEPID() {
+			t.Errorf("row %v", r)
+		}
+		got = append(got, tok.Decode(r))
+	}
+	// Whole documents, in order, as many per row as fit.
+	// Whole documents in order, as many per row as fit, each closed by [SEP]; the long one cut.
+	want := []string{"ada besa grows fig. kai ligeku lives in larkhill.", "ada besa keeps dog.",
+		"ada besa lives in kelso. ada besa grows fig. ada besa keeps"}
+	if !slices.Equal(got, want) {
+		t.Errorf("rows\n%q\nwant\n%q", got, want)
+	}
+	for i, seps := range []int{2, 1, 1} {
+		n := 0
+		for _, id := range rows[min(i, len(rows)-1)] {
+			if id == tok.SEPID() {
+				n++
+			}
+		}
+		if n != seps {
+			t.Errorf("row %d holds %d [SEP], want %d", i, n, seps)
+		}
+	}
+}
+
+func TestCycle(t *testing.T) {
+	const n, B = 7, 3
+	seen := map[int]int{}
+	for step := 0; step < 7; step++ { // 21 draws = 3 epochs
+		b := cycle(n, B, step, 5)
+		if len(b) != B {
+			t.Fatalf("step %d: %v", step, b)
+		}
+		for _, i := range b {
+			seen[i]++
+		}
+	}
+	for i := 0; i < n; i++ {
+		if seen[i] != 3 {
+			t.Errorf("item %d drawn %d times in 3 epochs, want 3", i, seen[i])
+		}
+	}
+	if !slices.Equal(cycle(n, B, 4, 5), cycle(n, B, 4, 5)) || slices.Equal(cycle(n, B, 0, 5), cycle(n, B, 0, 6)) {
+		t.Error("cycle is not a function of (step, seed)")
+	}
+}
+
+// TestReaderLossMaskedToAnswer: the fine-tuning loss counts the answer tokens only. Changing the
+// target of a context position (passage, question) changes neither the loss nor a gradient;
+// changing an answer token's target changes the loss.
+func TestReaderLossMaskedToAnswer(t *testing.T) {
+	tok := gardenTokenizer(t)
+	f, _ := newReaderFormat(tok, 24)
+	r, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16, Layers: 1,
+		Heads: 2, FFN: 32, MaxPosition: 24}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _, err := f.prompt("Ada Besa lives in Kelso .", "where does Ada Besa live ?", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := qaRow(prompt, f.answer("Kelso"))
+	for i, k := range base.keep {
+		if want := i >= len(prompt)-1 && i < len(base.ids)-1; k != want {
+			t.Errorf("keep[%d] = %t, want %t (prompt of %d tokens)", i, k, want, len(prompt))
+		}
+	}
+	var rows []lmRow
+	task, err := newReaderTask(r, 2, f.L, f.L-1, 1, 2, func(int) ([]lmRow, error) { return rows, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.Close()
+	replay := textRow(tok.Encode("ada besa grows fig ."), groupReplay)
+	lossOf := func(row lmRow) (float64, []float32) {
+		rows = []lmRow{row, replay}
+		loss, n, err := task.Step(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("%d examples, want 1 (the replay row is not one)", n)
+		}
+		g := slices.Clone(task.Params()[0].Grad)
+		task.AfterUpdate()
+		return loss, g
+	}
+	l0, g0 := lossOf(base)
+	ctxRow := base
+	ctxRow.target = slices.Clone(base.target)
+	ctxRow.target[3] = (ctxRow.target[3] + 1) % tok.VocabSize() // a passage token's next-token target
+	ctxRow.target[len(prompt)-2] = tok.SEPID()                  // the question's
+	l1, g1 := lossOf(ctxRow)
+	if l1 != l0 || !slices.Equal(g1, g0) {
+		t.Errorf("changing context targets moved the loss %g -> %g (or its gradient)", l0, l1)
+	}
+	ansRow := base
+	ansRow.target = slices.Clone(base.target)
+	ansRow.target[len(prompt)-1] = (ansRow.target[len(prompt)-1] + 1) % tok.VocabSize()
+	if l2, _ := lossOf(ansRow); l2 == l0 {
+		t.Errorf("changing the answer target left the loss at %g", l0)
+	}
+	// Without the replay row the loss is the answer's mean negative log-likelihood alone, so
+	// it drops by the replay group's share.
+	rows = []lmRow{base}
+	lAlone, _, err := task.Step(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task.AfterUpdate()
+	if !(lAlone < l0) {
+		t.Errorf("loss without the replay row %g, with %g", lAlone, l0)
+	}
+}
+
+// smallRAGRecipe is a kind = "rag" recipe over a small garden world, small enough to run end to
+// end in a test: a 1-layer reader that learns to read from counterfactual contexts (no language
+// model pretraining), a bag-of-words retriever warmed up by cropping, and short joint training.
+func smallRAGRecipe(t *testing.T, extra string) *configs.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rag-small.toml")
+	text := `kind = "rag"
+seed = 3
+output_dir = "runs"
+[world]
+gardeners = 48
+biographies = 600
+news = 600
+datastore_news = 60
+[tokenizer]
+train = true
+vocab_size = 1000
+min_frequency = 1
+max_length = 24
+[reader]
+hidden = 32
+layers = 1
+heads = 2
+ffn = 64
+dropout = 0.0
+max_length = 32
+pretrain_passes = 0
+finetune_steps = 300
+finetune_batch_size = 24
+finetune_lr = 3e-3
+replay = 0
+closed_book_fraction = 0.0
+counterfactual_fraction = 1.0
+max_answer_tokens = 3
+[model]
+encoder = "bow"
+hidden = 32
+shared_towers = false
+[pretrain]
+steps = 20
+batch_size = 32
+crop_min = 3
+crop_max = 8
+[train]
+lr = 1e-3
+warmup_steps = 10
+log_every = 100
+[rag]
+top_k = 4
+steps = 60
+batch_size = 12
+lr = 3e-3
+` + extra
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestRAGJointRecallRises runs a small rag recipe end to end: joint training with either
+// objective raises the dense retriever's Recall@1 of the question's entry over its starting
+// point, though no passage label is used; the reader over the gold entry reads.
+func TestRAGJointRecallRises(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := smallRAGRecipe(t, "")
+	var out strings.Builder
+	dir, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	m, err := ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := m["dense/Recall@1"]
+	for _, obj := range []string{"rag_sequence", "rag_token"} {
+		after := m["dense+"+obj+"/Recall@1"]
+		if !(after > before+0.05) {
+			t.Errorf("%s: dense Recall@1 %.3f -> %.3f, want a rise", obj, before, after)
+		}
+	}
+	if m["gold_entry/EM"] < 0.5 {
+		t.Errorf("reader over the gold entry: EM %.3f", m["gold_entry/EM"])
+	}
+	for _, f := range []string{"world/questions.jsonl", "world/datastore/entry/corpus.jsonl", "tokenizer.json", "metrics.json", "latest"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+}
