@@ -29,6 +29,7 @@ type message struct {
 	System     string  `json:"system,omitempty"`
 	Threads    int     `json:"threads,omitempty"`
 	Seconds    float64 `json:"seconds,omitempty"`
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 	Units      int     `json:"units,omitempty"`
 	Loss       float64 `json:"loss,omitempty"`
 	Digest     string  `json:"digest,omitempty"`
@@ -78,14 +79,14 @@ func Serve(name, dir string, in io.Reader, out io.Writer, prof Profiles) error {
 				defer pprof.StopCPUProfile()
 				profiling = true
 			}
-			t0 := time.Now()
+			t0, c0 := time.Now(), cpuSeconds()
 			units, err := j.run()
-			sec := time.Since(t0).Seconds()
+			sec, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
 			if err != nil {
 				return fail(err)
 			}
 			loss, digest := j.check()
-			if err := enc.Encode(message{Seconds: sec, Units: units, Loss: loss, Digest: digest}); err != nil {
+			if err := enc.Encode(message{Seconds: sec, CPUSeconds: cpu, Units: units, Loss: loss, Digest: digest}); err != nil {
 				return err
 			}
 		case "quit":

@@ -17,10 +17,11 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, load0, load1)
 	fmt.Fprintf(w, "timing: median of %d timed runs per system after %d warm-up runs (Lucene: 5), systems alternating run by run, "+
 		"time measured inside each process (start, imports and JVM start excluded); spread = interquartile range / median; "+
+		"CPU = median CPU time of the process per run, all its threads (steadier than wall time on a shared machine); "+
 		"GFLOP/s = matrix-product work of one run (in the workload's row) / median; peak RSS = VmHWM of each worker process\n\n",
 		o.Reps, o.Warmup)
-	fmt.Fprintln(w, "| workload | system | median | spread | throughput | ours/peer | GFLOP/s | peak RSS |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| workload | system | median | spread | throughput | ours/peer | CPU | GFLOP/s | peak RSS |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, r := range results {
 		title := r.Workload.Title
 		if r.GFLOP > 0 {
@@ -32,7 +33,7 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 				cell = title
 			}
 			if s.Err != "" && len(s.Seconds) == 0 {
-				fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | |\n", cell, s.Label, oneLine(s.Err))
+				fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | | |\n", cell, s.Label, oneLine(s.Err))
 				continue
 			}
 			ratio := ""
@@ -43,11 +44,11 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 			if s.GFLOPS > 0 {
 				gf = fmt.Sprintf("%.1f", s.GFLOPS)
 			}
-			fmt.Fprintf(w, "| %s | %s | %s | %.0f%% | %s %s/s | %s | %s | %s |\n", cell, s.Label, duration(s.Median),
-				spread(s.Seconds), number(s.PerSecond), r.Workload.Unit, ratio, gf, mib(s.PeakRSS))
+			fmt.Fprintf(w, "| %s | %s | %s | %.0f%% | %s %s/s | %s | %s | %s | %s |\n", cell, s.Label, duration(s.Median),
+				spread(s.Seconds), number(s.PerSecond), r.Workload.Unit, ratio, duration(s.MedianCPU), gf, mib(s.PeakRSS))
 		}
 		if r.Note != "" {
-			fmt.Fprintf(w, "| | %s | | | | | | |\n", r.Note)
+			fmt.Fprintf(w, "| | %s | | | | | | | |\n", r.Note)
 		}
 	}
 	fmt.Fprintln(w)

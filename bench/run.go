@@ -33,6 +33,7 @@ type Options struct {
 	Warmup    int      // untimed runs per system first (Lucene gets at least 5, for its JIT)
 	Threads   int      // GOMAXPROCS, OPENBLAS_NUM_THREADS, torch.set_num_threads, JVM processors
 	Python    string   // interpreter with torch; "": /usr/bin/python3, then python3 on PATH
+	JavaLibs  string   // directory of Debian's Lucene jars; "": /usr/share/java
 	OpenBLAS  bool     // also build and run our OpenBLAS variant (or the pure-Go one from an OpenBLAS build)
 	Peers     bool     // run PyTorch and Lucene
 	Self      string   // our worker binary (this program)
@@ -57,7 +58,9 @@ type Sample struct {
 	Label     string    `json:"label"`
 	Peer      bool      `json:"peer"`
 	Seconds   []float64 `json:"seconds"`
+	CPU       []float64 `json:"cpu_seconds"`
 	Median    float64   `json:"median_seconds"`
+	MedianCPU float64   `json:"median_cpu_seconds"`
 	Units     int       `json:"units"`
 	PerSecond float64   `json:"throughput"`
 	Ratio     float64   `json:"ratio_vs_peer,omitempty"` // our throughput / the peer's
@@ -194,6 +197,7 @@ func (o Options) measure(w Workload, systems []system, logf func(string, ...any)
 			}
 			if round >= 0 {
 				samples[i].Seconds = append(samples[i].Seconds, m.Seconds)
+				samples[i].CPU = append(samples[i].CPU, m.CPUSeconds)
 				samples[i].Units = m.Units
 				samples[i].Digest = m.Digest
 			}
@@ -221,7 +225,7 @@ func finish(r *Result) {
 		if len(s.Seconds) == 0 {
 			continue
 		}
-		s.Median = median(s.Seconds)
+		s.Median, s.MedianCPU = median(s.Seconds), median(s.CPU)
 		if s.Median > 0 {
 			s.PerSecond = float64(s.Units) / s.Median
 			s.GFLOPS = r.GFLOP / s.Median
@@ -331,7 +335,7 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 			}})
 		}
 	}
-	if cp, err := buildLucene(o.WorkDir); err != nil {
+	if cp, err := buildLucene(o.WorkDir, o.JavaLibs); err != nil {
 		notes = append(notes, fmt.Sprintf("Lucene: not run: %v", err))
 	} else {
 		systems = append(systems, system{label: "Lucene 4.10", peer: PeerLucene, start: func(w Workload) *exec.Cmd {
@@ -414,11 +418,14 @@ func findTorch(py string) (string, string, error) {
 
 // buildLucene compiles LuceneBench.java against Debian's Lucene 4.10 jars and returns the class
 // path to run it.
-func buildLucene(dir string) (string, error) {
-	core, _ := filepath.Glob("/usr/share/java/lucene-core-4.10*.jar")
-	analyzers, _ := filepath.Glob("/usr/share/java/lucene-analyzers-common-4.10*.jar")
+func buildLucene(dir, libs string) (string, error) {
+	if libs == "" {
+		libs = "/usr/share/java"
+	}
+	core, _ := filepath.Glob(filepath.Join(libs, "lucene-core-4.10*.jar"))
+	analyzers, _ := filepath.Glob(filepath.Join(libs, "lucene-analyzers-common-4.10*.jar"))
 	if len(core) == 0 || len(analyzers) == 0 {
-		return "", fmt.Errorf("no /usr/share/java/lucene-core-4.10*.jar and lucene-analyzers-common-4.10*.jar (install Debian liblucene4.10-java)")
+		return "", fmt.Errorf("no lucene-core-4.10*.jar and lucene-analyzers-common-4.10*.jar in %s (install Debian liblucene4.10-java)", libs)
 	}
 	for _, tool := range []string{"javac", "java"} {
 		if _, err := exec.LookPath(tool); err != nil {

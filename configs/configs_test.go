@@ -172,6 +172,7 @@ metrics = ["nDCG@10", "Recall@10"]
 first_stage = "runs/r1"
 losses = ["listwise"]
 drop_above_first_positive = true
+interpolate = false
 `)
 	for _, src := range []string{"../recipes/retriever-cranfield.toml", custom} {
 		r, err := Load(src)
@@ -278,6 +279,10 @@ func TestLoadErrors(t *testing.T) {
 		{"list above candidates", "[rerank]\ncandidates = 4\n", false, `:2: rerank.candidates: rerank.list_size = 8 exceeds rerank.candidates = 4`},
 		{"rerank loss unknown", "[rerank]\nlosses = [\"hinge\"]\n", false, `:2: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
 		{"rerank losses empty", "[rerank]\nlosses = []\n", false, `:2: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
+		{"rerank train_depth 0", "[rerank]\ntrain_depth = 0\n", false, `:2: rerank.train_depth: must be >= 1, got 0`},
+		{"foreign negatives above list", "[rerank]\nforeign_negatives = 8\n", false, `:2: rerank.foreign_negatives: rerank.foreign_negatives = 8 exceeds the 7 negatives of a list (rerank.list_size - 1)`},
+		{"interpolate without dev", "kind = \"reranker\"\n[data]\ndir = \"data\"\ndev_split = \"\"\n[tokenizer]\ntrain = true\n", true,
+			`:4: data.dev_split: rerank.interpolate chooses alpha on data.dev_split, which is empty`},
 		// tokenizer: neither or both
 		{"tokenizer neither", "[data]\ndir = \"data\"\n[tokenizer]\nvocab_size = 200\n", true, `:3: tokenizer: set file = "path/to/tokenizer.json" or train = true`},
 		{"tokenizer neither, no table", "[data]\ndir = \"data\"\n", true, `: tokenizer: set file = "path/to/tokenizer.json" or train = true`},
@@ -420,8 +425,8 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 100 {
-		t.Errorf("schema has %d keys, want 100", len(defaults))
+	if len(defaults) != 102 {
+		t.Errorf("schema has %d keys, want 102", len(defaults))
 	}
 }
 
@@ -491,5 +496,23 @@ func TestDiffNamesTheFirstDifferentKey(t *testing.T) {
 	}
 	if !strings.HasPrefix(d, "loss.temperature: ") || !strings.Contains(d, "0.1") {
 		t.Fatalf("diff %q, want it to name loss.temperature and 0.1", d)
+	}
+}
+
+// TestFirstStageRunFile: rerank.first_stage may name a TREC run file, resolved like a run
+// directory.
+func TestFirstStageRunFile(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "file.toml")
+	writeRecipe(t, path, "kind = \"reranker\"\n[rerank]\nfirst_stage = \"tok.json\"\ntrain_depth = 50\n"+base)
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := filepath.Join(dir, "tok.json"); r.Rerank.FirstStage != want || r.Rerank.TrainDepth != 50 {
+		t.Errorf("first_stage %q, train_depth %d; want %q, 50", r.Rerank.FirstStage, r.Rerank.TrainDepth, want)
+	}
+	if d := Defaults().Rerank.TrainDepth; d != 30 {
+		t.Errorf("default train_depth %d, want 30", d)
 	}
 }

@@ -51,7 +51,7 @@
 //	tokenizer.vocab_size                8000           trained vocabulary size, special tokens included; >= 100 when training
 //	tokenizer.min_frequency             2              fewest occurrences for a trained word piece; >= 1 when training
 //	tokenizer.lowercase                 true           lowercase before a trained tokenizer splits text
-//	tokenizer.max_length                64             L: tokens per query or passage, [CLS]/[SEP] included, longer texts truncated; >= 4
+//	tokenizer.max_length                64             L: tokens per query or passage (reranker: per [CLS] query [SEP] passage [SEP] pair, the passage cut first), [CLS]/[SEP] included, longer texts truncated; >= 4
 //	model.encoder                       "bow"          "bow" (mean of token embeddings, then a linear layer) or "transformer"
 //	model.hidden                        128            H: embedding and output width; >= 1, a multiple of heads for the transformer
 //	model.pooling                       "mean"         token states to one vector: "mean" (over unmasked tokens) or "cls"
@@ -94,7 +94,8 @@
 //	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
 //	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1
 //	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
-//	rerank.drop_above_first_positive    false          drop candidates ranked above the first judged-relevant one (suspected false negatives)
+//	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
+//	rerank.foreign_negatives            0              negatives per list judged relevant to another training query, not to the list's; 0..list_size-1
 //	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
 //	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
 //	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0
@@ -116,17 +117,17 @@
 //	reader.heads                        4              reader attention heads; >= 1
 //	reader.ffn                          512            reader feed-forward inner width; >= 1
 //	reader.dropout                      0.1            reader dropout in training; in [0, 1)
-//	reader.max_length                   32             L of reader sequences ([CLS] <ctx> passage </ctx> question answer [SEP]); >= 8
+//	reader.max_length                   48             L of reader sequences ([CLS] <ctx> passage </ctx> question answer [SEP]); >= 8
 //	reader.pretrain_passes              1              language-model passes over the world's corpus; 0 = off; >= 0
 //	reader.pretrain_batch_size          64             rows of packed documents per pretraining step; >= 1
 //	reader.pretrain_lr                  0.001          peak AdamW learning rate of LM pretraining; > 0
-//	reader.finetune_steps               500            reader fine-tuning steps (loss on answer tokens only); >= 0
+//	reader.finetune_steps               800            reader fine-tuning steps (loss on answer tokens only); >= 0
 //	reader.finetune_batch_size          48             training questions per fine-tuning step; >= 1
-//	reader.finetune_lr                  0.0005         peak AdamW learning rate of fine-tuning; > 0
+//	reader.finetune_lr                  0.001          peak AdamW learning rate of fine-tuning; > 0
 //	reader.replay                       16             rows of packed pretraining documents replayed in each fine-tuning step; >= 0
 //	reader.closed_book_fraction         0.3            fraction of fine-tuning questions asked with an empty context; in [0, 1]
-//	reader.counterfactual_fraction      0.5            fraction of the other fine-tuning questions whose passage states another value, the answer changed to match; in [0, 1]
-//	reader.max_answer_tokens            4              most tokens greedy decoding generates before [SEP]; >= 1
+//	reader.counterfactual_fraction      1.0            fraction of the other fine-tuning questions whose passage states another value, the answer changed to match; in [0, 1]
+//	reader.max_answer_tokens            10             most tokens greedy decoding generates before [SEP] (answers state the fact: "Ines Ronus lives in Larkhill ."); >= 1
 //	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
 //	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)
 //	rag.bm25_depth                      20             BM25 hits rescored under "bm25+dense"; >= top_k
@@ -137,4 +138,5 @@
 //	rag.batch_size                      16             training questions per joint step; >= 1
 //	rag.lr                              0.0005         peak AdamW learning rate of joint training; > 0
 //	rag.update_reader                   true           train the reader jointly with the query tower (false: the query tower alone)
+//	rag.held_out_questions              true           joint training asks the questions of half the training gardeners, reader fine-tuning the other half
 package configs

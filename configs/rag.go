@@ -26,7 +26,7 @@ type Reader struct {
 	// Dropout is the dropout probability in training, in [0, 1). Default 0.1.
 	Dropout float64 `toml:"dropout"`
 	// MaxLength is L of the reader's sequences ([CLS], context, question, answer, [SEP]);
-	// longer contexts are cut; >= 8. Default 32.
+	// longer contexts are cut; >= 8. Default 48.
 	MaxLength int `toml:"max_length"`
 	// PretrainPasses is the number of passes of language-model pretraining over the world's
 	// corpus; 0 turns it off; >= 0. Default 1.
@@ -35,11 +35,11 @@ type Reader struct {
 	PretrainBatchSize int `toml:"pretrain_batch_size"`
 	// PretrainLR is the peak AdamW learning rate of pretraining; > 0. Default 0.001.
 	PretrainLR float64 `toml:"pretrain_lr"`
-	// FinetuneSteps is the number of reader fine-tuning steps; >= 0. Default 500.
+	// FinetuneSteps is the number of reader fine-tuning steps; >= 0. Default 800.
 	FinetuneSteps int `toml:"finetune_steps"`
 	// FinetuneBatchSize is the training questions per fine-tuning step; >= 1. Default 48.
 	FinetuneBatchSize int `toml:"finetune_batch_size"`
-	// FinetuneLR is the peak AdamW learning rate of fine-tuning; > 0. Default 0.0005.
+	// FinetuneLR is the peak AdamW learning rate of fine-tuning; > 0. Default 0.001.
 	FinetuneLR float64 `toml:"finetune_lr"`
 	// Replay is the rows of packed pretraining documents replayed in every fine-tuning step
 	// against forgetting; >= 0. Default 16.
@@ -49,10 +49,10 @@ type Reader struct {
 	ClosedBookFraction float64 `toml:"closed_book_fraction"`
 	// CounterfactualFraction is the fraction of the other fine-tuning questions whose passage
 	// states another value of the asked fact's type, the answer changed to match (the answer
-	// can only be read, not recalled); in [0, 1]. Default 0.5.
+	// can only be read, not recalled); in [0, 1]. Default 1.
 	CounterfactualFraction float64 `toml:"counterfactual_fraction"`
-	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP]; >= 1.
-	// Default 4.
+	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP] (the answer is
+	// the statement of the fact, "Ines Ronus lives in Larkhill ."); >= 1. Default 10.
 	MaxAnswerTokens int `toml:"max_answer_tokens"`
 }
 
@@ -86,6 +86,11 @@ type RAG struct {
 	// UpdateReader trains the reader jointly with the query tower (false: the query tower
 	// alone). Default true.
 	UpdateReader bool `toml:"update_reader"`
+	// HeldOutQuestions gives joint training the questions of half the training gardeners
+	// (alternate ones) and reader fine-tuning the other half, so that the reader has not
+	// memorised the answers joint training asks for (false: both use every training
+	// gardener). Default true.
+	HeldOutQuestions bool `toml:"held_out_questions"`
 }
 
 var (
@@ -97,10 +102,10 @@ var (
 
 func defaultReader() Reader {
 	return Reader{
-		Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, MaxLength: 32,
+		Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, MaxLength: 48,
 		PretrainPasses: 1, PretrainBatchSize: 64, PretrainLR: 1e-3,
-		FinetuneSteps: 500, FinetuneBatchSize: 48, FinetuneLR: 5e-4, Replay: 16,
-		ClosedBookFraction: 0.3, CounterfactualFraction: 0.5, MaxAnswerTokens: 4,
+		FinetuneSteps: 800, FinetuneBatchSize: 48, FinetuneLR: 1e-3, Replay: 16,
+		ClosedBookFraction: 0.3, CounterfactualFraction: 1, MaxAnswerTokens: 10,
 	}
 }
 
@@ -108,7 +113,7 @@ func defaultRAG() RAG {
 	return RAG{
 		Chunking: "entry", CandidateSource: "dense", BM25Depth: 20, TopK: 4,
 		CandidateMass: "renormalize", Objectives: []string{"sequence", "token"},
-		Steps: 200, BatchSize: 16, LR: 5e-4, UpdateReader: true,
+		Steps: 200, BatchSize: 16, LR: 5e-4, UpdateReader: true, HeldOutQuestions: true,
 	}
 }
 

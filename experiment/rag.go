@@ -25,8 +25,8 @@ import (
 //
 //  1. generate the world of [world] and write it under <run>/world (corpus, datastore in BEIR
 //     layout, questions, counts);
-//  2. train a WordPiece tokenizer on the pretraining corpus and the datastore, plus the
-//     special tokens <ctx> and </ctx>;
+//  2. train a WordPiece tokenizer on the pretraining corpus, the datastore and the training
+//     gardeners' questions, plus the special tokens <ctx> and </ctx>;
 //  3. pretrain the reader (decoder-only causal Transformer, tied embeddings) as a language
 //     model on the corpus, reader.pretrain_passes passes over packed rows;
 //  4. fine-tune it on the training gardeners' questions: "<ctx> entry </ctx> question" (or
@@ -96,139 +96,68 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	if err := world.Write(filepath.Join(dir, "world")); err != nil {
 		return dir, err
 	}
-	chunks, err := world.Chunks(rec.RAG.Chunking)
+	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return dir, err
 	}
-	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions, in %.1fs\n",
-		len(world.Gardeners), len(world.Pretrain), len(chunks), rec.RAG.Chunking, len(world.Questions), time.Since(start).Seconds())
+	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d joint training, %d test), in %.1fs\n",
+		len(world.Gardeners), len(world.Pretrain), len(d.ids), rec.RAG.Chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(start).Seconds())
 	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
 	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
 		return dir, err
 	}
 	defer run.lg.Close()
-
-	ids := make([]string, len(chunks))
-	texts := make([]string, len(chunks))
-	for i, c := range chunks {
-		ids[i], texts[i] = c.ID, c.Text
-	}
-	docs := make([]string, len(world.Pretrain))
-	for i, d := range world.Pretrain {
-		docs[i] = d.Text
-	}
-	if err := run.tokenizer(append(append([]string(nil), docs...), texts...)); err != nil {
+	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
 		return dir, err
 	}
 	if err := run.models(); err != nil {
 		return dir, err
 	}
+	ev := run.newEval(d)
 
-	// The reader: language-model pretraining, then fine-tuning on the training questions.
-	rows, cutDocs := run.f.packDocuments(docs)
+	// The reader: language-model pretraining, then fine-tuning on training questions.
+	rows, cutDocs := run.f.packDocuments(d.docs)
 	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
 		countParams(run.reader.Params()), len(rows), run.f.L, cutDocs)
-	rel := world.Relevant(chunks)
-	gold := make([]string, len(world.Questions))
-	for i, r := range rel {
-		if len(r) > 0 {
-			gold[i] = texts[indexOf(ids, r[0])]
-		}
-	}
-	var trainQ, testQ []int
-	for i, q := range world.Questions {
-		if q.Split == "train" {
-			trainQ = append(trainQ, i)
-		} else {
-			testQ = append(testQ, i)
-		}
-	}
 	if err := run.pretrainReader(ctx, rows); err != nil {
 		return dir, err
 	}
-	if err := run.finetuneReader(ctx, rows, trainQ, gold); err != nil {
+	if rec.Reader.PretrainPasses > 0 {
+		if err := ev.addCloze(run.reader, "lm_cloze"); err != nil {
+			return dir, err
+		}
+	}
+	if err := run.finetuneReader(ctx, rows, d.finetuneQ, d.gold); err != nil {
 		return dir, err
 	}
 
 	// The retriever: label-free warm-up, then the index joint training starts from.
-	bm25 := index.NewBM25(ids, texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	if err := run.warmupRetriever(ctx, texts); err != nil {
+	bm25 := index.NewBM25(d.ids, d.texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	if err := run.warmupRetriever(ctx, d.texts); err != nil {
 		return dir, err
 	}
-	x, err := newRAGIndex(run.enc, run.tok, ids, texts, bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := newRAGIndex(run.enc, run.tok, d.ids, d.texts, bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err != nil {
 		return dir, err
 	}
-
-	ev := &ragEval{f: run.f, maxNew: rec.Reader.MaxAnswerTokens, progress: o.Progress, metrics: run.metrics,
-		qrels: map[string]map[string]int{}}
-	for _, i := range testQ {
-		q := &world.Questions[i]
-		ev.qs = append(ev.qs, q)
-		ev.answers = append(ev.answers, run.tok.Encode(q.Answer))
-		ev.gold = append(ev.gold, gold[i])
-		for _, id := range rel[i] {
-			if ev.qrels[q.ID] == nil {
-				ev.qrels[q.ID] = map[string]int{}
-			}
-			ev.qrels[q.ID][id] = 1
-		}
-	}
-	all := make([]bool, len(ev.qs))
-	hasEntry := make([]bool, len(ev.qs))
-	for i := range all {
-		all[i], hasEntry[i] = true, ev.gold[i] != ""
-	}
-	enc := func(texts []string) ([]float32, error) { return x.encodeQueries(run.enc, run.tok, texts) }
-	if err := ev.addReader(run.reader, "closed_book", make([]string, len(ev.qs)), all); err != nil {
-		return dir, err
-	}
-	if err := ev.addReader(run.reader, "gold_entry", ev.gold, hasEntry); err != nil {
-		return dir, err
-	}
-	bm25Run, bm25Top := ev.bm25Run(x)
-	if err := ev.addRetrieval("bm25", bm25Run); err != nil {
-		return dir, err
-	}
-	if err := ev.addReader(run.reader, "bm25_top1", bm25Top, all); err != nil {
-		return dir, err
-	}
-	denseRun, denseTop, err := ev.denseRun(x, run.enc, enc)
-	if err != nil {
-		return dir, err
-	}
-	if err := ev.addRetrieval("dense", denseRun); err != nil {
-		return dir, err
-	}
-	if err := ev.addReader(run.reader, "dense_top1", denseTop, all); err != nil {
+	if err := run.evaluateStart(ev, x); err != nil {
 		return dir, err
 	}
 
 	// Joint training, each objective from the same start.
 	startParams := snapshot(append(run.reader.Params(), run.enc.Params()...))
 	var qs []ragQuestion
-	for _, i := range trainQ {
+	for _, i := range d.jointQ {
 		q := &world.Questions[i]
-		qs = append(qs, ragQuestion{text: q.Trained, answer: run.f.answer(q.Answer)})
-	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return dir, err
+		qs = append(qs, ragQuestion{text: q.Trained, answer: run.f.answer(statement(q.Cloze, q.Answer))})
 	}
 	for _, obj := range rec.RAG.Objectives {
 		restore(startParams)
 		name := "rag_" + obj
-		if err := run.joint(ctx, name, obj, x, qs, sim); err != nil {
+		if err := run.joint(ctx, name, obj, x, qs); err != nil {
 			return dir, err
 		}
-		r, top, err := ev.denseRun(x, run.enc, enc)
-		if err != nil {
-			return dir, err
-		}
-		if err := ev.addRetrieval("dense+"+name, r); err != nil {
-			return dir, err
-		}
-		if err := ev.addReader(run.reader, name+"_top1", top, all); err != nil {
+		if err := run.evaluateDense(ev, x, name); err != nil {
 			return dir, err
 		}
 	}
@@ -237,6 +166,141 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	run.metrics["rag/top_k"] = float64(rec.RAG.TopK)
 	run.metrics["train/seconds"] = run.trainSec
 	run.metrics["run/seconds"] = time.Since(start).Seconds()
+	run.report(ev)
+	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
+	return dir, WriteMetrics(dir, run.metrics)
+}
+
+// ragData is what a rag run reads of its world: the datastore chunks, the pretraining
+// documents and the questions by role (indices into World.Questions).
+type ragData struct {
+	ids, texts []string   // datastore chunks
+	docs       []string   // pretraining corpus
+	rel        [][]string // per question, the chunks stating its fact
+	gold       []string   // per question, the first of them ("" without an entry)
+	// Training gardeners' questions: reader fine-tuning reads finetuneQ, joint training
+	// jointQ. With rag.held_out_questions the two are the training gardeners split in halves
+	// (alternate gardeners): a reader that has memorised the answers of its fine-tuning
+	// questions needs no passage for them, and on those RAG rewards whatever passage leaves
+	// the memorised answer undisturbed (news) rather than the one stating the fact.
+	finetuneQ, jointQ, testQ []int
+}
+
+func newRAGData(w *garden.World, chunking string, heldOut bool) (*ragData, error) {
+	chunks, err := w.Chunks(chunking)
+	if err != nil {
+		return nil, err
+	}
+	d := &ragData{ids: make([]string, len(chunks)), texts: make([]string, len(chunks)), docs: make([]string, len(w.Pretrain))}
+	textOf := make(map[string]string, len(chunks))
+	for i, c := range chunks {
+		d.ids[i], d.texts[i] = c.ID, c.Text
+		textOf[c.ID] = c.Text
+	}
+	for i, doc := range w.Pretrain {
+		d.docs[i] = doc.Text
+	}
+	d.rel = w.Relevant(chunks)
+	d.gold = make([]string, len(w.Questions))
+	for i, r := range d.rel {
+		if len(r) > 0 {
+			d.gold[i] = textOf[r[0]]
+		}
+	}
+	for i, q := range w.Questions {
+		switch {
+		case q.Split != "train":
+			d.testQ = append(d.testQ, i)
+		case heldOut && (q.Gardener/4)%2 == 1:
+			d.jointQ = append(d.jointQ, i)
+		case heldOut:
+			d.finetuneQ = append(d.finetuneQ, i)
+		default:
+			d.finetuneQ = append(d.finetuneQ, i)
+			d.jointQ = append(d.jointQ, i)
+		}
+	}
+	return d, nil
+}
+
+// vocabTexts are the texts the tokenizer is trained on: the corpus, the datastore and the
+// training gardeners' questions in their three phrasings ("?" and the question words appear
+// nowhere else).
+func (d *ragData) vocabTexts(w *garden.World) []string {
+	texts := append(append([]string(nil), d.docs...), d.texts...)
+	for _, q := range w.Questions {
+		if q.Split == "train" {
+			texts = append(texts, q.Cloze, q.Trained, q.Unseen)
+		}
+	}
+	return texts
+}
+
+// newEval prepares the evaluation on the test gardeners' questions.
+func (run *ragRun) newEval(d *ragData) *ragEval {
+	ev := &ragEval{f: run.f, maxNew: run.rec.Reader.MaxAnswerTokens, progress: run.o.Progress, metrics: run.metrics,
+		qrels: map[string]map[string]int{}}
+	for _, i := range d.testQ {
+		q := &run.world.Questions[i]
+		ev.qs = append(ev.qs, q)
+		ev.answers = append(ev.answers, run.tok.Encode(q.Answer))
+		ev.statements = append(ev.statements, run.tok.Encode(q.Answer+" ."))
+		ev.gold = append(ev.gold, d.gold[i])
+		for _, id := range d.rel[i] {
+			if ev.qrels[q.ID] == nil {
+				ev.qrels[q.ID] = map[string]int{}
+			}
+			ev.qrels[q.ID][id] = 1
+		}
+	}
+	ev.all = make([]bool, len(ev.qs))
+	ev.hasEntry = make([]bool, len(ev.qs))
+	for i := range ev.all {
+		ev.all[i], ev.hasEntry[i] = true, ev.gold[i] != ""
+	}
+	return ev
+}
+
+// evaluateStart evaluates the reader closed-book, over the gold entry, over BM25's top passage
+// and over the dense retriever's (before joint training), and both retrievers' recall.
+func (run *ragRun) evaluateStart(ev *ragEval, x *ragIndex) error {
+	if err := ev.addReader(run.reader, "closed_book", make([]string, len(ev.qs)), ev.all); err != nil {
+		return err
+	}
+	if err := ev.addReader(run.reader, "gold_entry", ev.gold, ev.hasEntry); err != nil {
+		return err
+	}
+	bm25Run, bm25Top := ev.bm25Run(x)
+	if err := ev.addRetrieval("bm25", bm25Run); err != nil {
+		return err
+	}
+	if err := ev.addReader(run.reader, "bm25_top1", bm25Top, ev.all); err != nil {
+		return err
+	}
+	return run.evaluateDense(ev, x, "")
+}
+
+// evaluateDense evaluates the dense retriever's recall and the reader over its top passage,
+// as "dense" and "dense_top1" (after joint training with an objective: "dense+<name>" and
+// "<name>_top1").
+func (run *ragRun) evaluateDense(ev *ragEval, x *ragIndex, name string) error {
+	r, top, err := ev.denseRun(x, func(texts []string) ([]float32, error) { return x.encodeQueries(run.enc, run.tok, texts) })
+	if err != nil {
+		return err
+	}
+	retr, reader := "dense", "dense_top1"
+	if name != "" {
+		retr, reader = "dense+"+name, name+"_top1"
+	}
+	if err := ev.addRetrieval(retr, r); err != nil {
+		return err
+	}
+	return ev.addReader(run.reader, reader, top, ev.all)
+}
+
+// report prints the reader table and the retrieval table.
+func (run *ragRun) report(ev *ragEval) {
+	rec := run.rec
 	var counts []string
 	n := map[string]int{}
 	for _, q := range ev.qs {
@@ -245,12 +309,10 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	for _, b := range garden.Buckets {
 		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
 	}
-	fmt.Fprintf(o.Out, "\nreader exact match on the %d test questions (trained phrasing) by pretraining mentions of the fact (%s); gold_entry: the %d questions with an entry:\n%s",
-		len(ev.qs), strings.Join(counts, ", "), countTrue(hasEntry), eval.FormatTable(readerColumns(), ev.rows))
-	fmt.Fprintf(o.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; candidates %s, K = %d, candidate mass %s):\n%s",
+	fmt.Fprintf(run.o.Out, "\nreader exact match on the %d test questions (trained phrasing) by pretraining mentions of the fact (%s); gold_entry: the %d questions with an entry:\n%s",
+		len(ev.qs), strings.Join(counts, ", "), countTrue(ev.hasEntry), eval.FormatTable(readerColumns(), ev.rows))
+	fmt.Fprintf(run.o.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; candidates %s, K = %d, candidate mass %s):\n%s",
 		len(ev.qrels), rec.RAG.CandidateSource, rec.RAG.TopK, rec.RAG.CandidateMass, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
-	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
-	return dir, WriteMetrics(dir, run.metrics)
 }
 
 // tokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
@@ -382,7 +444,7 @@ func (run *ragRun) finetuneReader(ctx context.Context, rows [][]int, trainQ []in
 			case ctxText != "" && u < rd.ClosedBookFraction+(1-rd.ClosedBookFraction)*rd.CounterfactualFraction:
 				ctxText, answer = counterfactual(ctxText, answer, run.world.Values[q.Relation], rng)
 			}
-			ans := run.f.answer(answer)
+			ans := run.f.answer(statement(q.Cloze, answer))
 			prompt, _, err := run.f.prompt(ctxText, q.Trained, len(ans))
 			if err != nil {
 				return nil, err
@@ -429,10 +491,14 @@ func (run *ragRun) warmupRetriever(ctx context.Context, texts []string) error {
 
 // joint trains the query tower (and the reader, unless rag.update_reader = false) with one RAG
 // objective on the training questions.
-func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragIndex, qs []ragQuestion, sim losses.Similarity) error {
+func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragIndex, qs []ragQuestion) error {
 	g := run.rec.RAG
-	if g.Steps == 0 {
+	if g.Steps == 0 || len(qs) == 0 {
 		return nil
+	}
+	sim, err := losses.ParseSimilarity(run.rec.Loss.Similarity)
+	if err != nil {
+		return err
 	}
 	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, g.BatchSize, g.TopK, objective, g.CandidateMass,
 		g.CandidateSource, g.BM25Depth, sim, g.UpdateReader, func(step int) []int {
@@ -481,15 +547,6 @@ func countTrue(b []bool) int {
 		}
 	}
 	return n
-}
-
-func indexOf(ids []string, id string) int {
-	for i, x := range ids {
-		if x == id {
-			return i
-		}
-	}
-	return -1
 }
 
 // paramTensorsOf copies parameters into checkpoint tensors.

@@ -178,3 +178,46 @@ func TestDevFT(t *testing.T) {
 	}
 	clozeEval(t, w, tok, f, r, "gold", func(q *garden.Question) string { return gi[q] })
 }
+
+func TestDevFail(t *testing.T) {
+	src := os.Getenv("RAG_DEV_FAIL")
+	if src == "" {
+		t.Skip()
+	}
+	_, w, tok, f, r := devSetup(t)
+	loadReader(t, r, src)
+	chunks, _ := w.Chunks("entry")
+	rel := w.Relevant(chunks)
+	byID := map[string]string{}
+	for _, c := range chunks {
+		byID[c.ID] = c.Text
+	}
+	rr, _ := model.NewReaderRunner(r, 64, f.L)
+	var prompts [][]int
+	var qs []*garden.Question
+	for i := range w.Questions {
+		q := &w.Questions[i]
+		if q.Split != "test" || len(rel[i]) == 0 {
+			continue
+		}
+		p, _, _ := f.prompt(byID[rel[i][0]], q.Trained, 5)
+		prompts = append(prompts, p)
+		qs = append(qs, q)
+	}
+	gens, _ := rr.Greedy(prompts, 3, tok.SEPID())
+	byRel := map[garden.Relation][2]int{}
+	shown := 0
+	for i, g := range gens {
+		ok := g.Stopped && slices.Equal(g.Tokens, tok.Encode(qs[i].Answer))
+		c := byRel[qs[i].Relation]
+		c[1]++
+		if ok {
+			c[0]++
+		} else if shown < 25 {
+			shown++
+			fmt.Printf("%q -> %q (want %s)\n", tok.Decode(prompts[i]), tok.Decode(g.Tokens), qs[i].Answer)
+		}
+		byRel[qs[i].Relation] = c
+	}
+	fmt.Println(byRel)
+}

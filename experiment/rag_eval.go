@@ -17,16 +17,20 @@ import (
 // ragEval evaluates readers and retrievers on the test gardeners' questions (trained
 // phrasing), split by the popularity bucket of the asked fact.
 type ragEval struct {
-	f        *readerFormat
-	qs       []*garden.Question // test questions
-	answers  [][]int            // answer ids without [SEP]
-	gold     []string           // the first datastore chunk stating the fact; "" without an entry
-	qrels    map[string]map[string]int
-	maxNew   int
-	progress io.Writer
-	metrics  map[string]float64
-	rows     []eval.Row // reader table rows
-	retrRows []eval.Row // retrieval table rows
+	f       *readerFormat
+	qs      []*garden.Question // test questions
+	answers [][]int            // the value's ids
+	// statements are the ids a reader's answer must end with: the value and ".".
+	statements [][]int
+	gold       []string // the first datastore chunk stating the fact; "" without an entry
+	qrels      map[string]map[string]int
+	maxNew     int
+	progress   io.Writer
+	metrics    map[string]float64
+	all        []bool     // every test question
+	hasEntry   []bool     // the test questions whose gardener has an entry
+	rows       []eval.Row // reader table rows
+	retrRows   []eval.Row // retrieval table rows
 }
 
 // readerColumns are the reader table's columns: exact match per bucket, overall, confidence.
@@ -34,18 +38,10 @@ func readerColumns() []string {
 	return append(append([]string(nil), garden.Buckets...), "all", "confidence")
 }
 
-// answerWith has the reader answer every test question (ask[i] false: skipped) with context
-// ctx[i] ("" for closed-book), greedily, and returns per question whether the answer is exactly
-// the gold one and its confidence.
-func (e *ragEval) answerWith(r *model.Reader, name string, ctx []string, ask []bool) (correct []bool, conf []float64, err error) {
-	const B = 64
-	rr, err := model.NewReaderRunner(r, B, e.f.L)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer rr.Close()
-	var prompts [][]int
-	var which []int
+// readerPrompts returns the reader prompt of every test question asked (nil where ask[i] is
+// false) with context ctx[i] ("" for closed-book), and how many contexts were cut to fit.
+func (e *ragEval) readerPrompts(ctx []string, ask []bool) ([][]int, int, error) {
+	prompts := make([][]int, len(e.qs))
 	cut := 0
 	for i, q := range e.qs {
 		if !ask[i] {
@@ -53,46 +49,101 @@ func (e *ragEval) answerWith(r *model.Reader, name string, ctx []string, ask []b
 		}
 		p, c, err := e.f.prompt(ctx[i], q.Trained, e.maxNew+1)
 		if err != nil {
-			return nil, nil, err
+			return nil, 0, err
 		}
 		if c {
 			cut++
 		}
-		prompts = append(prompts, p)
-		which = append(which, i)
+		prompts[i] = p
 	}
-	bar := progressbar.NewOptions(len(prompts), progressbar.OptionSetWriter(e.progress),
+	return prompts, cut, nil
+}
+
+// decode continues every non-nil prompt greedily and returns per question whether the output
+// is the answer and the output's probability. A reader's answer (a statement of the fact)
+// must stop at [SEP] and end with the value and "."; a cloze continuation (language model)
+// must start with the value.
+func (e *ragEval) decode(r *model.Reader, name string, prompts [][]int, cloze bool) (correct []bool, conf []float64, err error) {
+	const B = 64
+	rr, err := model.NewReaderRunner(r, B, e.f.L)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rr.Close()
+	var batch [][]int
+	var which []int
+	for i, p := range prompts {
+		if p != nil {
+			batch = append(batch, p)
+			which = append(which, i)
+		}
+	}
+	bar := progressbar.NewOptions(len(batch), progressbar.OptionSetWriter(e.progress),
 		progressbar.OptionSetDescription("eval "+name), progressbar.OptionShowCount(), progressbar.OptionSetWidth(24),
 		progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(e.progress) }))
-	correct = make([]bool, len(e.qs))
-	conf = make([]float64, len(e.qs))
-	for start := 0; start < len(prompts); start += B {
-		end := min(start+B, len(prompts))
-		gens, err := rr.Greedy(prompts[start:end], e.maxNew, e.f.sep)
+	correct = make([]bool, len(prompts))
+	conf = make([]float64, len(prompts))
+	for start := 0; start < len(batch); start += B {
+		end := min(start+B, len(batch))
+		gens, err := rr.Greedy(batch[start:end], e.maxNew, e.f.sep)
 		if err != nil {
 			return nil, nil, err
 		}
 		for j, g := range gens {
 			i := which[start+j]
-			correct[i] = g.Stopped && slices.Equal(g.Tokens, e.answers[i])
+			if cloze {
+				a := e.answers[i]
+				correct[i] = len(g.Tokens) >= len(a) && slices.Equal(g.Tokens[:len(a)], a)
+			} else {
+				a := e.statements[i]
+				correct[i] = g.Stopped && len(g.Tokens) >= len(a) && slices.Equal(g.Tokens[len(g.Tokens)-len(a):], a)
+			}
 			conf[i] = g.Confidence()
 		}
 		_ = bar.Add(end - start)
 	}
 	_ = bar.Finish()
-	if cut > 0 {
-		e.metrics[name+"/contexts_cut"] = float64(cut)
-	}
 	return correct, conf, nil
 }
 
 // addReader evaluates one reader system and records its row and metrics
 // ("<name>/EM", "<name>/EM.<bucket>", "<name>/confidence").
 func (e *ragEval) addReader(r *model.Reader, name string, ctx []string, ask []bool) error {
-	correct, conf, err := e.answerWith(r, name, ctx, ask)
+	prompts, cut, err := e.readerPrompts(ctx, ask)
 	if err != nil {
 		return err
 	}
+	if cut > 0 {
+		e.metrics[name+"/contexts_cut"] = float64(cut)
+	}
+	correct, conf, err := e.decode(r, name, prompts, false)
+	if err != nil {
+		return err
+	}
+	e.addRow(name, correct, conf, ask)
+	return nil
+}
+
+// addCloze evaluates the language model on the cloze prompts ("Ines Ronus lives in") of the
+// test questions: the greedy continuation must start with the answer. Its confidence is not
+// reported (the continuation runs past the answer).
+func (e *ragEval) addCloze(r *model.Reader, name string) error {
+	prompts := make([][]int, len(e.qs))
+	ask := make([]bool, len(e.qs))
+	for i, q := range e.qs {
+		prompts[i] = append([]int{e.f.cls}, e.f.tok.Encode(q.Cloze)...)
+		ask[i] = true
+	}
+	correct, _, err := e.decode(r, name, prompts, true)
+	if err != nil {
+		return err
+	}
+	e.addRow(name, correct, nil, ask)
+	return nil
+}
+
+// addRow records exact match per bucket, overall and the mean confidence (conf nil: none).
+func (e *ragEval) addRow(name string, correct []bool, conf []float64, ask []bool) {
 	scores := map[string]float64{}
 	hits, n := map[string]int{}, map[string]int{}
 	var total, right int
@@ -103,7 +154,9 @@ func (e *ragEval) addReader(r *model.Reader, name string, ctx []string, ask []bo
 		}
 		n[q.Bucket]++
 		total++
-		confSum += conf[i]
+		if conf != nil {
+			confSum += conf[i]
+		}
 		if correct[i] {
 			hits[q.Bucket]++
 			right++
@@ -117,12 +170,13 @@ func (e *ragEval) addReader(r *model.Reader, name string, ctx []string, ask []bo
 	}
 	if total > 0 {
 		scores["all"] = float64(right) / float64(total)
-		scores["confidence"] = confSum / float64(total)
 		e.metrics[name+"/EM"] = scores["all"]
-		e.metrics[name+"/confidence"] = scores["confidence"]
+		if conf != nil {
+			scores["confidence"] = confSum / float64(total)
+			e.metrics[name+"/confidence"] = scores["confidence"]
+		}
 	}
 	e.rows = append(e.rows, eval.Row{System: name, Scores: scores})
-	return nil
 }
 
 // addRetrieval scores a ranking of the test questions (ids: question ids) with Recall@1 and
@@ -141,7 +195,7 @@ func (e *ragEval) addRetrieval(name string, run eval.Run) error {
 
 // denseRun ranks the test questions with the current query tower against the frozen index
 // and returns the run (depth 5) and each question's top-1 passage text.
-func (e *ragEval) denseRun(x *ragIndex, m *model.BiEncoder, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
+func (e *ragEval) denseRun(x *ragIndex, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
 	texts := make([]string, len(e.qs))
 	for i, q := range e.qs {
 		texts[i] = q.Trained

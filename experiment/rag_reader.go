@@ -19,6 +19,14 @@ import (
 // closed-book with an empty passage ("[CLS] <ctx> </ctx> question"). Greedy decoding starts
 // after the question and stops at [SEP]. Pretraining rows pack whole documents:
 // "[CLS] doc [SEP] doc [SEP] ...".
+//
+// The answer is the statement of the fact, the cloze prompt completed with the value:
+// "where does Ines Ronus live ?" is answered "Ines Ronus lives in Larkhill ." The value is
+// then generated right after the words that preceded it in every pretraining biography, so a
+// closed-book answer recalls it the way the language model learned it; a one-word answer
+// after the question would need the reader to learn, from the training gardeners alone, a
+// new route from the question's words to that memory. Exact match is judged on the value:
+// the answer must end with the value and ".".
 
 // Special tokens the reader's tokenizer gets on top of the trained vocabulary.
 const (
@@ -70,6 +78,9 @@ func (f *readerFormat) prompt(passage, question string, reserve int) (ids []int,
 
 // answer returns the ids of an answer followed by [SEP].
 func (f *readerFormat) answer(a string) []int { return append(f.tok.Encode(a), f.sep) }
+
+// statement is the answer text of a question: its cloze prompt completed with value.
+func statement(cloze, value string) string { return cloze + " " + value + " ." }
 
 // lmRow is one row of a reader training batch: the tokens, the token predicted after each
 // position, and which of those predictions the loss counts. Group names the loss the counted

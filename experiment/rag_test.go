@@ -3,6 +3,8 @@ package experiment
 import (
 	"context"
 	"io"
+	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
 
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -222,48 +226,49 @@ func smallRAGRecipe(t *testing.T, extra string) *configs.Recipe {
 seed = 3
 output_dir = "runs"
 [world]
-gardeners = 48
-biographies = 600
-news = 600
-datastore_news = 60
+gardeners = 160
+biographies = 1600
+news = 1600
+datastore_news = 100
 [tokenizer]
 train = true
 vocab_size = 1000
 min_frequency = 1
 max_length = 24
 [reader]
-hidden = 32
-layers = 1
+hidden = 64
+layers = 2
 heads = 2
-ffn = 64
+ffn = 128
 dropout = 0.0
-max_length = 32
+max_length = 48
 pretrain_passes = 0
-finetune_steps = 300
-finetune_batch_size = 24
+finetune_steps = 600
+finetune_batch_size = 32
 finetune_lr = 3e-3
 replay = 0
 closed_book_fraction = 0.0
 counterfactual_fraction = 1.0
-max_answer_tokens = 3
+max_answer_tokens = 10
 [model]
 encoder = "bow"
-hidden = 32
+hidden = 64
 shared_towers = false
 [pretrain]
-steps = 20
+steps = 60
 batch_size = 32
 crop_min = 3
 crop_max = 8
 [train]
 lr = 1e-3
 warmup_steps = 10
-log_every = 100
+log_every = 10
 [rag]
-top_k = 4
-steps = 60
+top_k = 8
+steps = 100
 batch_size = 12
-lr = 3e-3
+lr = 1e-3
+update_reader = false
 ` + extra
 	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
@@ -307,5 +312,127 @@ func TestRAGJointRecallRises(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
+	}
+}
+
+func TestCounterfactual(t *testing.T) {
+	values := []string{"Kelso", "Larkhill", "Brindle"}
+	for seed := uint64(0); seed < 20; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 1))
+		p, a := counterfactual("Ada Besa lives in Kelso . Ada Besa grows fig .", "Kelso", values, rng)
+		if a == "Kelso" || !slices.Contains(values, a) {
+			t.Fatalf("seed %d: answer %q, want another town", seed, a)
+		}
+		if want := "Ada Besa lives in " + a + " . Ada Besa grows fig ."; p != want {
+			t.Errorf("seed %d: passage %q, want %q", seed, p, want)
+		}
+	}
+	// A passage that does not state the value is left alone.
+	rng := rand.New(rand.NewPCG(1, 1))
+	if p, a := counterfactual("Ada Besa grows fig .", "Kelso", values, rng); p != "Ada Besa grows fig ." || a != "Kelso" {
+		t.Errorf("passage without the value: %q, %q", p, a)
+	}
+}
+
+// TestRAGTaskVariants runs one joint step of every objective, candidate mass and candidate
+// source on untrained models: the loss is finite and positive, the query tower gets a
+// gradient, and with update_reader = false the reader's parameters are not trained.
+func TestRAGTaskVariants(t *testing.T) {
+	tok := gardenTokenizer(t)
+	f, _ := newReaderFormat(tok, 32)
+	texts := []string{"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog .",
+		"Kai Ligeku lives in Larkhill . Kai Ligeku grows fig .", "Kai Ligeku walked rabbit with Ada Besa .",
+		"Ada Besa lives in Larkhill .", "Kai Ligeku grows fig . Kai Ligeku keeps dog ."}
+	ids := []string{"g0", "g1", "n0", "g2", "g3"}
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 8}, false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 8, Layers: 1,
+		Heads: 2, FFN: 16, MaxPosition: 32}, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm25 := index.NewBM25(ids, texts, index.DefaultBM25Params())
+	x, err := newRAGIndex(m, tok, ids, texts, bm25, true, 0.1, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qs := []ragQuestion{{text: "where does Ada Besa live ?", answer: f.answer("Kelso")}, {text: "what does Kai Ligeku grow ?", answer: f.answer("fig")}}
+	sim := losses.Cosine
+	for _, c := range []struct {
+		objective, mass, source string
+		update                  bool
+	}{
+		{"sequence", "renormalize", "dense", true}, {"token", "renormalize", "dense", true},
+		{"sequence", "full", "dense", true}, {"sequence", "renormalize", "bm25+dense", false},
+	} {
+		name := c.objective + "/" + c.mass + "/" + c.source
+		task, err := newRAGTask(m, r, tok, f, x, qs, 2, 3, c.objective, c.mass, c.source, 4, sim, c.update, func(int) []int { return []int{0, 1} })
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		loss, n, err := task.Step(0)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if !(loss > 0) || math.IsInf(loss, 0) || n != 2 {
+			t.Errorf("%s: loss %g over %d questions", name, loss, n)
+		}
+		nQuery := len(m.Query.Params())
+		if got, want := len(task.Params()), nQuery+len(r.Params()); c.update && got != want || !c.update && got != nQuery {
+			t.Errorf("%s: %d trained parameters (update_reader %t)", name, got, c.update)
+		}
+		var norm float64
+		for _, p := range task.Params()[:nQuery] {
+			for _, g := range p.Grad {
+				norm += float64(g) * float64(g)
+			}
+		}
+		if norm == 0 {
+			t.Errorf("%s: the query tower got no gradient", name)
+		}
+		task.AfterUpdate()
+		task.Close()
+	}
+	if _, err := newRAGTask(m, r, tok, f, x, qs, 2, 3, "token", "full", "dense", 4, sim, true, nil); err == nil {
+		t.Error("token objective with full candidate mass accepted")
+	}
+}
+
+func TestRAGCandidates(t *testing.T) {
+	tok := gardenTokenizer(t)
+	m, _ := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 8}, false, 1)
+	texts := []string{"Ada Besa lives in Kelso .", "Kai Ligeku grows fig .", "Ada Besa keeps dog .", "Kai Ligeku keeps dog ."}
+	ids := []string{"a", "b", "c", "d"}
+	x, err := newRAGIndex(m, tok, ids, texts, index.NewBM25(ids, texts, index.DefaultBM25Params()), false, 1, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := []string{"Kai Ligeku"}
+	qv, _ := x.encodeQueries(m, tok, q)
+	dense := x.candidates(qv, q, 2, "dense", 0)
+	want := x.flat.Search(qv, 2)
+	if len(dense[0]) != 2 || ids[dense[0][0]] != want[0].DocID || ids[dense[0][1]] != want[1].DocID {
+		t.Errorf("dense candidates %v, flat search %v", dense, want)
+	}
+	// bm25+dense: BM25's hits (the two Kai Ligeku passages) reordered by the dense score.
+	hybrid := x.candidates(qv, q, 2, "bm25+dense", 2)
+	got := []string{ids[hybrid[0][0]], ids[hybrid[0][1]]}
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"b", "d"}) {
+		t.Errorf("bm25+dense candidates %v, want b and d", got)
+	}
+	sb, sd := dot32(qv, x.vecs[1*x.dim:2*x.dim]), dot32(qv, x.vecs[3*x.dim:4*x.dim])
+	if (sb >= sd) != (hybrid[0][0] == 1) {
+		t.Errorf("bm25+dense order %v ignores dense scores %g (b), %g (d)", hybrid[0], sb, sd)
+	}
+	// logZ is the log-sum-exp of every passage's score.
+	var sum float64
+	for i := range ids {
+		sum += math.Exp(float64(dot32(qv, x.vecs[i*x.dim:(i+1)*x.dim])))
+	}
+	if z := x.logZ(qv); math.Abs(z-math.Log(sum)) > 1e-9 {
+		t.Errorf("logZ %g, want %g", z, math.Log(sum))
 	}
 }

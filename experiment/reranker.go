@@ -57,8 +57,7 @@ type CrossEncoderConfig struct {
 	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
 	ListSize               int    `json:"list_size"`   // K: passages per training list
 	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
-	// PretrainSteps is the unsupervised cropping steps the weights started from (0: the seed's).
-	PretrainSteps int `json:"pretrain_steps"`
+	ForeignNegatives       int    `json:"foreign_negatives"`
 }
 
 // alphaMetric chooses the interpolation weight on the dev split.
@@ -69,6 +68,9 @@ func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "r
 
 func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	rr := rec.Rerank
+	if rec.Pretrain.Steps > 0 {
+		return "", fmt.Errorf("pretrain.steps = %d: a reranker recipe has no unsupervised phase (set 0)", rec.Pretrain.Steps)
+	}
 	if rec.Model.Encoder != model.EncoderTransformer {
 		return "", fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, rec.Model.Encoder)
 	}
@@ -111,7 +113,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		return "", err
 	}
 	resume := o.ResumeDir != ""
-	fmt.Fprintf(o.Out, "first stage: %s (%s), ready in %.2fs\n", first.name, first.source, time.Since(start).Seconds())
+	fmt.Fprintf(o.Out, "first stage: %s, ready in %.2fs\n", first.describe(), time.Since(start).Seconds())
 	tok, tokPath, err := loadTokenizer(rec, dir, resume, passages, o.Out)
 	if err != nil {
 		return dir, err
@@ -135,7 +137,8 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		ranking[q] = hitIDs(trainHits[i])
 	}
 	lists, st, err := sampler.NewLists(sampler.Collection{Queries: queryText, DocIDs: corpus.IDs, DocTexts: passages, Qrels: qrels},
-		ranking, sampler.ListOptions{Size: rr.ListSize, BatchSize: rec.Train.BatchSize, Seed: uint64(rec.Seed), DropAboveFirstPositive: rr.DropAboveFirstPositive})
+		ranking, sampler.ListOptions{Size: rr.ListSize, BatchSize: rec.Train.BatchSize, Seed: uint64(rec.Seed),
+			DropAboveFirstPositive: rr.DropAboveFirstPositive, ForeignNegatives: rr.ForeignNegatives})
 	if err != nil {
 		return dir, err
 	}
@@ -143,7 +146,8 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
 
 	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), MaxLength: rec.Tokenizer.MaxLength,
-		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive}
+		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive,
+		ForeignNegatives: rr.ForeignNegatives}
 	tr := &rerankTrainer{rec: rec, o: o, dir: dir, tok: tok, tokPath: tokPath, cfg: cfg, lists: lists}
 	if resume {
 		ck, err := checkpoints.Load(dir)
@@ -159,31 +163,9 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	}
 	defer lg.Close()
 	tr.lg = lg
-	// Optional unsupervised pre-training on cropped pseudo-queries, then one model per loss,
-	// each from the same initialisation: the seed's, or the pre-trained weights.
-	var init []checkpoints.Tensor
-	if pt := rec.Pretrain; pt.Steps > 0 {
-		spans := visibleSpans(tok, passages, rec.Tokenizer.MaxLength-3-(3*pt.CropMax+1)/2)
-		opt := sampler.CropListOptions{Size: rr.ListSize, BatchSize: pt.BatchSize, MinLen: pt.CropMin, MaxLen: pt.CropMax, Seed: uint64(rec.Seed)}
-		rank := func(q string) []string {
-			if os.Getenv("RR_RANDNEG") != "" {
-				return nil
-			}
-			return hitIDs(bm25.Search(q, rr.TrainDepth))
-		}
-		next := func(step int) (sampler.ListBatch, error) {
-			return sampler.CropLists(corpus.IDs, passages, spans, rank, step, opt)
-		}
-		m, err := tr.train(ctx, phasePretrain, "listwise", pt.Steps, pt.BatchSize, nil, next)
-		if err != nil {
-			return dir, err
-		}
-		init = paramTensors(m.Params())
-		tr.cfg.PretrainSteps = pt.Steps
-	}
 	models := map[string]*model.CrossEncoder{}
 	for _, loss := range rr.Losses {
-		m, err := tr.train(ctx, loss, loss, rec.Train.Steps, rec.Train.BatchSize, init, lists.Batch)
+		m, err := tr.train(ctx, loss)
 		if err != nil {
 			return dir, err
 		}
@@ -229,6 +211,13 @@ type firstStage struct {
 	source string // "bm25", the checkpoint directory or the run file
 	// rank returns the depth best hits of each query (ids and texts parallel), best first.
 	rank func(qids, texts []string, depth int) ([][]index.Hit, error)
+}
+
+func (f *firstStage) describe() string {
+	if f.source == f.name {
+		return f.name
+	}
+	return f.name + " (" + f.source + ")"
 }
 
 func newFirstStage(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string) (*firstStage, error) {
@@ -352,15 +341,10 @@ type rerankTrainer struct {
 	pairs, cut int
 }
 
-// phasePretrain names the unsupervised phase (its model is reranker-pretrain/).
-const phasePretrain = "pretrain"
-
-// train returns the cross-encoder of a phase (a loss, or phasePretrain): loaded from its
-// finished model when a resumed run has one, else initialised from init (nil: from the seed),
-// trained with loss for steps batches of B lists from next (from the resumed checkpoint when
-// it is this phase's) and saved.
-func (t *rerankTrainer) train(ctx context.Context, phase, loss string, steps, B int, init []checkpoints.Tensor,
-	next func(step int) (sampler.ListBatch, error)) (*model.CrossEncoder, error) {
+// train returns the cross-encoder of loss: loaded from its finished model when a resumed run
+// has one, else trained from the seed's initialisation (or from the resumed checkpoint when
+// it is this loss's) and saved.
+func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEncoder, error) {
 	rec := t.rec
 	seed := uint64(rec.Seed)
 	cfg := t.cfg
@@ -369,23 +353,19 @@ func (t *rerankTrainer) train(ctx context.Context, phase, loss string, steps, B 
 	if err != nil {
 		return nil, err
 	}
-	if init != nil {
-		if err := setParams(m.Params(), init); err != nil {
-			return nil, err
-		}
-	}
-	final := FinalModelDir(t.dir, phase)
+	steps := rec.Train.Steps
+	final := FinalModelDir(t.dir, loss)
 	startStep := 0
 	var optState *checkpoints.OptimizerState
 	if ck := t.resumeFrom; ck != nil {
-		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == phase && done.Trainer.Step == steps {
+		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == loss && done.Trainer.Step == steps {
 			if err := setParams(m.Params(), done.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", done.Dir, err)
 			}
-			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", phase, done.Dir)
+			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", loss, done.Dir)
 			return m, nil
 		}
-		if ck.Trainer.Phase == phase {
+		if ck.Trainer.Phase == loss {
 			if err := setParams(m.Params(), ck.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 			}
@@ -403,11 +383,11 @@ func (t *rerankTrainer) train(ctx context.Context, phase, loss string, steps, B 
 		}
 	}
 	if startStep < steps {
-		task, err := newRerankTask(m, t.tok, loss, B, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(phase), next)
+		task, err := newRerankTask(m, t.tok, loss, rec.Train.BatchSize, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(loss), t.lists.Batch)
 		if err != nil {
 			return nil, err
 		}
-		res, err := runPhase(ctx, task, phase, steps, startStep, optState, rec, t.lg, t.o, save)
+		res, err := runPhase(ctx, task, loss, steps, startStep, optState, rec, t.lg, t.o, save)
 		task.Close()
 		if err != nil {
 			return nil, err
@@ -415,35 +395,13 @@ func (t *rerankTrainer) train(ctx context.Context, phase, loss string, steps, B 
 		t.seconds += res.Seconds
 		t.pairs += res.Examples
 		t.cut += task.cut
-		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", phase, task.cut, res.Examples, rec.Tokenizer.MaxLength)
+		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", loss, task.cut, res.Examples, rec.Tokenizer.MaxLength)
 	}
 	err = checkpoints.Save(final, &checkpoints.Checkpoint{
 		Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
-		Trainer: checkpoints.TrainerState{Step: steps, Phase: phase, Seed: seed},
+		Trainer: checkpoints.TrainerState{Step: steps, Phase: loss, Seed: seed},
 	})
 	return m, err
-}
-
-// visibleSpans returns, per passage, its leading words whose word pieces fit in budget tokens
-// (at least one word): the part a cross-encoder reads next to a query, which pseudo-queries
-// are cut from.
-func visibleSpans(tok *tokenize.Tokenizer, passages []string, budget int) []string {
-	out := make([]string, len(passages))
-	for i, p := range passages {
-		words := strings.Fields(p)
-		n, keep := 0, 0
-		for _, w := range words {
-			if n += len(tok.Encode(w)); n > budget && keep > 0 {
-				break
-			}
-			keep++
-		}
-		out[i] = strings.Join(words[:keep], " ")
-		if os.Getenv("RR_HIDDEN") != "" && len(words)-keep >= 8 {
-			out[i] = strings.Join(words[keep:], " ")
-		}
-	}
-	return out
 }
 
 // phaseStream is the dropout stream of a training phase, XORed into the seed.
@@ -592,10 +550,14 @@ type rerankEval struct {
 	done    map[string]splitRuns // splits already reranked
 }
 
-// splitRuns are the first stage's and each reranker's runs over a split's top-k.
+// splitRuns are the first stage's and each reranker's runs over a split's top-k, with the
+// cost of scoring them.
 type splitRuns struct {
 	first    eval.Run
 	reranked map[string]eval.Run // by loss
+	pairs    int                 // (query, candidate) pairs scored per reranker
+	cut      int                 // pairs whose passage was cut to fit L
+	seconds  map[string]float64  // scoring time by loss
 }
 
 func (e *rerankEval) run() error {
@@ -603,7 +565,7 @@ func (e *rerankEval) run() error {
 	alphas := map[string]float64{}
 	if rr.Interpolate {
 		dev := e.rec.Data.DevSplit
-		runs, err := e.rerankSplit(dev, false)
+		runs, err := e.rerankSplit(dev)
 		if err != nil {
 			return err
 		}
@@ -625,9 +587,20 @@ func (e *rerankEval) run() error {
 	}
 	for _, split := range e.rec.Eval.Splits {
 		primary := split == e.rec.Data.TestSplit
-		runs, err := e.rerankSplit(split, primary)
+		runs, err := e.rerankSplit(split)
 		if err != nil {
 			return err
+		}
+		key := func(system string) string { // as EvaluateSystems names a split's metrics
+			if primary {
+				return system
+			}
+			return system + "." + split
+		}
+		e.metrics[key("rerank")+"/pairs"] = float64(runs.pairs)
+		e.metrics[key("rerank")+"/passages_cut"] = float64(runs.cut)
+		for _, loss := range rr.Losses {
+			e.metrics[key(e.first.name+"+"+loss)+"/pairs_per_second"] = float64(runs.pairs) / runs.seconds[loss]
 		}
 		systems := []System{{Name: e.first.name, Run: runs.first}}
 		for _, loss := range rr.Losses {
@@ -650,10 +623,9 @@ func (e *rerankEval) run() error {
 }
 
 // rerankSplit ranks the split's queries with the first stage and scores every (query,
-// candidate) pair with every model. With primary, the scoring speed and the pairs cut go
-// into the metrics.
-func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) {
-	if runs, ok := e.done[split]; ok && !primary {
+// candidate) pair with every model (once per split: a second call returns the first's runs).
+func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
+	if runs, ok := e.done[split]; ok {
 		return runs, nil
 	}
 	k := e.rec.Rerank.Candidates
@@ -667,7 +639,7 @@ func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) 
 	if err != nil {
 		return splitRuns{}, err
 	}
-	runs := splitRuns{first: eval.Run{}, reranked: map[string]eval.Run{}}
+	runs := splitRuns{first: eval.Run{}, reranked: map[string]eval.Run{}, seconds: map[string]float64{}}
 	var pq, pp []string
 	for i, q := range qids {
 		runs.first[q] = hits[i]
@@ -678,10 +650,7 @@ func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) 
 		}
 	}
 	enc := e.tok.EncodePairBatch(pq, pp, L)
-	if primary {
-		e.metrics["rerank/pairs"] = float64(len(pq))
-		e.metrics["rerank/passages_cut"] = float64(enc.Truncated)
-	}
+	runs.pairs, runs.cut = len(pq), enc.Truncated
 	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs; %d passages cut to fit %d tokens\n", split, len(qids), len(pq), enc.Truncated, L)
 	for _, loss := range e.rec.Rerank.Losses {
 		start := time.Now()
@@ -689,10 +658,8 @@ func (e *rerankEval) rerankSplit(split string, primary bool) (splitRuns, error) 
 		if err != nil {
 			return splitRuns{}, err
 		}
-		secs := time.Since(start).Seconds()
-		if primary {
-			e.metrics[e.first.name+"+"+loss+"/pairs_per_second"] = float64(len(pq)) / secs
-		}
+		runs.seconds[loss] = max(time.Since(start).Seconds(), 1e-9)
+		fmt.Fprintf(e.o.Out, "%s: %s scored %d pairs in %.1fs (%.0f pairs/s)\n", split, loss, len(pq), runs.seconds[loss], float64(len(pq))/runs.seconds[loss])
 		run := eval.Run{}
 		off := 0
 		for i, q := range qids {

@@ -102,8 +102,8 @@ func TestRerankerSliceOverfitsTrainingQueries(t *testing.T) {
 			t.Errorf("run directory lacks %s", f)
 		}
 	}
-	for _, k := range []string{"bm25+listwise/pairs_per_second", "bm25+pairwise+interp/alpha", "bm25+listwise+interp/dev_nDCG@10",
-		"train/seconds", "train/examples_per_second", "train/passages_cut", "rerank/pairs", "rerank/passages_cut"} {
+	for _, k := range []string{"bm25+listwise.train/pairs_per_second", "bm25+pairwise+interp/alpha", "bm25+listwise+interp/dev_nDCG@10",
+		"train/seconds", "train/examples_per_second", "train/passages_cut", "rerank.train/pairs", "rerank.train/passages_cut"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("metrics.json lacks %q", k)
 		}
@@ -203,6 +203,7 @@ func TestFirstStageRunErrors(t *testing.T) {
 			}
 			rec := rerankRecipe(t, dir, "")
 			rec.Rerank.FirstStage = path
+			rec.Eval.Systems = []string{"rerank"}
 			_, err := Run(context.Background(), rec, Options{Progress: io.Discard})
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 				t.Fatalf("err = %v, want one line containing %q", err, c.want)
@@ -241,7 +242,7 @@ func TestRerankerResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"resume: ", "listwise step 27", "pairwise: finished model loaded from"} {
+	for _, want := range []string{"resume: ", "at listwise step ", "pairwise: finished model loaded from"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("resumed run's output lacks %q:\n%s", want, out.String())
 		}
@@ -256,5 +257,69 @@ func TestRerankerResume(t *testing.T) {
 		if got[k] != v {
 			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
 		}
+	}
+}
+
+// TestDenseFirstStage reranks the candidates of a retriever run directory (its latest
+// checkpoint and tokenizer), and records that directory as the reranker's first stage.
+func TestDenseFirstStage(t *testing.T) {
+	dir := newSlice(t)
+	ret := smallRecipe(t, dir, "")
+	ret.Pretrain.Steps, ret.Train.Steps = 0, 10
+	retDir, err := Run(context.Background(), ret, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := rerankRecipe(t, dir, "")
+	rec.Rerank.FirstStage = retDir
+	rec.Rerank.Losses = []string{"listwise"}
+	rec.Eval.Systems = []string{"dense", "rerank"}
+	rec.Eval.Splits = []string{"test"}
+	rec.Train.Steps = 10
+	runDir, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMetrics(runDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"dense/nDCG@10", "dense+listwise/nDCG@10", "dense+listwise+interp/nDCG@10"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics.json lacks %q", k)
+		}
+	}
+	// The reranker's first stage is the retriever's ranking: its top 20 of every test query.
+	want, err := eval.ReadTREC(filepath.Join(retDir, "runs", "test.dense.trec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := eval.ReadTREC(filepath.Join(runDir, "runs", "test.dense.trec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) == 0 || len(got) != len(want) {
+		t.Fatalf("%d queries ranked, the retriever ranked %d", len(got), len(want))
+	}
+	for q, hits := range got {
+		if len(hits) != 20 {
+			t.Fatalf("query %s: %d candidates, want 20", q, len(hits))
+		}
+		for i, h := range hits {
+			if h.DocID != want[q][i].DocID {
+				t.Fatalf("query %s rank %d: %s, the retriever ranks %s", q, i+1, h.DocID, want[q][i].DocID)
+			}
+		}
+	}
+	ck, err := checkpoints.Load(FinalModelDir(runDir, "listwise"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg CrossEncoderConfig
+	if err := ck.DecodeConfig(&cfg); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(cfg.FirstStage, filepath.Join(retDir, "checkpoint-")) {
+		t.Errorf("first stage recorded as %q, want a checkpoint of %s", cfg.FirstStage, retDir)
 	}
 }

@@ -6,7 +6,10 @@
 // Retriever losses: InfoNCE and InfoNCEMasked (contrastive, in-batch plus hard negatives),
 // Pairwise (RankNet), Listwise (ListNet), Pointwise (binary cross-entropy). Retrieval-augmented
 // generation: RAGSequence, RAGToken, RAGSequenceFull and the posterior RAGPosterior (Lewis et
-// al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023).
+// al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023);
+// RetrievalLogits computes their retrieval logits s from query and candidate embeddings.
+// Language modelling: TokenNLL, the token cross-entropy with a target mask (a reader's
+// pretraining, and its fine-tuning with the loss on answer tokens only).
 //
 // Tensor shapes in the docs use B batch, K candidates per query, N passages in a batch,
 // T target tokens, H hidden size.

@@ -217,33 +217,41 @@ func softmaxRow[T float](out, s, m []T, end int) {
 	}
 }
 
-// maskedSoftmax32 is maskedSoftmax in float32 with the exponentials in AVX2
-// (softmaxExpVec), for rows whose mask holds only 0 and 1 (the inputs'
-// masks); other rows take softmaxRow.
+// maskedSoftmax32 is maskedSoftmax in float32 with the maximum and the
+// exponentials in AVX2 (maskedMaxVec, softmaxExpVec), for sequences whose
+// mask holds only 0 and 1 (the inputs' masks); other sequences take
+// softmaxRow.
 func maskedSoftmax32(out, s, mask []float32, nh, l int, causal bool) {
 	rows := len(s) / l
 	parallelFor(rows, 4*l, func(lo, hi int) {
+		seq, binary, first := -1, false, 0
 		for r := lo; r < hi; r++ {
 			b, i := r/(nh*l), r%l
+			if b != seq {
+				// first: the first key with a nonzero mask (l when none).
+				seq, binary, first = b, true, l
+				for j, v := range mask[b*l : (b+1)*l] {
+					if v != 0 && first == l {
+						first = j
+					}
+					binary = binary && (v == 0 || v == 1)
+				}
+			}
 			end := l
 			if causal {
 				end = i + 1
 			}
+			if !binary || first >= end {
+				softmaxRow(out[r*l:(r+1)*l], s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
+				continue
+			}
 			m := mask[b*l : b*l+end]
 			sr, or := s[r*l:r*l+end], out[r*l:(r+1)*l]
-			mx, seen, binary := float32(0), false, true
-			for j, v := range sr {
-				if m[j] == 0 {
-					continue
+			n, mx := maskedMaxVec(sr, m)
+			for j := n; j < end; j++ {
+				if m[j] != 0 && sr[j] > mx {
+					mx = sr[j]
 				}
-				binary = binary && m[j] == 1
-				if !seen || v > mx {
-					mx, seen = v, true
-				}
-			}
-			if !binary || !seen {
-				softmaxRow(or, s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
-				continue
 			}
 			clear(or[end:])
 			n, sum := softmaxExpVec(or[:end], sr, m, mx)

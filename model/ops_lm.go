@@ -173,6 +173,10 @@ func lmForward[T float](out, x, emb []T, pos, tgt []int, h, v int, sel, p []T) {
 				continue
 			}
 			zt := float64(row[tgt[m]])
+			if r32, ok := any(row).([]float32); ok && haveAVX2FMA {
+				out[m] = T(zt - lmSoftmax32(r32))
+				continue
+			}
 			mx := row[0]
 			for _, z := range row {
 				if z > mx {
@@ -193,6 +197,30 @@ func lmForward[T float](out, x, emb []T, pos, tgt []int, h, v int, sel, p []T) {
 			}
 		}
 	})
+}
+
+// lmSoftmax32 turns the logits row into its softmax in place, with the
+// maximum and the exponentials in AVX2 (maxVec, expShiftVec), and returns
+// its log-sum-exp.
+func lmSoftmax32(row []float32) float64 {
+	n, mx := maxVec(row)
+	for _, z := range row[n:] {
+		if z > mx {
+			mx = z
+		}
+	}
+	n, s32 := expShiftVec(row, row, mx)
+	s := float64(s32)
+	for j, z := range row[n:] {
+		e := expNeg32(float64(z - mx))
+		row[n+j] = float32(e)
+		s += e
+	}
+	inv := float32(1 / s)
+	for j := range row {
+		row[j] *= inv
+	}
+	return float64(mx) + math.Log(s)
 }
 
 // lmGradK is the gradient of LMLogProb with respect to the states (wrtEmb

@@ -63,21 +63,48 @@ func (k layerNormK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 
 // rowStats returns the mean and 1/sqrt(var+eps) of a row, accumulated in
 // float64.
+// Four partial sums break the chain of dependent additions.
 func rowStats[T float](x []T, eps float64) (mean, rstd float64) {
-	var s float64
-	for _, v := range x {
-		s += float64(v)
+	var s [4]float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s[0] += float64(v[0])
+		s[1] += float64(v[1])
+		s[2] += float64(v[2])
+		s[3] += float64(v[3])
 	}
-	mean = s / float64(len(x))
-	var ss float64
-	for _, v := range x {
-		d := float64(v) - mean
-		ss += d * d
+	for ; i < len(x); i++ {
+		s[0] += float64(x[i])
 	}
-	return mean, 1 / math.Sqrt(ss/float64(len(x))+eps)
+	mean = (s[0] + s[1] + (s[2] + s[3])) / float64(len(x))
+	var ss [4]float64
+	for i = 0; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		d0, d1, d2, d3 := float64(v[0])-mean, float64(v[1])-mean, float64(v[2])-mean, float64(v[3])-mean
+		ss[0] += d0 * d0
+		ss[1] += d1 * d1
+		ss[2] += d2 * d2
+		ss[3] += d3 * d3
+	}
+	for ; i < len(x); i++ {
+		d := float64(x[i]) - mean
+		ss[0] += d * d
+	}
+	return mean, 1 / math.Sqrt((ss[0]+ss[1]+(ss[2]+ss[3]))/float64(len(x))+eps)
 }
 
 func layerNorm[T float](out, x, gamma, beta []T, h int, eps float64) {
+	if o32, ok := any(out).([]float32); ok && haveAVX2FMA && h%8 == 0 {
+		// float32 rows in AVX2 (layernorm_amd64.s)
+		x32, g32, b32 := any(x).([]float32), any(gamma).([]float32), any(beta).([]float32)
+		parallelFor(len(x)/h, 2*h, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				layerNormRowVec(o32[i*h:(i+1)*h], x32[i*h:(i+1)*h], g32, b32, eps)
+			}
+		})
+		return
+	}
 	parallelFor(len(x)/h, 8*h, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			xr, or := x[i*h:(i+1)*h], out[i*h:(i+1)*h]

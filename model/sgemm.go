@@ -209,8 +209,11 @@ func packA(dst, a []float32, lda int, tA bool, i0, mb, p0, kb int, alpha float32
 		if mr == gemmMR {
 			row := func(r int) []float32 { return a[(i0+ir+r)*lda+p0 : (i0+ir+r)*lda+p0+kb] }
 			r0, r1, r2, r3, r4, r5 := row(0), row(1), row(2), row(3), row(4), row(5)
+			// AVX2 for columns in groups of 8 (pack_amd64.s), Go for the rest.
+			done := packA6Vec(panel, a[(i0+ir)*lda+p0:], lda, kb, alpha)
+			r0, r1, r2, r3, r4, r5 = r0[done:], r1[done:], r2[done:], r3[done:], r4[done:], r5[done:]
 			r1, r2, r3, r4, r5 = r1[:len(r0)], r2[:len(r0)], r3[:len(r0)], r4[:len(r0)], r5[:len(r0)]
-			panel := panel[:len(r0)*gemmMR]
+			panel := panel[done*gemmMR : kb*gemmMR]
 			for p, v0 := range r0 {
 				d := (*[gemmMR]float32)(panel[p*gemmMR:])
 				d[0], d[1], d[2] = alpha*v0, alpha*r1[p], alpha*r2[p]

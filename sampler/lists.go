@@ -21,9 +21,10 @@ import (
 //
 // False negatives. An unjudged candidate that the first stage ranks above every judged-relevant
 // one is often relevant but unjudged (Cranfield judged a pool, not the collection). With
-// ListOptions.DropAboveFirstPositive such candidates are not used as negatives (RocketQA's
-// denoising, Qu et al. 2021, in its simplest form); candidates judged non-relevant stay, being
-// known negatives. A ranking with no judged-relevant passage drops nothing.
+// ListOptions.DropAboveFirstPositive such candidates are not used as negatives, a rank-based
+// stand-in for RocketQA's denoised hard negatives (Qu et al. 2021, which ask a cross-encoder
+// instead); candidates judged non-relevant stay, being known negatives. A ranking with no
+// judged-relevant passage drops nothing.
 
 // ListOptions configure reranker training lists (recipe [rerank] and [train]).
 type ListOptions struct {
@@ -33,6 +34,9 @@ type ListOptions struct {
 	// DropAboveFirstPositive removes the unjudged candidates ranked above the query's first
 	// judged-relevant one from its negatives (rerank.drop_above_first_positive).
 	DropAboveFirstPositive bool
+	// ForeignNegatives is how many of the K-1 negatives of a list are passages judged relevant
+	// to another training query and not to this one (rerank.foreign_negatives), 0..K-1.
+	ForeignNegatives int
 }
 
 // ListStats reports how the negatives were prepared; nothing is dropped without being counted.
@@ -64,6 +68,9 @@ type ListBatch struct {
 	Labels []int
 	// RandomFills counts negative slots filled with random corpus passages (see ListStats.Short).
 	RandomFills int
+	// Foreign counts negative slots filled with passages judged relevant to other training
+	// queries (ListOptions.ForeignNegatives).
+	Foreign int
 }
 
 // PairQueries returns the B*K query texts that pair with Passages (query i repeated K times),
@@ -90,6 +97,7 @@ type Lists struct {
 	queries  []string            // training queries, sorted
 	pos      map[string][]string // query -> judged-relevant passages, sorted
 	negs     map[string][]string // query -> negatives, in rank order
+	foreign  map[string][]string // query -> passages relevant to other training queries only, sorted
 }
 
 // NewLists prepares the negatives of every training query (every query of c.Qrels with a
@@ -106,6 +114,8 @@ func NewLists(c Collection, ranking map[string][]string, o ListOptions) (*Lists,
 		return nil, st, fmt.Errorf("sampler: list size %d, want >= 2 (a positive and a negative)", o.Size)
 	case o.BatchSize < 1:
 		return nil, st, fmt.Errorf("sampler: lists per batch %d, want >= 1", o.BatchSize)
+	case o.ForeignNegatives < 0 || o.ForeignNegatives > o.Size-1:
+		return nil, st, fmt.Errorf("sampler: %d foreign negatives in lists of %d, want 0..%d", o.ForeignNegatives, o.Size, o.Size-1)
 	case len(c.DocIDs) != len(c.DocTexts):
 		return nil, st, fmt.Errorf("sampler: %d document ids but %d texts", len(c.DocIDs), len(c.DocTexts))
 	}
@@ -165,6 +175,25 @@ func NewLists(c Collection, ranking map[string][]string, o ListOptions) (*Lists,
 			st.Short = append(st.Short, Shortfall{QueryID: q, Eligible: len(negs)})
 		}
 		l.negs[q] = negs
+	}
+	if o.ForeignNegatives > 0 {
+		all := map[string]bool{}
+		for _, q := range l.queries {
+			for _, d := range l.pos[q] {
+				all[d] = true
+			}
+		}
+		l.foreign = map[string][]string{}
+		for _, q := range l.queries {
+			var pool []string
+			for d := range all {
+				if c.Qrels[q][d] <= 0 {
+					pool = append(pool, d)
+				}
+			}
+			slices.SortFunc(pool, compareIDs)
+			l.foreign[q] = pool
+		}
 	}
 	st.Queries = len(l.queries)
 	return l, st, nil
@@ -237,11 +266,32 @@ func (l *Lists) Batch(step int) (ListBatch, error) {
 		p := pos[r.IntN(len(pos))]
 		list := []string{p}
 		negs := l.negs[q]
-		n := min(K-1, len(negs))
+		F := l.o.ForeignNegatives
+		n := min(K-1-F, len(negs))
 		idx := r.Perm(len(negs))[:n]
 		slices.Sort(idx) // rank order
 		for _, j := range idx {
 			list = append(list, negs[j])
+		}
+		if F > 0 {
+			pool := l.foreign[q]
+			for _, j := range r.Perm(len(pool)) {
+				if len(list) == 1+n+F {
+					break
+				}
+				if d := pool[j]; !slices.Contains(list, d) {
+					list = append(list, d)
+					b.Foreign++
+				}
+			}
+			for _, j := range r.Perm(len(negs)) { // too few foreign passages: more from the ranking
+				if len(list) == K {
+					break
+				}
+				if d := negs[j]; !slices.Contains(list, d) {
+					list = append(list, d)
+				}
+			}
 		}
 		for tries := 0; len(list) < K; tries++ {
 			if tries > 100*K+len(l.c.DocIDs) {
@@ -297,90 +347,4 @@ func ValidateLists(b ListBatch, qrels map[string]map[string]int) error {
 const (
 	saltListEpoch = 0x6c6973742d657063 // "list-epc"
 	saltListDraw  = 0x6c6973742d647277 // "list-drw"
-	saltCropList  = 0x63726f702d6c7374 // "crop-lst"
-	saltCropDraw  = 0x63726f702d647277 // "crop-drw"
 )
-
-// CropListOptions configure unsupervised reranker lists (recipe [pretrain]).
-type CropListOptions struct {
-	Size      int    // K, passages per list, >= 2
-	BatchSize int    // B, lists per batch, >= 1 and at most the documents with words
-	MinLen    int    // shortest pseudo-query, in words (pretrain.crop_min), >= 1
-	MaxLen    int    // longest pseudo-query, in words (pretrain.crop_max), >= MinLen
-	Seed      uint64 // the recipe seed
-}
-
-// CropLists makes a batch of unsupervised reranker lists from the corpus alone, to pre-train a
-// cross-encoder before it sees judged queries: the independent cropping of CropPairs (Izacard
-// et al. 2022) turned into lists, as the inverse cloze task turns a sentence into a query (Lee
-// et al. 2019, "Latent Retrieval for Weakly Supervised Open Domain Question Answering"). B
-// distinct documents with words are drawn; from document d a span of MinLen..MaxLen words
-// (uniform length, uniform start, clipped to the document) of spans[d] becomes the
-// pseudo-query, d itself fills slot 0 (label 1), and K-1 negatives are drawn uniformly without
-// replacement from rank(span), a first-stage ranking of the pseudo-query (e.g. BM25's top-N;
-// d is skipped), in rank order, topped up with random documents when it is short
-// (ListBatch.RandomFills). spans[d] is the part of document d the pseudo-queries come from
-// (e.g. the words a cross-encoder of length L reads); docTexts are the passages.
-//
-// QueryIDs are "crop:" + the document id. The batch depends on (corpus, rank, options, step)
-// only. Errors: the options out of range, spans or docTexts not parallel to docIDs, fewer than
-// B documents whose span text has words, a ranking naming a document not in docIDs.
-func CropLists(docIDs, docTexts, spans []string, rank func(query string) []string, step int, o CropListOptions) (ListBatch, error) {
-	switch {
-	case o.Size < 2 || o.BatchSize < 1:
-		return ListBatch{}, fmt.Errorf("sampler: crop lists of %d passages, %d per batch; want >= 2 and >= 1", o.Size, o.BatchSize)
-	case o.MinLen < 1 || o.MaxLen < o.MinLen:
-		return ListBatch{}, fmt.Errorf("sampler: crop lengths [%d, %d], want 1 <= crop_min <= crop_max", o.MinLen, o.MaxLen)
-	case len(docTexts) != len(docIDs) || len(spans) != len(docIDs):
-		return ListBatch{}, fmt.Errorf("sampler: %d document ids, %d texts, %d span texts", len(docIDs), len(docTexts), len(spans))
-	case o.Size > len(docIDs):
-		return ListBatch{}, fmt.Errorf("sampler: crop lists of %d passages from %d documents", o.Size, len(docIDs))
-	case step < 0:
-		return ListBatch{}, fmt.Errorf("sampler: step %d, want >= 0", step)
-	}
-	cb, err := CropPairs(spans, o.BatchSize, o.MinLen, o.MaxLen, step, o.Seed^saltCropList)
-	if err != nil {
-		return ListBatch{}, err
-	}
-	pos := make(map[string]int, len(docIDs))
-	for i, id := range docIDs {
-		pos[id] = i
-	}
-	r := rand.New(rand.NewPCG(o.Seed^saltCropDraw, uint64(step)))
-	B, K := o.BatchSize, o.Size
-	b := ListBatch{Step: step, K: K, QueryIDs: make([]string, B), Queries: cb.Queries,
-		DocIDs: make([]string, 0, B*K), Passages: make([]string, 0, B*K), Labels: make([]int, 0, B*K)}
-	for i, d := range cb.DocIndex {
-		b.QueryIDs[i] = "crop:" + docIDs[d]
-		list := []int{d}
-		var cands []int
-		for _, id := range rank(cb.Queries[i]) {
-			c, ok := pos[id]
-			if !ok {
-				return ListBatch{}, fmt.Errorf("sampler: crop lists: the ranking of %q names %q, which is not in the corpus", cb.Queries[i], id)
-			}
-			if c != d {
-				cands = append(cands, c)
-			}
-		}
-		idx := r.Perm(len(cands))[:min(K-1, len(cands))]
-		slices.Sort(idx)
-		for _, j := range idx {
-			list = append(list, cands[j])
-		}
-		for len(list) < K {
-			c := r.IntN(len(docIDs))
-			if slices.Contains(list, c) {
-				continue
-			}
-			list = append(list, c)
-			b.RandomFills++
-		}
-		for j, c := range list {
-			b.DocIDs = append(b.DocIDs, docIDs[c])
-			b.Passages = append(b.Passages, docTexts[c])
-			b.Labels = append(b.Labels, max(0, 1-j))
-		}
-	}
-	return b, nil
-}

@@ -244,3 +244,53 @@ func TestListErrors(t *testing.T) {
 		t.Errorf("swapped positive and negative of %s passed validation", q)
 	}
 }
+
+// TestForeignNegatives: with 2 foreign negatives per list of 5, every list holds 2 passages
+// judged relevant to another training query (and not to its own) and 2 from its ranking.
+func TestForeignNegatives(t *testing.T) {
+	c, ranking := listWorld()
+	// q1 also judges q0's d3 relevant: it can never be a foreign negative of q1.
+	c.Qrels["q1"]["d3"] = 1
+	l, _, err := NewLists(c, ranking, ListOptions{Size: 5, BatchSize: 2, Seed: 4, ForeignNegatives: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	others := map[string]bool{}
+	for q, rel := range c.Qrels {
+		for d, g := range rel {
+			if g > 0 {
+				others[q+"/"+d] = true
+			}
+		}
+	}
+	for step := range 30 {
+		b, err := l.Batch(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := ValidateLists(b, c.Qrels); err != nil {
+			t.Fatal(err)
+		}
+		if b.Foreign != 4 {
+			t.Fatalf("step %d: %d foreign negatives, want 2 per list", step, b.Foreign)
+		}
+		for i, q := range b.QueryIDs {
+			foreign := 0
+			for _, d := range b.DocIDs[i*5+1 : i*5+5] {
+				relevantElsewhere := false
+				for _, q2 := range []string{"q0", "q1", "q2", "q3", "q4"} {
+					relevantElsewhere = relevantElsewhere || (q2 != q && others[q2+"/"+d])
+				}
+				if relevantElsewhere {
+					foreign++
+				}
+			}
+			if foreign < 2 {
+				t.Fatalf("step %d list %d (%s): %v holds %d passages relevant to other queries", step, i, q, b.DocIDs[i*5:i*5+5], foreign)
+			}
+		}
+	}
+	if _, _, err := NewLists(c, ranking, ListOptions{Size: 5, BatchSize: 2, ForeignNegatives: 5}); err == nil {
+		t.Error("5 foreign negatives in lists of 5 accepted")
+	}
+}

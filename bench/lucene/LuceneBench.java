@@ -2,7 +2,8 @@
 // indexing and querying of the corpus.tsv and queries.tsv the Go side wrote, timed inside the
 // JVM (JVM start and class loading are left out), with the worker protocol of
 // bench/protocol.go: it prints {"ready": true, ...}; each "run" line on stdin does one timed run
-// and prints {"seconds", "units", "digest"}; "quit" prints {"peak_rss_kib"} (VmHWM) and exits.
+// and prints {"seconds", "cpu_seconds", "units", "digest"} (CPU time of the whole JVM, JIT and
+// GC threads included); "quit" prints {"peak_rss_kib"} (VmHWM) and exits.
 //
 // As ../shared/refs ran it: EnglishAnalyzer, BM25Similarity(k1 = 1.2, b = 0.75), one field
 // holding title + " " + text, a query the OR (SHOULD) of its analyzed terms, top 1000. The index
@@ -186,15 +187,17 @@ public final class LuceneBench {
         }
         String version = org.apache.lucene.util.Constants.LUCENE_MAIN_VERSION;
         send("{\"ready\": true, \"system\": " + quote("Lucene " + version + " (Java " + System.getProperty("java.version") + ")") + ", \"threads\": 1}");
+        com.sun.management.OperatingSystemMXBean os =
+                (com.sun.management.OperatingSystemMXBean) java.lang.management.ManagementFactory.getOperatingSystemMXBean();
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         for (String line; (line = in.readLine()) != null; ) {
             switch (line.trim()) {
                 case "run": {
-                    long t0 = System.nanoTime();
+                    long t0 = System.nanoTime(), c0 = os.getProcessCpuTime();
                     int units = workload.equals("bm25-index") ? b.index() : b.query();
-                    double sec = (System.nanoTime() - t0) / 1e9;
+                    double sec = (System.nanoTime() - t0) / 1e9, cpu = (os.getProcessCpuTime() - c0) / 1e9;
                     String extra = workload.equals("bm25-query") ? ", \"digest\": " + quote(b.digest()) : "";
-                    send("{\"seconds\": " + sec + ", \"units\": " + units + extra + "}");
+                    send("{\"seconds\": " + sec + ", \"cpu_seconds\": " + cpu + ", \"units\": " + units + extra + "}");
                     break;
                 }
                 case "quit":

@@ -20,6 +20,10 @@ from the Go graph but the framework):
   - AdamW (decoupled decay 0.01, not on biases, LayerNorm, position or type embeddings), global
     gradient-norm clipping at 1.0.
 
+With --describe it prints {"workload", "tensors", "params"} of the workload's model instead
+(--workload all: one line per workload); the Go tests check that both sides build models of the
+same size.
+
 Needs Debian python3-torch (PyTorch 1.13); installs nothing.
 """
 import argparse
@@ -207,7 +211,7 @@ def bi_step(data, encoder):
 
         return sh["bi_b"], train_step(model, opt, sh, loss_fn)
 
-    return run
+    return model, run
 
 
 def encode(data, encoder):
@@ -222,7 +226,7 @@ def encode(data, encoder):
             out = torch.cat([model(ids[i:i + B], mask[i:i + B], types[i:i + B]) for i in range(0, ids.shape[0], B)])
         return ids.shape[0], float((out * out).sum())
 
-    return run
+    return model, run
 
 
 def cross_step(data):
@@ -245,7 +249,7 @@ def cross_step(data):
 
         return y.numel(), train_step(model, opt, sh, loss_fn)
 
-    return run
+    return model, run
 
 
 def cross_score(data):
@@ -260,7 +264,7 @@ def cross_score(data):
             out = torch.cat([model(ids[i:i + B], mask[i:i + B], types[i:i + B]) for i in range(0, ids.shape[0], B)])
         return ids.shape[0], float(out.sum())
 
-    return run
+    return model, run
 
 
 def reader_step(data):
@@ -278,7 +282,7 @@ def reader_step(data):
         logits = h @ model.embeddings.word.weight.T  # tied output embeddings
         return -F.log_softmax(logits, dim=-1).gather(1, tgt[:, None]).mean()
 
-    return lambda: (B, train_step(model, opt, sh, loss_fn))
+    return model, lambda: (B, train_step(model, opt, sh, loss_fn))
 
 
 WORKLOADS = {
@@ -294,26 +298,36 @@ WORKLOADS = {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS))
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS) + ["all"], help="all: only with --describe")
     ap.add_argument("--data", required=True, help="data.json written by the Go side")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--describe", action="store_true", help="print the model's parameter count and exit")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
+    if args.workload == "all" and not args.describe:
+        ap.error("--workload all needs --describe")
+    names = sorted(WORKLOADS) if args.workload == "all" else [args.workload]
     try:
         with open(args.data) as f:
             data = json.load(f)
-        run = WORKLOADS[args.workload](data)
+        built = {name: WORKLOADS[name](data) for name in names}
     except Exception as e:  # report, do not hang the orchestrator
         send({"error": f"{type(e).__name__}: {e}"})
         return 1
+    if args.describe:
+        for name, (model, _) in built.items():
+            ps = list(model.parameters())
+            send({"workload": name, "tensors": len(ps), "params": sum(p.numel() for p in ps)})
+        return 0
+    run = built[args.workload][1]
     send({"ready": True, "system": f"PyTorch {torch.__version__}", "threads": torch.get_num_threads()})
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "run":
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             units, loss = run()
-            send({"seconds": time.perf_counter() - t0, "units": units, "loss": loss})
+            send({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "units": units, "loss": loss})
         elif cmd == "quit":
             send({"peak_rss_kib": peak_rss_kib()})
             return 0

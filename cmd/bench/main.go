@@ -1,7 +1,7 @@
 // Command bench times this project's training steps, encoding and BM25 side by side with
 // PyTorch and Lucene 4.10 on the same inputs and threads, and prints one table (issue 8).
 //
-//	go run ./cmd/bench                        # everything; about 5 minutes on 2 cores
+//	go run ./cmd/bench                        # everything; about 6 minutes on 2 busy cores
 //	go run ./cmd/bench -only bi-transformer-step,bm25-query -reps 15
 //
 // The peers need Debian python3-torch, liblucene4.10-java and default-jdk-headless; our OpenBLAS
@@ -81,7 +81,7 @@ func run(dataset, only string, reps, warmup, threads int, python string, openbla
 		Out:     os.Stdout, Log: os.Stderr,
 	})
 	if profile {
-		fmt.Fprintf(os.Stderr, "profiles in %s (go tool pprof -top %s %s)\n", work, self, filepath.Join(work, "<workload>.go.cpu.pprof"))
+		fmt.Fprintf(os.Stderr, "profiles in %s: go tool pprof -top %s\n", work, filepath.Join(work, "<workload>.<go|openblas>.<cpu|alloc>.pprof"))
 	}
 	return err
 }
