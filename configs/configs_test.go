@@ -280,7 +280,6 @@ func TestLoadErrors(t *testing.T) {
 		{"rerank loss unknown", "[rerank]\nlosses = [\"hinge\"]\n", false, `:2: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
 		{"rerank losses empty", "[rerank]\nlosses = []\n", false, `:2: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
 		{"rerank train_depth 0", "[rerank]\ntrain_depth = 0\n", false, `:2: rerank.train_depth: must be >= 1, got 0`},
-		{"foreign negatives above list", "[rerank]\nforeign_negatives = 8\n", false, `:2: rerank.foreign_negatives: rerank.foreign_negatives = 8 exceeds the 7 negatives of a list (rerank.list_size - 1)`},
 		{"interpolate without dev", "kind = \"reranker\"\n[data]\ndir = \"data\"\ndev_split = \"\"\n[tokenizer]\ntrain = true\n", true,
 			`:4: data.dev_split: rerank.interpolate chooses alpha on data.dev_split, which is empty`},
 		// tokenizer: neither or both
@@ -425,8 +424,8 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 102 {
-		t.Errorf("schema has %d keys, want 102", len(defaults))
+	if len(defaults) != 101 {
+		t.Errorf("schema has %d keys, want 101", len(defaults))
 	}
 }
 

@@ -95,7 +95,6 @@
 //	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1
 //	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
 //	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
-//	rerank.foreign_negatives            0              negatives per list judged relevant to another training query, not to the list's; 0..list_size-1
 //	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
 //	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
 //	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0

@@ -232,11 +232,6 @@ type Rerank struct {
 	// relevant one from training lists, as suspected false negatives.
 	// Default false.
 	DropAboveFirstPositive bool `toml:"drop_above_first_positive"`
-	// ForeignNegatives is how many of a training list's negatives are passages
-	// judged relevant to another training query (not to the list's): they
-	// cannot be told apart from positives without reading the query;
-	// 0 <= foreign_negatives <= list_size - 1. Default 0.
-	ForeignNegatives int `toml:"foreign_negatives"`
 	// Losses are the reranker losses trained and compared, each once:
 	// "pairwise", "listwise", "pointwise".
 	// Default ["pairwise", "listwise", "pointwise"].

@@ -120,10 +120,6 @@ func (l *loader) validate(r *Recipe) error {
 	if rr.ListSize > rr.Candidates {
 		v.fail(v.setOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
 	}
-	atLeast(v, "rerank.foreign_negatives", rr.ForeignNegatives, 0)
-	if rr.ForeignNegatives > rr.ListSize-1 {
-		v.fail(v.setOf("rerank.foreign_negatives", "rerank.list_size"), "rerank.foreign_negatives = %d exceeds the %d negatives of a list (rerank.list_size - 1)", rr.ForeignNegatives, rr.ListSize-1)
-	}
 	if r.Kind == "reranker" && rr.Interpolate && r.Data.DevSplit == "" {
 		v.fail(v.setOf("rerank.interpolate", "data.dev_split"), "rerank.interpolate chooses alpha on data.dev_split, which is empty")
 	}

@@ -25,7 +25,7 @@ func devSetup(t *testing.T) (*configs.Recipe, *garden.World, *tokenize.Tokenizer
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := tokenize.Load("/tmp/ragruns/rag-dev-20261129-170415/tokenizer.json")
+	tok, err := tokenize.Load("/tmp/ragruns/rag-dev-20261129-180945/tokenizer.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +66,11 @@ func clozeEval(t *testing.T, w *garden.World, tok *tokenize.Tokenizer, f *reader
 		case "cloze":
 			prompts = append(prompts, append([]int{tok.CLSID()}, tok.Encode(q.Cloze)...))
 		default:
-			p, _, _ := f.prompt(ctxOf(q), q.Trained, 5)
+			p, _, _ := f.prompt(ctxOf(q), q.Trained, 11)
 			prompts = append(prompts, p)
 		}
 	}
-	gens, err := rr.Greedy(prompts, 3, tok.SEPID())
+	gens, err := rr.Greedy(prompts, 10, tok.SEPID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,11 @@ func clozeEval(t *testing.T, w *garden.World, tok *tokenize.Tokenizer, f *reader
 		a := tok.Encode(q.Answer)
 		ok := len(g.Tokens) >= len(a) && slices.Equal(g.Tokens[:len(a)], a)
 		if form != "cloze" {
-			ok = g.Stopped && slices.Equal(g.Tokens, a)
+			st := tok.Encode(q.Answer + " .")
+			ok = g.Stopped && len(g.Tokens) >= len(st) && slices.Equal(g.Tokens[len(g.Tokens)-len(st):], st)
+			if !ok && q.Split == "test" && q.Bucket == ">=30" && os.Getenv("RAG_DEV_SHOW") != "" {
+				fmt.Printf("%s: %q -> %q\n", form, q.Trained, tok.Decode(g.Tokens))
+			}
 		}
 		k := q.Split + " " + q.Bucket
 		n[k]++
@@ -113,15 +117,12 @@ func TestDevLM(t *testing.T) {
 	rows, _ := f.packDocuments(docs)
 	run := &ragRun{rec: rec, o: Options{Out: os.Stdout, Progress: os.Stderr}, dir: t.TempDir(), seed: 42, world: w, tok: tok, f: f, reader: r, metrics: map[string]float64{}}
 	run.enc, _ = model.NewBiEncoder(model.EncoderConfig{Encoder: "bow", Vocab: tok.VocabSize(), Hidden: 8}, false, 1)
-	for p := 1; p <= passes; p++ {
-		rec.Reader.PretrainPasses = 1
-		run.seed = uint64(42 + p)
-		if err := run.pretrainReader(context.Background(), rows); err != nil {
-			t.Fatal(err)
-		}
-		saveReader(t, r, fmt.Sprintf("/tmp/lm-pass%d.safetensors", p))
-		clozeEval(t, w, tok, f, r, "cloze", nil)
+	rec.Reader.PretrainPasses = passes
+	if err := run.pretrainReader(context.Background(), rows); err != nil {
+		t.Fatal(err)
 	}
+	saveReader(t, r, "/tmp/lm48.safetensors")
+	clozeEval(t, w, tok, f, r, "cloze", nil)
 }
 
 func TestDevFT(t *testing.T) {
@@ -160,7 +161,7 @@ func TestDevFT(t *testing.T) {
 		if len(rr) > 0 {
 			gold[i] = byID[rr[0]]
 		}
-		if w.Questions[i].Split == "train" {
+		if w.Questions[i].Split == "train" && (os.Getenv("RAG_DEV_ALL") != "" || (w.Questions[i].Gardener/4)%2 == 0) {
 			trainQ = append(trainQ, i)
 		}
 	}
@@ -169,7 +170,7 @@ func TestDevFT(t *testing.T) {
 	if err := run.finetuneReader(context.Background(), rows, trainQ, gold); err != nil {
 		t.Fatal(err)
 	}
-	saveReader(t, r, "/tmp/ft.safetensors")
+	saveReader(t, r, "/tmp/ft"+os.Getenv("RAG_DEV_TAG")+".safetensors")
 	clozeEval(t, w, tok, f, r, "cloze", nil)
 	clozeEval(t, w, tok, f, r, "closed", func(q *garden.Question) string { return "" })
 	gi := map[*garden.Question]string{}

@@ -57,7 +57,6 @@ type CrossEncoderConfig struct {
 	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
 	ListSize               int    `json:"list_size"`   // K: passages per training list
 	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
-	ForeignNegatives       int    `json:"foreign_negatives"`
 }
 
 // alphaMetric chooses the interpolation weight on the dev split.
@@ -138,7 +137,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	}
 	lists, st, err := sampler.NewLists(sampler.Collection{Queries: queryText, DocIDs: corpus.IDs, DocTexts: passages, Qrels: qrels},
 		ranking, sampler.ListOptions{Size: rr.ListSize, BatchSize: rec.Train.BatchSize, Seed: uint64(rec.Seed),
-			DropAboveFirstPositive: rr.DropAboveFirstPositive, ForeignNegatives: rr.ForeignNegatives})
+			DropAboveFirstPositive: rr.DropAboveFirstPositive})
 	if err != nil {
 		return dir, err
 	}
@@ -146,8 +145,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
 
 	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), MaxLength: rec.Tokenizer.MaxLength,
-		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive,
-		ForeignNegatives: rr.ForeignNegatives}
+		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive}
 	tr := &rerankTrainer{rec: rec, o: o, dir: dir, tok: tok, tokPath: tokPath, cfg: cfg, lists: lists}
 	if resume {
 		ck, err := checkpoints.Load(dir)

@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"strconv"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -68,18 +66,6 @@ func newCrossEncoder(cfg EncoderConfig, seed uint64, dt tensor.Dtype) (*CrossEnc
 	m := &CrossEncoder{Cfg: cfg, rng: &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}}
 	r := rand.New(rand.NewPCG(seed, streamInit))
 	m.Encoder = newTower(PrefixShared, cfg, r, m.rng, dt)
-	if sc := os.Getenv("RR_QKID"); sc != "" {
-		f, _ := strconv.ParseFloat(sc, 64)
-		for i := 0; i < cfg.Layers; i++ {
-			for _, n := range []string{"q", "k"} {
-				p := m.Encoder.byName[fmt.Sprintf("layer.%d.attn.%s.weight", i, n)]
-				d := p.Value.Data().([]float32)
-				for j := 0; j < cfg.Hidden; j++ {
-					d[j*cfg.Hidden+j] += float32(f)
-				}
-			}
-		}
-	}
 	w := newParam(HeadWeight, dt, 1, cfg.Hidden)
 	w.normal(r, 0.02)
 	b := newParam(HeadBias, dt, 1)

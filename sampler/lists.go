@@ -34,9 +34,6 @@ type ListOptions struct {
 	// DropAboveFirstPositive removes the unjudged candidates ranked above the query's first
 	// judged-relevant one from its negatives (rerank.drop_above_first_positive).
 	DropAboveFirstPositive bool
-	// ForeignNegatives is how many of the K-1 negatives of a list are passages judged relevant
-	// to another training query and not to this one (rerank.foreign_negatives), 0..K-1.
-	ForeignNegatives int
 }
 
 // ListStats reports how the negatives were prepared; nothing is dropped without being counted.
@@ -68,9 +65,6 @@ type ListBatch struct {
 	Labels []int
 	// RandomFills counts negative slots filled with random corpus passages (see ListStats.Short).
 	RandomFills int
-	// Foreign counts negative slots filled with passages judged relevant to other training
-	// queries (ListOptions.ForeignNegatives).
-	Foreign int
 }
 
 // PairQueries returns the B*K query texts that pair with Passages (query i repeated K times),
@@ -97,7 +91,6 @@ type Lists struct {
 	queries  []string            // training queries, sorted
 	pos      map[string][]string // query -> judged-relevant passages, sorted
 	negs     map[string][]string // query -> negatives, in rank order
-	foreign  map[string][]string // query -> passages relevant to other training queries only, sorted
 }
 
 // NewLists prepares the negatives of every training query (every query of c.Qrels with a
@@ -114,8 +107,6 @@ func NewLists(c Collection, ranking map[string][]string, o ListOptions) (*Lists,
 		return nil, st, fmt.Errorf("sampler: list size %d, want >= 2 (a positive and a negative)", o.Size)
 	case o.BatchSize < 1:
 		return nil, st, fmt.Errorf("sampler: lists per batch %d, want >= 1", o.BatchSize)
-	case o.ForeignNegatives < 0 || o.ForeignNegatives > o.Size-1:
-		return nil, st, fmt.Errorf("sampler: %d foreign negatives in lists of %d, want 0..%d", o.ForeignNegatives, o.Size, o.Size-1)
 	case len(c.DocIDs) != len(c.DocTexts):
 		return nil, st, fmt.Errorf("sampler: %d document ids but %d texts", len(c.DocIDs), len(c.DocTexts))
 	}
@@ -175,25 +166,6 @@ func NewLists(c Collection, ranking map[string][]string, o ListOptions) (*Lists,
 			st.Short = append(st.Short, Shortfall{QueryID: q, Eligible: len(negs)})
 		}
 		l.negs[q] = negs
-	}
-	if o.ForeignNegatives > 0 {
-		all := map[string]bool{}
-		for _, q := range l.queries {
-			for _, d := range l.pos[q] {
-				all[d] = true
-			}
-		}
-		l.foreign = map[string][]string{}
-		for _, q := range l.queries {
-			var pool []string
-			for d := range all {
-				if c.Qrels[q][d] <= 0 {
-					pool = append(pool, d)
-				}
-			}
-			slices.SortFunc(pool, compareIDs)
-			l.foreign[q] = pool
-		}
 	}
 	st.Queries = len(l.queries)
 	return l, st, nil
@@ -266,32 +238,11 @@ func (l *Lists) Batch(step int) (ListBatch, error) {
 		p := pos[r.IntN(len(pos))]
 		list := []string{p}
 		negs := l.negs[q]
-		F := l.o.ForeignNegatives
-		n := min(K-1-F, len(negs))
+		n := min(K-1, len(negs))
 		idx := r.Perm(len(negs))[:n]
 		slices.Sort(idx) // rank order
 		for _, j := range idx {
 			list = append(list, negs[j])
-		}
-		if F > 0 {
-			pool := l.foreign[q]
-			for _, j := range r.Perm(len(pool)) {
-				if len(list) == 1+n+F {
-					break
-				}
-				if d := pool[j]; !slices.Contains(list, d) {
-					list = append(list, d)
-					b.Foreign++
-				}
-			}
-			for _, j := range r.Perm(len(negs)) { // too few foreign passages: more from the ranking
-				if len(list) == K {
-					break
-				}
-				if d := negs[j]; !slices.Contains(list, d) {
-					list = append(list, d)
-				}
-			}
 		}
 		for tries := 0; len(list) < K; tries++ {
 			if tries > 100*K+len(l.c.DocIDs) {
