@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -480,21 +479,8 @@ func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int)
 	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
 }
 
-func normalizeRows(v []float32, dim int) {
-	for i := 0; i+dim <= len(v); i += dim {
-		var s float64
-		for _, x := range v[i : i+dim] {
-			s += float64(x) * float64(x)
-		}
-		if s == 0 {
-			continue
-		}
-		inv := float32(1 / math.Sqrt(s))
-		for j := i; j < i+dim; j++ {
-			v[j] *= inv
-		}
-	}
-}
+// normalizeRows is index.NormalizeRows (cosine similarity as inner product).
+var normalizeRows = index.NormalizeRows
 
 // paramTensors copies a model's parameters into checkpoint tensors.
 func paramTensors(ps []*model.Param) []checkpoints.Tensor {

@@ -6,13 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -151,7 +151,7 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 	}
 	cosine := meta.Similarity == "cosine"
 	if cosine {
-		normalizeRows(vecs, t.Dim())
+		index.NormalizeRows(vecs, t.Dim())
 	}
 	modelSum, err := fileSHA256(modelPath)
 	if err != nil {
@@ -171,24 +171,6 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 		ModelSHA256: modelSum, ModelFile: filepath.ToSlash(filepath.Clean(modelRel)), IndexVersion: version,
 		Corpus: corpusPath, CorpusSHA256: corpusSum, TitleField: r.Recipe.Data.TitleField, MaxLength: meta.MaxLength,
 	})
-}
-
-// normalizeRows scales each dim-wide row to unit L2 norm (all-zero rows stay zero), as the
-// retriever's evaluation does for cosine similarity.
-func normalizeRows(v []float32, dim int) {
-	for i := 0; i+dim <= len(v); i += dim {
-		var s float64
-		for _, x := range v[i : i+dim] {
-			s += float64(x) * float64(x)
-		}
-		if s == 0 {
-			continue
-		}
-		inv := float32(1 / math.Sqrt(s))
-		for j := i; j < i+dim; j++ {
-			v[j] *= inv
-		}
-	}
 }
 
 func fileSHA256(path string) (string, error) {

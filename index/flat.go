@@ -213,3 +213,21 @@ func (t *topK) hits() []Hit {
 	SortHits(out)
 	return out
 }
+
+// NormalizeRows scales each dim-wide row of v to unit L2 norm in place (all-zero rows stay
+// zero), so that inner-product search over the rows ranks by cosine similarity.
+func NormalizeRows(v []float32, dim int) {
+	for i := 0; i+dim <= len(v); i += dim {
+		var s float64
+		for _, x := range v[i : i+dim] {
+			s += float64(x) * float64(x)
+		}
+		if s == 0 {
+			continue
+		}
+		inv := float32(1 / math.Sqrt(s))
+		for j := i; j < i+dim; j++ {
+			v[j] *= inv
+		}
+	}
+}

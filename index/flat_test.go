@@ -169,3 +169,14 @@ func TestCompareHitsNaN(t *testing.T) {
 		}
 	}
 }
+
+func TestNormalizeRows(t *testing.T) {
+	v := []float32{3, 4, 0, 0, 1, 0}
+	NormalizeRows(v, 2)
+	want := []float32{0.6, 0.8, 0, 0, 1, 0}
+	for i := range v {
+		if math.Abs(float64(v[i]-want[i])) > 1e-7 {
+			t.Fatalf("NormalizeRows = %v, want %v", v, want)
+		}
+	}
+}
