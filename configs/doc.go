@@ -116,7 +116,7 @@
 //	reader.heads                        4              reader attention heads; >= 1
 //	reader.ffn                          512            reader feed-forward inner width; >= 1
 //	reader.dropout                      0.1            reader dropout in training; in [0, 1)
-//	reader.max_length                   48             L of reader sequences ([CLS] <ctx> passage </ctx> question answer [SEP]); >= 8
+//	reader.max_length                   48             L of reader sequences ([CLS] <ctx> passage </ctx> question cloze answer [SEP]); >= 8
 //	reader.pretrain_passes              1              language-model passes over the world's corpus; 0 = off; >= 0
 //	reader.pretrain_batch_size          64             rows of packed documents per pretraining step; >= 1
 //	reader.pretrain_lr                  0.001          peak AdamW learning rate of LM pretraining; > 0
@@ -126,7 +126,7 @@
 //	reader.replay                       16             rows of packed pretraining documents replayed in each fine-tuning step; >= 0
 //	reader.closed_book_fraction         0.3            fraction of fine-tuning questions asked with an empty context; in [0, 1]
 //	reader.counterfactual_fraction      1.0            fraction of the other fine-tuning questions whose passage states another value, the answer changed to match; in [0, 1]
-//	reader.max_answer_tokens            10             most tokens greedy decoding generates before [SEP] (answers state the fact: "Ines Ronus lives in Larkhill ."); >= 1
+//	reader.max_answer_tokens            3              most tokens greedy decoding generates before [SEP]; >= 1
 //	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
 //	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)
 //	rag.bm25_depth                      20             BM25 hits rescored under "bm25+dense"; >= top_k

@@ -51,8 +51,8 @@ type Reader struct {
 	// states another value of the asked fact's type, the answer changed to match (the answer
 	// can only be read, not recalled); in [0, 1]. Default 1.
 	CounterfactualFraction float64 `toml:"counterfactual_fraction"`
-	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP] (the answer is
-	// the statement of the fact, "Ines Ronus lives in Larkhill ."); >= 1. Default 10.
+	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP]; >= 1.
+	// Default 3.
 	MaxAnswerTokens int `toml:"max_answer_tokens"`
 }
 
@@ -105,7 +105,7 @@ func defaultReader() Reader {
 		Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, MaxLength: 48,
 		PretrainPasses: 1, PretrainBatchSize: 64, PretrainLR: 1e-3,
 		FinetuneSteps: 800, FinetuneBatchSize: 48, FinetuneLR: 1e-3, Replay: 16,
-		ClosedBookFraction: 0.3, CounterfactualFraction: 1, MaxAnswerTokens: 10,
+		ClosedBookFraction: 0.3, CounterfactualFraction: 1, MaxAnswerTokens: 3,
 	}
 }
 

@@ -28,16 +28,19 @@ import (
 //  2. train a WordPiece tokenizer on the pretraining corpus, the datastore and the training
 //     gardeners' questions, plus the special tokens <ctx> and </ctx>;
 //  3. pretrain the reader (decoder-only causal Transformer, tied embeddings) as a language
-//     model on the corpus, reader.pretrain_passes passes over packed rows;
-//  4. fine-tune it on the training gardeners' questions: "<ctx> entry </ctx> question" (or
-//     an empty context) -> answer, loss on the answer tokens only, replaying pretraining rows;
+//     model on the corpus, reader.pretrain_passes passes over packed rows; evaluate its cloze
+//     completions ("Ines Ronus lives in" -> "Larkhill");
+//  4. fine-tune it on (half) the training gardeners' questions: "<ctx> passage </ctx>
+//     question cloze" (or an empty context) -> answer, loss on the answer tokens only,
+//     replaying pretraining rows (rag_reader.go has the format);
 //  5. warm up the bi-encoder without labels by independent cropping on the datastore
 //     ([pretrain]), encode the datastore once (the index joint training starts from);
 //  6. evaluate on the test gardeners: closed-book, reader over the gold entry, over BM25 top-1
 //     and over dense top-1; Recall@1/5 of BM25 and dense;
 //  7. for each objective of rag.objectives, from the same start: train the query tower and
-//     the reader with the RAG marginal likelihood (no passage labels), then evaluate dense
-//     Recall@1/5 and the reader over dense top-1 again.
+//     the reader with the RAG marginal likelihood on the other half of the training
+//     gardeners' questions (no passage labels), then evaluate dense Recall@1/5 and the reader
+//     over dense top-1 again.
 //
 // Everything prints as two tables and goes to metrics.json.
 
@@ -149,7 +152,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	var qs []ragQuestion
 	for _, i := range d.jointQ {
 		q := &world.Questions[i]
-		qs = append(qs, ragQuestion{text: q.Trained, answer: run.f.answer(statement(q.Cloze, q.Answer))})
+		qs = append(qs, ragQuestion{query: q.Trained, prompt: readerQuestion(q), answer: run.f.answer(q.Answer)})
 	}
 	for _, obj := range rec.RAG.Objectives {
 		restore(startParams)
@@ -238,13 +241,12 @@ func (d *ragData) vocabTexts(w *garden.World) []string {
 
 // newEval prepares the evaluation on the test gardeners' questions.
 func (run *ragRun) newEval(d *ragData) *ragEval {
-	ev := &ragEval{f: run.f, maxNew: run.rec.Reader.MaxAnswerTokens, progress: run.o.Progress, metrics: run.metrics,
+	ev := &ragEval{dir: run.dir, f: run.f, maxNew: run.rec.Reader.MaxAnswerTokens, progress: run.o.Progress, metrics: run.metrics,
 		qrels: map[string]map[string]int{}}
 	for _, i := range d.testQ {
 		q := &run.world.Questions[i]
 		ev.qs = append(ev.qs, q)
 		ev.answers = append(ev.answers, run.tok.Encode(q.Answer))
-		ev.statements = append(ev.statements, run.tok.Encode(q.Answer+" ."))
 		ev.gold = append(ev.gold, d.gold[i])
 		for _, id := range d.rel[i] {
 			if ev.qrels[q.ID] == nil {
@@ -444,8 +446,8 @@ func (run *ragRun) finetuneReader(ctx context.Context, rows [][]int, trainQ []in
 			case ctxText != "" && u < rd.ClosedBookFraction+(1-rd.ClosedBookFraction)*rd.CounterfactualFraction:
 				ctxText, answer = counterfactual(ctxText, answer, run.world.Values[q.Relation], rng)
 			}
-			ans := run.f.answer(statement(q.Cloze, answer))
-			prompt, _, err := run.f.prompt(ctxText, q.Trained, len(ans))
+			ans := run.f.answer(answer)
+			prompt, _, err := run.f.prompt(ctxText, readerQuestion(q), len(ans))
 			if err != nil {
 				return nil, err
 			}
@@ -500,10 +502,11 @@ func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragInde
 	if err != nil {
 		return err
 	}
-	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, g.BatchSize, g.TopK, objective, g.CandidateMass,
-		g.CandidateSource, g.BM25Depth, sim, g.UpdateReader, func(step int) []int {
-			return cycle(len(qs), g.BatchSize, step, run.seed^streamJoint)
-		})
+	o := ragOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
+		BM25Depth: g.BM25Depth, Sim: sim, UpdateReader: g.UpdateReader}
+	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, o, func(step int) []int {
+		return cycle(len(qs), g.BatchSize, step, run.seed^streamJoint)
+	})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package experiment
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -17,20 +18,19 @@ import (
 // ragEval evaluates readers and retrievers on the test gardeners' questions (trained
 // phrasing), split by the popularity bucket of the asked fact.
 type ragEval struct {
-	f       *readerFormat
-	qs      []*garden.Question // test questions
-	answers [][]int            // the value's ids
-	// statements are the ids a reader's answer must end with: the value and ".".
-	statements [][]int
-	gold       []string // the first datastore chunk stating the fact; "" without an entry
-	qrels      map[string]map[string]int
-	maxNew     int
-	progress   io.Writer
-	metrics    map[string]float64
-	all        []bool     // every test question
-	hasEntry   []bool     // the test questions whose gardener has an entry
-	rows       []eval.Row // reader table rows
-	retrRows   []eval.Row // retrieval table rows
+	dir      string // the run directory
+	f        *readerFormat
+	qs       []*garden.Question // test questions
+	answers  [][]int            // the value's ids
+	gold     []string           // the first datastore chunk stating the fact; "" without an entry
+	qrels    map[string]map[string]int
+	maxNew   int
+	progress io.Writer
+	metrics  map[string]float64
+	all      []bool     // every test question
+	hasEntry []bool     // the test questions whose gardener has an entry
+	rows     []eval.Row // reader table rows
+	retrRows []eval.Row // retrieval table rows
 }
 
 // readerColumns are the reader table's columns: exact match per bucket, overall, confidence.
@@ -47,7 +47,7 @@ func (e *ragEval) readerPrompts(ctx []string, ask []bool) ([][]int, int, error) 
 		if !ask[i] {
 			continue
 		}
-		p, c, err := e.f.prompt(ctx[i], q.Trained, e.maxNew+1)
+		p, c, err := e.f.prompt(ctx[i], readerQuestion(q), e.maxNew+1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -60,9 +60,8 @@ func (e *ragEval) readerPrompts(ctx []string, ask []bool) ([][]int, int, error) 
 }
 
 // decode continues every non-nil prompt greedily and returns per question whether the output
-// is the answer and the output's probability. A reader's answer (a statement of the fact)
-// must stop at [SEP] and end with the value and "."; a cloze continuation (language model)
-// must start with the value.
+// is the answer and the output's probability. A reader's answer must be exactly the value's
+// tokens, then [SEP]; a cloze continuation (language model) must start with them.
 func (e *ragEval) decode(r *model.Reader, name string, prompts [][]int, cloze bool) (correct []bool, conf []float64, err error) {
 	const B = 64
 	rr, err := model.NewReaderRunner(r, B, e.f.L)
@@ -91,12 +90,11 @@ func (e *ragEval) decode(r *model.Reader, name string, prompts [][]int, cloze bo
 		}
 		for j, g := range gens {
 			i := which[start+j]
+			a := e.answers[i]
 			if cloze {
-				a := e.answers[i]
 				correct[i] = len(g.Tokens) >= len(a) && slices.Equal(g.Tokens[:len(a)], a)
 			} else {
-				a := e.statements[i]
-				correct[i] = g.Stopped && len(g.Tokens) >= len(a) && slices.Equal(g.Tokens[len(g.Tokens)-len(a):], a)
+				correct[i] = g.Stopped && slices.Equal(g.Tokens, a)
 			}
 			conf[i] = g.Confidence()
 		}
@@ -180,8 +178,12 @@ func (e *ragEval) addRow(name string, correct []bool, conf []float64, ask []bool
 }
 
 // addRetrieval scores a ranking of the test questions (ids: question ids) with Recall@1 and
-// Recall@5 of the passages stating the fact (questions without an entry are not judged).
+// Recall@5 of the passages stating the fact (questions without an entry are not judged) and
+// writes it to runs/test.<name>.trec in the run directory.
 func (e *ragEval) addRetrieval(name string, run eval.Run) error {
+	if err := eval.WriteTREC(filepath.Join(e.dir, RunsDir, "test."+name+".trec"), run, name); err != nil {
+		return err
+	}
 	scores, err := eval.Evaluate(run, e.qrels, []string{"Recall@1", "Recall@5"})
 	if err != nil {
 		return err

@@ -123,10 +123,11 @@ func dot32(a, b []float32) float32 {
 	return s
 }
 
-// ragQuestion is one training question of joint training: its text and answer ids.
+// ragQuestion is one training question of joint training.
 type ragQuestion struct {
-	text   string
-	answer []int // answer tokens and [SEP]
+	query  string // what the retriever reads (the trained phrasing)
+	prompt string // what the reader reads after the passage (readerQuestion)
+	answer []int  // answer tokens and [SEP]
 }
 
 // ragTask trains the query tower and the reader jointly with a RAG objective (Lewis et al.
@@ -155,7 +156,6 @@ type ragTask struct {
 	amask   *tensor.Dense // [B,T]
 	logZ    *tensor.Dense // [B], "full" candidate mass only
 	loss    *gorgonia.Node
-	vm      gorgonia.VM
 	graphParams
 	trainable []trainer.Param
 
@@ -165,13 +165,27 @@ type ragTask struct {
 	cut      int // passages cut to fit reader.max_length
 }
 
+// ragOptions are the settings of a joint training task (the [rag] section).
+type ragOptions struct {
+	B, K         int    // questions per step, candidates per question
+	Objective    string // "sequence" or "token"
+	Mass         string // "renormalize" or "full"
+	Source       string // "dense" or "bm25+dense"
+	BM25Depth    int    // BM25 hits rescored under "bm25+dense"
+	Sim          losses.Similarity
+	UpdateReader bool
+}
+
+// newRAGTask builds the joint training graph for batches of o.B of the questions qs, next(step)
+// naming the batch (indices into qs).
 func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *readerFormat, x *ragIndex, qs []ragQuestion,
-	B, K int, objective, mass, source string, depth int, sim losses.Similarity, updateReader bool, next func(step int) []int) (*ragTask, error) {
+	o ragOptions, next func(step int) []int) (*ragTask, error) {
 	T := 1
 	for _, q := range qs {
 		T = max(T, len(q.answer))
 	}
-	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: source, depth: depth, B: B, K: K, T: T}
+	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Sim
+	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: o.Source, depth: o.BM25Depth, B: B, K: K, T: T}
 	L := f.L
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -219,10 +233,9 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("rag gradient graph: %w", err)
 	}
-	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
-	t.graphParams = newGraphParams(b, t.vm)
+	t.graphParams = newGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	t.trainable = t.graphParams.params
-	if !updateReader {
+	if !o.UpdateReader {
 		t.trainable = t.graphParams.params[:queryParams]
 	}
 	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
@@ -239,7 +252,7 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 	}
 	texts := make([]string, t.B)
 	for i, qi := range batch {
-		texts[i] = t.qs[qi].text
+		texts[i] = t.qs[qi].query
 	}
 	qv, err := t.x.encodeQueries(t.m, t.tok, texts)
 	if err != nil {
@@ -262,14 +275,14 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 	for b, qi := range batch {
 		q := t.qs[qi]
 		if len(cands[b]) < t.K {
-			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", q.text, len(cands[b]), t.K)
+			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", q.query, len(cands[b]), t.K)
 		}
 		for j := range q.answer {
 			am[b*t.T+j] = 1
 		}
 		for k, row := range cands[b] {
 			copy(dv[(b*t.K+k)*dim:(b*t.K+k+1)*dim], t.x.vecs[row*dim:(row+1)*dim])
-			prompt, cut, err := t.f.prompt(t.x.texts[row], q.text, len(q.answer))
+			prompt, cut, err := t.f.prompt(t.x.texts[row], q.prompt, len(q.answer))
 			if err != nil {
 				return 0, 0, err
 			}

@@ -7,6 +7,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -14,19 +15,22 @@ import (
 
 // Reader sequences. A reader reads one passage and a question and writes the answer:
 //
-//	[CLS] <ctx> passage </ctx> question answer [SEP]
+//	[CLS] <ctx> passage </ctx> question cloze answer [SEP]
 //
 // closed-book with an empty passage ("[CLS] <ctx> </ctx> question"). Greedy decoding starts
 // after the question and stops at [SEP]. Pretraining rows pack whole documents:
 // "[CLS] doc [SEP] doc [SEP] ...".
 //
-// The answer is the statement of the fact, the cloze prompt completed with the value:
-// "where does Ines Ronus live ?" is answered "Ines Ronus lives in Larkhill ." The value is
-// then generated right after the words that preceded it in every pretraining biography, so a
-// closed-book answer recalls it the way the language model learned it; a one-word answer
-// after the question would need the reader to learn, from the training gardeners alone, a
-// new route from the question's words to that memory. Exact match is judged on the value:
-// the answer must end with the value and ".".
+// The question is followed by its cloze prompt as the answer's prefix, and the answer is the
+// one-word value: "where does Ines Ronus live ? Ines Ronus lives in" -> "Larkhill". The value
+// is then generated right after the words that preceded it in every pretraining biography,
+// so a closed-book answer recalls it the way the language model stored it. After the bare
+// question, the reader would have to learn from the training gardeners alone a new route
+// from the question's words to that memory, and it learns instead to answer the training
+// gardeners by rote; left to generate the prefix itself, it miscopies rare surnames from the
+// question. (Measured on the default world, closed-book exact match on the test gardeners'
+// >= 30 bucket: 0.47-0.64 after the bare question, 0.63 writing the prefix itself, against
+// 0.88 for the language model's own cloze completion.)
 
 // Special tokens the reader's tokenizer gets on top of the trained vocabulary.
 const (
@@ -79,8 +83,9 @@ func (f *readerFormat) prompt(passage, question string, reserve int) (ids []int,
 // answer returns the ids of an answer followed by [SEP].
 func (f *readerFormat) answer(a string) []int { return append(f.tok.Encode(a), f.sep) }
 
-// statement is the answer text of a question: its cloze prompt completed with value.
-func statement(cloze, value string) string { return cloze + " " + value + " ." }
+// readerQuestion is the question as the reader reads it: the trained phrasing, then the cloze
+// prompt that its answer completes.
+func readerQuestion(q *garden.Question) string { return q.Trained + " " + q.Cloze }
 
 // lmRow is one row of a reader training batch: the tokens, the token predicted after each
 // position, and which of those predictions the loss counts. Group names the loss the counted
@@ -149,7 +154,6 @@ type readerTask struct {
 	B, L, S      int
 	seed, stream uint64
 	next         func(step int) ([]lmRow, error)
-	vm           gorgonia.VM
 	in           *model.Inputs
 	tg           *model.Targets
 	masks        [numGroups]*tensor.Dense
@@ -189,8 +193,7 @@ func newReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("reader gradient graph: %w", err)
 	}
-	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
-	t.graphParams = newGraphParams(b, t.vm)
+	t.graphParams = newGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	return t, nil
 }
 

@@ -249,7 +249,7 @@ finetune_lr = 3e-3
 replay = 0
 closed_book_fraction = 0.0
 counterfactual_fraction = 1.0
-max_answer_tokens = 10
+max_answer_tokens = 3
 [model]
 encoder = "bow"
 hidden = 64
@@ -308,7 +308,8 @@ func TestRAGJointRecallRises(t *testing.T) {
 	if m["gold_entry/EM"] < 0.9 {
 		t.Errorf("reader over the gold entry: EM %.3f", m["gold_entry/EM"])
 	}
-	for _, f := range []string{"world/questions.jsonl", "world/datastore/entry/corpus.jsonl", "tokenizer.json", "metrics.json", "latest"} {
+	for _, f := range []string{"world/questions.jsonl", "world/datastore/entry/corpus.jsonl", "tokenizer.json", "metrics.json", "latest",
+		"runs/test.dense.trec", "runs/test.dense+rag_token.trec"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
 		}
@@ -358,7 +359,8 @@ func TestRAGTaskVariants(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs := []ragQuestion{{text: "where does Ada Besa live ?", answer: f.answer("Kelso")}, {text: "what does Kai Ligeku grow ?", answer: f.answer("fig")}}
+	qs := []ragQuestion{{query: "where does Ada Besa live ?", prompt: "where does Ada Besa live ? Ada Besa lives in", answer: f.answer("Kelso")},
+		{query: "what does Kai Ligeku grow ?", prompt: "what does Kai Ligeku grow ? Kai Ligeku grows", answer: f.answer("fig")}}
 	sim := losses.Cosine
 	for _, c := range []struct {
 		objective, mass, source string
@@ -368,7 +370,8 @@ func TestRAGTaskVariants(t *testing.T) {
 		{"sequence", "full", "dense", true}, {"sequence", "renormalize", "bm25+dense", false},
 	} {
 		name := c.objective + "/" + c.mass + "/" + c.source
-		task, err := newRAGTask(m, r, tok, f, x, qs, 2, 3, c.objective, c.mass, c.source, 4, sim, c.update, func(int) []int { return []int{0, 1} })
+		o := ragOptions{B: 2, K: 3, Objective: c.objective, Mass: c.mass, Source: c.source, BM25Depth: 4, Sim: sim, UpdateReader: c.update}
+		task, err := newRAGTask(m, r, tok, f, x, qs, o, func(int) []int { return []int{0, 1} })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -395,7 +398,7 @@ func TestRAGTaskVariants(t *testing.T) {
 		task.AfterUpdate()
 		task.Close()
 	}
-	if _, err := newRAGTask(m, r, tok, f, x, qs, 2, 3, "token", "full", "dense", 4, sim, true, nil); err == nil {
+	if _, err := newRAGTask(m, r, tok, f, x, qs, ragOptions{B: 2, K: 3, Objective: "token", Mass: "full", Source: "dense", Sim: sim}, nil); err == nil {
 		t.Error("token objective with full candidate mass accepted")
 	}
 }

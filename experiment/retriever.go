@@ -52,7 +52,7 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	case "rag":
 		return runRAG(ctx, rec, o)
 	default:
-		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker)", rec.Kind)
+		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker, rag)", rec.Kind)
 	}
 }
 
