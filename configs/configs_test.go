@@ -424,8 +424,8 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 101 {
-		t.Errorf("schema has %d keys, want 101", len(defaults))
+	if len(defaults) != 103 {
+		t.Errorf("schema has %d keys, want 103", len(defaults))
 	}
 }
 

@@ -111,6 +111,8 @@
 //	world.coverage                      0.85           fraction of gardeners with a datastore entry; in [0, 1]
 //	world.datastore_news                3000           news items copied into the datastore; in [0, news]
 //	world.window_words                  8              words per chunk of the "window" chunking; >= 1
+//	world.updated_fraction              0.1            fraction of gardeners that move town in the world-updated/ variant (World.Updated); in [0, 1], 0 writes none
+//	world.poisoned_fraction             0.1            fraction of entries stating a wrong value in the world-poisoned/ variant (World.Poisoned); in [0, 1], 0 writes none
 //	reader.hidden                       128            H of the reader (decoder-only causal Transformer, tied embeddings); a multiple of heads
 //	reader.layers                       2              reader Transformer blocks; >= 1
 //	reader.heads                        4              reader attention heads; >= 1

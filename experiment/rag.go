@@ -99,6 +99,9 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	if err := world.Write(filepath.Join(dir, "world")); err != nil {
 		return dir, err
 	}
+	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
+		return dir, err
+	}
 	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return dir, err
@@ -577,4 +580,31 @@ func restore(s savedParams) {
 	for p, v := range s {
 		copy(p.Value.Data().([]float32), v)
 	}
+}
+
+// writeWorldVariants writes the world's changes over time beside it: world-updated/ (a
+// fraction of gardeners moved town; the pretraining corpus unchanged) and world-poisoned/ (a
+// fraction of entries stating a wrong value), as docs/garden-world.md specifies.
+func writeWorldVariants(world *garden.World, dir string, seed uint64) error {
+	variants := []struct {
+		name     string
+		fraction float64
+		make     func(float64, uint64) (*garden.World, error)
+	}{
+		{"world-updated", world.Config.UpdatedFraction, world.Updated},
+		{"world-poisoned", world.Config.PoisonedFraction, world.Poisoned},
+	}
+	for _, v := range variants {
+		if v.fraction == 0 {
+			continue
+		}
+		w, err := v.make(v.fraction, seed)
+		if err != nil {
+			return fmt.Errorf("%s: %w", v.name, err)
+		}
+		if err := w.Write(filepath.Join(dir, v.name)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

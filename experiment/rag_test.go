@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 
@@ -308,7 +309,10 @@ func TestRAGJointRecallRises(t *testing.T) {
 	if m["gold_entry/EM"] < 0.9 {
 		t.Errorf("reader over the gold entry: EM %.3f", m["gold_entry/EM"])
 	}
-	for _, f := range []string{"world/questions.jsonl", "world/datastore/entry/corpus.jsonl", "tokenizer.json", "metrics.json", "latest",
+	for _, f := range []string{"world/questions.jsonl", "world/datastore/entry/corpus.jsonl",
+		"world-updated/questions.jsonl", "world-updated/datastore/entry/corpus.jsonl",
+		"world-poisoned/questions.jsonl", "world-poisoned/datastore/entry/corpus.jsonl",
+		"tokenizer.json", "metrics.json", "latest",
 		"runs/test.dense.trec", "runs/test.dense+rag_token.trec"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Error(err)
@@ -437,5 +441,45 @@ func TestRAGCandidates(t *testing.T) {
 	}
 	if z := x.logZ(qv); math.Abs(z-math.Log(sum)) > 1e-9 {
 		t.Errorf("logZ %g, want %g", z, math.Log(sum))
+	}
+}
+
+func TestWorldVariantsDiffer(t *testing.T) {
+	cfg := garden.DefaultConfig()
+	cfg.Gardeners, cfg.Biographies, cfg.News, cfg.DatastoreNews = 40, 300, 300, 50
+	cfg.UpdatedFraction, cfg.PoisonedFraction = 0.25, 0.25
+	w, err := garden.Generate(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := writeWorldVariants(w, dir, 1); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	if err := w.Write(base); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"world-updated", "world-poisoned"} {
+		a, err := os.ReadFile(filepath.Join(base, "datastore", "entry", "corpus.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, v, "datastore", "entry", "corpus.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) == string(b) {
+			t.Errorf("%s: the datastore equals the original world's", v)
+		}
+	}
+	cfg.UpdatedFraction, cfg.PoisonedFraction = 0, 0
+	w.Config = cfg
+	none := t.TempDir()
+	if err := writeWorldVariants(w, none, 1); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(none); len(entries) != 0 {
+		t.Errorf("fractions 0 wrote %v", entries)
 	}
 }

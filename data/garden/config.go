@@ -32,25 +32,33 @@ type Config struct {
 	Coverage      float64 `toml:"coverage" json:"coverage"`             // fraction of gardeners with a datastore entry, in [0, 1]
 	DatastoreNews int     `toml:"datastore_news" json:"datastore_news"` // news items copied into the datastore, <= News
 	WindowWords   int     `toml:"window_words" json:"window_words"`     // words per chunk of the "window" chunking, >= 1
+
+	// Changes over time, written beside the world as world-updated/ and world-poisoned/:
+	// the fraction of gardeners that move town (Updated) and of entries that state a wrong
+	// value (Poisoned), each in [0, 1]; 0 writes no variant.
+	UpdatedFraction  float64 `toml:"updated_fraction" json:"updated_fraction"`
+	PoisonedFraction float64 `toml:"poisoned_fraction" json:"poisoned_fraction"`
 }
 
 // DefaultConfig returns the sizes of docs/garden-world.md with seed 1.
 func DefaultConfig() Config {
 	return Config{
-		Seed:          1,
-		Gardeners:     400,
-		FirstNames:    20,
-		Towns:         16,
-		Plants:        35,
-		Animals:       8,
-		ZipfExponent:  1.2,
-		TopTownShare:  0.20,
-		Biographies:   18000,
-		News:          24000,
-		NewsRepeat:    0.5,
-		Coverage:      0.85,
-		DatastoreNews: 3000,
-		WindowWords:   8,
+		Seed:             1,
+		Gardeners:        400,
+		FirstNames:       20,
+		Towns:            16,
+		Plants:           35,
+		Animals:          8,
+		ZipfExponent:     1.2,
+		TopTownShare:     0.20,
+		Biographies:      18000,
+		News:             24000,
+		NewsRepeat:       0.5,
+		Coverage:         0.85,
+		DatastoreNews:    3000,
+		WindowWords:      8,
+		UpdatedFraction:  0.1,
+		PoisonedFraction: 0.1,
 	}
 }
 
@@ -96,7 +104,8 @@ func (c Config) Validate() error {
 	closed := []struct {
 		key string
 		val float64
-	}{{"world.coverage", c.Coverage}, {"world.news_repeat", c.NewsRepeat}}
+	}{{"world.coverage", c.Coverage}, {"world.news_repeat", c.NewsRepeat},
+		{"world.updated_fraction", c.UpdatedFraction}, {"world.poisoned_fraction", c.PoisonedFraction}}
 	for _, f := range closed {
 		if !finite(f.val) || f.val < 0 || f.val > 1 {
 			return &KeyError{f.key, fmt.Sprintf("must be in [0, 1], got %v", f.val)}
