@@ -124,33 +124,19 @@ func (m *CrossEncoder) Score(b *Binder, in *Inputs, train bool) (*gorgonia.Node,
 // once (no dropout) and runs it per batch of B pairs, reading the model's
 // current parameter values at every run. Not safe for concurrent use.
 type ScoreRunner struct {
-	m    *CrossEncoder
-	b, l int
-	in   *Inputs
-	out  *gorgonia.Node
-	vm   gorgonia.VM
-
-	ids, types []int
-	mask       []float32
+	*batchRunner
 }
 
 // NewScoreRunner builds the inference graph of m for batches of B pair
 // sequences of length L.
 func NewScoreRunner(m *CrossEncoder, B, L int) (*ScoreRunner, error) {
-	if B <= 0 || L <= 0 {
-		return nil, fmt.Errorf("model: score runner: batch %d x %d", B, L)
-	}
-	g := gorgonia.NewGraph()
-	in := newInputs(g, B, L, "pair.score", m.Encoder.dt)
-	out, err := m.Score(NewBinder(g), in, false)
+	r, err := newBatchRunner(B, L, 1, "pair.score", m.Encoder.dt, func(b *Binder, in *Inputs) (*gorgonia.Node, error) {
+		return m.Score(b, in, false)
+	})
 	if err != nil {
 		return nil, err
 	}
-	return &ScoreRunner{
-		m: m, b: B, l: L, in: in, out: out,
-		vm:  gorgonia.NewTapeMachine(g),
-		ids: make([]int, B*L), types: make([]int, B*L), mask: make([]float32, B*L),
-	}, nil
+	return &ScoreRunner{r}, nil
 }
 
 // Score scores n pair sequences of length L given row-major (ids, mask and
@@ -162,35 +148,5 @@ func (r *ScoreRunner) Score(ids []int, mask []float32, types []int, n int) ([]fl
 		return nil, fmt.Errorf("model: score: %d pairs of length %d need %d ids, mask values and types; got %d, %d, %d",
 			n, l, n*l, len(ids), len(mask), len(types))
 	}
-	res := make([]float32, n)
-	for start := 0; start < n; start += r.b {
-		rows := min(r.b, n-start)
-		lo, hi := start*l, (start+rows)*l
-		clear(r.ids)
-		clear(r.mask)
-		clear(r.types)
-		copy(r.ids, ids[lo:hi])
-		copy(r.mask, mask[lo:hi])
-		copy(r.types, types[lo:hi])
-		if err := r.in.Let(r.ids, r.mask, r.types); err != nil {
-			return nil, fmt.Errorf("model: score pairs %d..%d: %w", start, start+rows-1, err)
-		}
-		r.vm.Reset()
-		if err := r.vm.RunAll(); err != nil {
-			return nil, fmt.Errorf("model: score pairs %d..%d: %w", start, start+rows-1, err)
-		}
-		dst := res[start : start+rows]
-		switch v := r.out.Value().Data().(type) {
-		case []float32:
-			copy(dst, v)
-		case []float64:
-			for i := range dst {
-				dst[i] = float32(v[i])
-			}
-		}
-	}
-	return res, nil
+	return r.run(ids, mask, types, n, "score pairs")
 }
-
-// Close releases the runner's machine.
-func (r *ScoreRunner) Close() error { return r.vm.Close() }
