@@ -424,8 +424,10 @@ func TestDocTable(t *testing.T) {
 			t.Errorf("doc.go: row for %s, which is not a key", key)
 		}
 	}
-	if len(defaults) != 103 {
-		t.Errorf("schema has %d keys, want 103", len(defaults))
+	// A floor, not a count: sections are added by parallel work; the two loops above
+	// check every key against its row. 103 keys existed when the floor was set.
+	if len(defaults) < 103 {
+		t.Errorf("schema has %d keys, want at least 103 (leafValues lost a section?)", len(defaults))
 	}
 }
 
