@@ -23,6 +23,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -40,9 +41,18 @@ import (
 //	<first>+<loss>+interp    alpha * s_first + (1 - alpha) * s_rerank, both min-max normalised
 //	                         per query, alpha in {0, 0.1, ..., 1} chosen by nDCG@10 on the dev split
 //
+// The models start from the seed's initialisation with the term-matching prior of
+// rerank.match_init and rerank.match_word_scale (model.CrossEncoder.InitMatching), or from the
+// weights of model.init_from (a cross-encoder export, a BertForSequenceClassification directory
+// or a reranker model directory; export.OpenCrossEncoder); with pretrain.steps > 0 these weights
+// are first trained with the listwise loss on cropping lists of the corpus (sampler.CropLists:
+// a span of a passage as the query, the passage as its positive, BM25 hits of the span as its
+// negatives), and every loss starts from the result.
+//
 // Besides the files of every run, the run directory holds reranker-<loss>/, the finished model of
-// each loss (a checkpoint directory with latest, as checkpoints.Save writes it), so a resumed run
-// does not retrain it.
+// each loss, and reranker-pretrain/ (checkpoint directories with latest, as checkpoints.Save
+// writes them), so a resumed run does not retrain them. `train export -run RUN/reranker-<loss>`
+// writes one as a Hugging Face BertForSequenceClassification.
 
 // CrossEncoderConfig is the config.json of a cross-encoder (reranker) checkpoint.
 type CrossEncoderConfig struct {
@@ -57,6 +67,18 @@ type CrossEncoderConfig struct {
 	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
 	ListSize               int    `json:"list_size"`   // K: passages per training list
 	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
+	// PretrainSteps are the cropping-list steps (pretrain.steps) the model took before its
+	// supervised ones; InitFrom is the model.init_from directory its weights started from
+	// ("" for the seed's initialisation).
+	PretrainSteps int    `json:"pretrain_steps"`
+	InitFrom      string `json:"init_from,omitempty"`
+	// PretrainDepth and PretrainWindow are rerank.pretrain_depth and rerank.pretrain_window.
+	PretrainDepth  int `json:"pretrain_depth"`
+	PretrainWindow int `json:"pretrain_window"`
+	// MatchInit and MatchWordScale are rerank.match_init and rerank.match_word_scale, the
+	// term-matching prior of the initialisation (not used with InitFrom).
+	MatchInit      float64 `json:"match_init"`
+	MatchWordScale float64 `json:"match_word_scale"`
 }
 
 // alphaMetric chooses the interpolation weight on the dev split.
@@ -67,9 +89,6 @@ func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "r
 
 func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	rr := rec.Rerank
-	if rec.Pretrain.Steps > 0 {
-		return "", fmt.Errorf("pretrain.steps = %d: a reranker recipe has no unsupervised phase (set 0)", rec.Pretrain.Steps)
-	}
 	if rec.Model.Encoder != model.EncoderTransformer {
 		return "", fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, rec.Model.Encoder)
 	}
@@ -107,13 +126,40 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	if err := checkRerankSystems(rec, first.name); err != nil {
 		return "", err
 	}
+	fmt.Fprintf(o.Out, "first stage: %s, ready in %.2fs\n", first.describe(), time.Since(start).Seconds())
+	// So is the tokenizer (and the init_from directory's weights): a bad tokenizer.json or
+	// model directory stops the run before it has a directory.
+	resume := o.ResumeDir != ""
+	var initDir *export.CrossEncoderDir
+	if rec.Model.InitFrom != "" {
+		if initDir, err = export.OpenCrossEncoder(rec.Model.InitFrom); err != nil {
+			return "", fmt.Errorf("model.init_from: %w", err)
+		}
+	}
+	tok, err := prepareRerankTokenizer(rec, o.ResumeDir, initDir, passages, o.Out)
+	if err != nil {
+		return "", err
+	}
+	encCfg := encoderConfig(rec, tok.VocabSize())
+	seedModel, err := model.NewCrossEncoder(encCfg, uint64(rec.Seed))
+	if err != nil {
+		return "", err
+	}
+	if initDir != nil {
+		if err := initDir.Init(seedModel); err != nil {
+			return "", fmt.Errorf("model.init_from: %w", err)
+		}
+	} else if err := seedModel.InitMatching(rr.MatchInit, rr.MatchWordScale); err != nil {
+		return "", fmt.Errorf("rerank.match_init, rerank.match_word_scale: %w", err)
+	}
 	dir, err := prepareRunDir(rec, o)
 	if err != nil {
 		return "", err
 	}
-	resume := o.ResumeDir != ""
-	fmt.Fprintf(o.Out, "first stage: %s, ready in %.2fs\n", first.describe(), time.Since(start).Seconds())
-	tok, tokPath, err := loadTokenizer(rec, dir, resume, passages, o.Out)
+	if initDir != nil {
+		fmt.Fprintf(o.Out, "init_from: %d parameters from %s (%s layout)\n", len(seedModel.Params()), initDir.Dir, initDir.Layout)
+	}
+	tok, tokPath, err := saveTokenizer(tok, dir, resume)
 	if err != nil {
 		return dir, err
 	}
@@ -144,9 +190,22 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	fmt.Fprintf(o.Out, "lists: %d training queries, %d %s candidates (top %d), %d judged relevant; %d dropped as suspected false negatives; %d queries without a relevant candidate; %d short of %d negatives\n",
 		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
 
-	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), MaxLength: rec.Tokenizer.MaxLength,
-		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive}
+	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encCfg, MaxLength: rec.Tokenizer.MaxLength,
+		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive,
+		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: rr.PretrainDepth, PretrainWindow: rr.PretrainWindow,
+		InitFrom: rec.Model.InitFrom, MatchInit: rr.MatchInit, MatchWordScale: rr.MatchWordScale}
 	tr := &rerankTrainer{rec: rec, o: o, dir: dir, tok: tok, tokPath: tokPath, cfg: cfg, lists: lists}
+	if rec.Pretrain.Steps > 0 {
+		// Cropping lists draw their negatives from BM25, whatever the first stage: a run file
+		// cannot rank pseudo-queries, and BM25 is what their positives must beat.
+		search := func(q string, n int) ([]string, error) { return hitIDs(bm25.Search(q, n)), nil }
+		pt := rec.Pretrain
+		if tr.crops, err = sampler.NewCropLists(sampler.Collection{DocIDs: corpus.IDs, DocTexts: passages}, search,
+			sampler.CropListOptions{Size: rr.ListSize, BatchSize: pt.BatchSize, MinLen: pt.CropMin, MaxLen: pt.CropMax,
+				Depth: rr.PretrainDepth, Window: rr.PretrainWindow, Seed: uint64(rec.Seed)}); err != nil {
+			return dir, err
+		}
+	}
 	if resume {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
@@ -161,9 +220,13 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	}
 	defer lg.Close()
 	tr.lg = lg
+	init, err := tr.initial(ctx, seedModel)
+	if err != nil {
+		return dir, err
+	}
 	models := map[string]*model.CrossEncoder{}
 	for _, loss := range rr.Losses {
-		m, err := tr.train(ctx, loss)
+		m, err := tr.train(ctx, rerankPhase{name: loss, loss: loss, steps: rec.Train.Steps, batch: rec.Train.BatchSize, next: lists.Batch}, init)
 		if err != nil {
 			return dir, err
 		}
@@ -179,6 +242,20 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		return dir, err
 	}
 	return dir, WriteMetrics(dir, metrics)
+}
+
+// prepareRerankTokenizer returns the run's tokenizer without writing anything (prepareTokenizer),
+// except that with model.init_from and no tokenizer.file it is the init_from directory's: the
+// weights come with their vocabulary.
+func prepareRerankTokenizer(rec *configs.Recipe, resumeDir string, initDir *export.CrossEncoderDir, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
+	if resumeDir != "" || rec.Tokenizer.File != "" || initDir == nil {
+		return prepareTokenizer(rec, resumeDir, passages, out)
+	}
+	if initDir.Tokenizer == "" {
+		return nil, fmt.Errorf("model.init_from: %s has no %s; name the tokenizer its weights were trained with in tokenizer.file", initDir.Dir, export.TokenizerFile)
+	}
+	fmt.Fprintf(out, "tokenizer: %s (from model.init_from; tokenizer.train is not used)\n", initDir.Tokenizer)
+	return tokenize.Load(initDir.Tokenizer)
 }
 
 // checkRerankSystems checks eval.systems: a reranker recipe reports its first stage and its
@@ -332,6 +409,8 @@ type rerankTrainer struct {
 	tokPath    string
 	cfg        CrossEncoderConfig
 	lists      *sampler.Lists
+	crops      *sampler.CropLists      // cropping lists of the pretraining phase; nil without one
+	initDir    *export.CrossEncoderDir // model.init_from, nil for none (or when resuming)
 	lg         *trainer.Log
 	resumeFrom *checkpoints.Checkpoint // the run's latest checkpoint when resuming
 
@@ -339,31 +418,56 @@ type rerankTrainer struct {
 	pairs, cut int
 }
 
-// train returns the cross-encoder of loss: loaded from its finished model when a resumed run
-// has one, else trained from the seed's initialisation (or from the resumed checkpoint when
-// it is this loss's) and saved.
-func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEncoder, error) {
+// PretrainPhase names the cropping-list phase of a reranker run (its checkpoints and log lines,
+// and its finished model, reranker-pretrain/).
+const PretrainPhase = "pretrain"
+
+// rerankPhase is one training phase: a loss on a source of lists, for a number of steps.
+type rerankPhase struct {
+	name  string // "pretrain" or the loss
+	loss  string // "pairwise", "listwise" or "pointwise"
+	steps int
+	batch int // lists per step
+	next  func(step int) (sampler.ListBatch, error)
+}
+
+// initial returns the weights every loss starts from: m (the seed's initialisation, or the
+// model.init_from weights), trained on cropping lists when pretrain.steps > 0.
+func (t *rerankTrainer) initial(ctx context.Context, m *model.CrossEncoder) (*model.CrossEncoder, error) {
+	pt := t.rec.Pretrain
+	if pt.Steps == 0 {
+		return m, nil
+	}
+	return t.train(ctx, rerankPhase{name: PretrainPhase, loss: "listwise", steps: pt.Steps, batch: pt.BatchSize, next: t.crops.Batch}, m)
+}
+
+// train returns the cross-encoder of a phase: loaded from its finished model when a resumed run
+// has one, else trained from init's weights (or from the resumed checkpoint when it is this
+// phase's) and saved.
+func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.CrossEncoder) (*model.CrossEncoder, error) {
 	rec := t.rec
 	seed := uint64(rec.Seed)
 	cfg := t.cfg
-	cfg.Loss = loss
+	cfg.Loss = ph.loss
 	m, err := model.NewCrossEncoder(cfg.Encoder, seed)
 	if err != nil {
 		return nil, err
 	}
-	steps := rec.Train.Steps
-	final := FinalModelDir(t.dir, loss)
+	if err := setParams(m.Params(), paramTensors(init.Params())); err != nil {
+		return nil, err
+	}
+	final := FinalModelDir(t.dir, ph.name)
 	startStep := 0
 	var optState *checkpoints.OptimizerState
 	if ck := t.resumeFrom; ck != nil {
-		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == loss && done.Trainer.Step == steps {
+		if done, err := checkpoints.Load(final); err == nil && done.Trainer.Phase == ph.name && done.Trainer.Step == ph.steps {
 			if err := setParams(m.Params(), done.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", done.Dir, err)
 			}
-			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", loss, done.Dir)
+			fmt.Fprintf(t.o.Out, "%s: finished model loaded from %s\n", ph.name, done.Dir)
 			return m, nil
 		}
-		if ck.Trainer.Phase == loss {
+		if ck.Trainer.Phase == ph.name {
 			if err := setParams(m.Params(), ck.Params); err != nil {
 				return nil, fmt.Errorf("%s: %w", ck.Dir, err)
 			}
@@ -380,12 +484,12 @@ func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEnc
 			})
 		}
 	}
-	if startStep < steps {
-		task, err := newRerankTask(m, t.tok, loss, rec.Train.BatchSize, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(loss), t.lists.Batch)
+	if startStep < ph.steps {
+		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
 		if err != nil {
 			return nil, err
 		}
-		res, err := runPhase(ctx, task, loss, steps, startStep, optState, rec, t.lg, t.o, save)
+		res, err := runPhase(ctx, task, ph.name, ph.steps, startStep, optState, rec, t.lg, t.o, save)
 		task.Close()
 		if err != nil {
 			return nil, err
@@ -393,11 +497,11 @@ func (t *rerankTrainer) train(ctx context.Context, loss string) (*model.CrossEnc
 		t.seconds += res.Seconds
 		t.pairs += res.Examples
 		t.cut += task.cut
-		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", loss, task.cut, res.Examples, rec.Tokenizer.MaxLength)
+		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", ph.name, task.cut, res.Examples, rec.Tokenizer.MaxLength)
 	}
 	err = checkpoints.Save(final, &checkpoints.Checkpoint{
 		Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
-		Trainer: checkpoints.TrainerState{Step: steps, Phase: loss, Seed: seed},
+		Trainer: checkpoints.TrainerState{Step: ph.steps, Phase: ph.name, Seed: seed},
 	})
 	return m, err
 }

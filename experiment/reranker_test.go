@@ -1,7 +1,9 @@
 package experiment
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -14,6 +16,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 )
 
@@ -217,15 +220,17 @@ func TestFirstStageRunErrors(t *testing.T) {
 	}
 }
 
-// TestRerankerResume interrupts the second of two rerankers mid-way (as SIGINT would) and
-// resumes: the first loads from its finished model, the second continues from its checkpoint,
-// and the metrics equal those of an uninterrupted run.
+// TestRerankerResume pretrains on cropping lists, interrupts the second of two rerankers
+// mid-way (as SIGINT would) and resumes: the pretrained model and the first reranker load from
+// their finished models, the second continues from its checkpoint, and the metrics equal those
+// of an uninterrupted run.
 func TestRerankerResume(t *testing.T) {
 	dir := newSlice(t)
 	rec := rerankRecipe(t, dir, "")
 	rec.Train.Steps, rec.Train.CheckpointEvery = 40, 20
 	rec.Rerank.Losses = []string{"pairwise", "listwise"}
-	rec.Model.Dropout = 0.1 // the dropout masks must replay too
+	rec.Model.Dropout = 0.1                            // the dropout masks must replay too
+	rec.Pretrain.Steps, rec.Pretrain.BatchSize = 10, 4 // cropping lists first, shared by both losses
 	full, err := Run(context.Background(), rec, Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -242,7 +247,7 @@ func TestRerankerResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"resume: ", "at listwise step ", "pairwise: finished model loaded from"} {
+	for _, want := range []string{"resume: ", "at listwise step ", "pretrain: finished model loaded from", "pairwise: finished model loaded from"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("resumed run's output lacks %q:\n%s", want, out.String())
 		}
@@ -321,5 +326,137 @@ func TestDenseFirstStage(t *testing.T) {
 	}
 	if !strings.HasPrefix(cfg.FirstStage, filepath.Join(retDir, "checkpoint-")) {
 		t.Errorf("first stage recorded as %q, want a checkpoint of %s", cfg.FirstStage, retDir)
+	}
+}
+
+// TestRerankerInitFromExport exports a trained reranker (train export's layout), then starts
+// new runs from it with model.init_from: with 0 steps the model is the export bit for bit and
+// reranks as the original; with more steps it continues from there (its first logged loss is
+// below the original run's first); a tensor of the wrong shape stops the run, before it has a
+// directory, naming the tensor and both shapes.
+func TestRerankerInitFromExport(t *testing.T) {
+	dir := newSlice(t)
+	rec := rerankRecipe(t, dir, "")
+	rec.Train.Steps, rec.Train.LogEvery = 60, 20
+	rec.Rerank.Losses = []string{"listwise"}
+	first, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := filepath.Join(dir, "exported")
+	// The run directory holds a model per loss: the export names them instead of choosing.
+	if err := export.Export(first, exp, export.Options{}); err == nil || !strings.Contains(err.Error(), "export one of: "+FinalModelDir(first, "listwise")) {
+		t.Fatalf("export of the run directory: err = %v", err)
+	}
+	// As `train export` calls it (-embeddings defaults to true and is for bi-encoders).
+	if err := export.Export(FinalModelDir(first, "listwise"), exp, export.Options{Embeddings: true}); err != nil {
+		t.Fatal(err)
+	}
+	start := func(steps int, from string) (string, string, error) {
+		r := rerankRecipe(t, dir, "")
+		r.OutputDir = filepath.Join(dir, fmt.Sprint("again", steps))
+		r.Train.Steps, r.Train.LogEvery = steps, 20
+		r.Rerank.Losses = []string{"listwise"}
+		r.Model.InitFrom = from
+		var out strings.Builder
+		runDir, err := Run(context.Background(), r, Options{Out: &out, Progress: io.Discard})
+		return runDir, out.String(), err
+	}
+	same, out, err := start(0, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"tokenizer: " + filepath.Join(exp, "tokenizer.json"), "init_from: ", "(export layout)"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("output lacks %q:\n%s", s, out)
+		}
+	}
+	a, err := checkpoints.Load(FinalModelDir(first, "listwise"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoints.Load(FinalModelDir(same, "listwise"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Params) != len(b.Params) {
+		t.Fatalf("%d vs %d tensors", len(a.Params), len(b.Params))
+	}
+	for i := range a.Params {
+		for j, v := range a.Params[i].Data {
+			if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
+				t.Fatalf("%s[%d]: %v, exported %v", a.Params[i].Name, j, b.Params[i].Data[j], v)
+			}
+		}
+	}
+	var cfg CrossEncoderConfig
+	if err := b.DecodeConfig(&cfg); err != nil || cfg.InitFrom != exp {
+		t.Errorf("init_from recorded as %q (%v), want %s", cfg.InitFrom, err, exp)
+	}
+	ma, _ := ReadMetrics(first)
+	mb, _ := ReadMetrics(same)
+	if k := "bm25+listwise.train/nDCG@10"; ma[k] != mb[k] || ma[k] == 0 {
+		t.Errorf("%s: %v from the export, %v originally", k, mb[k], ma[k])
+	}
+
+	more, _, err := start(40, exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstLoss := func(runDir string) float64 {
+		lines, err := os.ReadFile(filepath.Join(runDir, LogFile))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var e struct{ Loss float64 }
+		if err := json.Unmarshal(bytes.SplitN(lines, []byte("\n"), 2)[0], &e); err != nil {
+			t.Fatal(err)
+		}
+		return e.Loss
+	}
+	if la, lc := firstLoss(first), firstLoss(more); !(lc < la-0.1) {
+		t.Errorf("continued run's first logged loss %.4f, the original's %.4f: it did not start from the export", lc, la)
+	}
+
+	// A wrongly shaped tensor: the error names it and both shapes, and no run directory is made.
+	path := filepath.Join(exp, export.ModelFile)
+	raw, meta, err := checkpoints.ReadSafetensorsRaw(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range raw {
+		if raw[i].Name == "bert.pooler.dense.weight" {
+			raw[i].Shape = []int{16, 64}
+		}
+	}
+	if err := checkpoints.WriteSafetensorsRaw(path, raw, meta); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = start(5, exp)
+	if err == nil || !strings.Contains(err.Error(), "model.init_from") ||
+		!strings.Contains(err.Error(), "wrong shape: bert.pooler.dense.weight in "+path+" is [16 64], parameter pooler.weight is [32 32]") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "again5")); err == nil {
+		t.Error("a run directory was made before init_from was checked")
+	}
+}
+
+// TestRerankerBadTokenizerBeforeRunDir: a tokenizer.file that does not parse stops the run
+// before it has a directory.
+func TestRerankerBadTokenizerBeforeRunDir(t *testing.T) {
+	dir := newSlice(t)
+	bad := filepath.Join(dir, "tokenizer.json")
+	if err := os.WriteFile(bad, []byte(`{"model": {"type": "WordPiece", "vocab": 7}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := rerankRecipe(t, dir, "")
+	rec.Tokenizer.File, rec.Tokenizer.Train = bad, false
+	_, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("err = %v, want one naming %s", err, bad)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+		t.Error("a run directory was made before the tokenizer was read")
 	}
 }

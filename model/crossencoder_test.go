@@ -1,6 +1,7 @@
 package model
 
 import (
+	"math"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -58,8 +59,8 @@ func scoreGraph(t *testing.T, m *CrossEncoder, B, L int, train bool) (*Binder, *
 // TestCrossEncoderGradients checks, in float64 and against central
 // differences, the gradient of a weighted sum of the pair scores with respect
 // to the inputs' embeddings (word, position and token-type tables, the
-// embedding LayerNorm) and to every other parameter, with dropout reseeded
-// before every run, for both poolings.
+// embedding LayerNorm), to BERT's pooler and classifier and to every other
+// parameter, with dropout reseeded before every run, for both poolings.
 func TestCrossEncoderGradients(t *testing.T) {
 	for _, pooling := range []string{PoolingCLS, PoolingMean} {
 		t.Run(pooling, func(t *testing.T) {
@@ -85,7 +86,7 @@ func TestCrossEncoderGradients(t *testing.T) {
 			for i, bd := range bound {
 				vals[i], names[i] = bd.Param.Value, bd.Param.Name
 			}
-			for _, want := range []string{"encoder.embeddings.word", "encoder.embeddings.position", "encoder.embeddings.type", HeadWeight, HeadBias} {
+			for _, want := range []string{"encoder.embeddings.word", "encoder.embeddings.position", "encoder.embeddings.type", PoolerWeight, PoolerBias, ClassifierWeight, ClassifierBias} {
 				if !contains(strings.Join(names, " "), want) {
 					t.Fatalf("parameter %s is not in the graph", want)
 				}
@@ -96,6 +97,8 @@ func TestCrossEncoderGradients(t *testing.T) {
 			fdCheck(t, pooling, loss, b.Nodes(), vals, names, before, 8, 1e-5)
 			emb := []int{0, 1, 2} // word, position, type: the first three bound parameters
 			fdCheck(t, pooling+" embeddings", loss, nodesAt(b.Nodes(), emb), tensorsAt(vals, emb), stringsAt(names, emb), before, 1<<20, 1e-5)
+			head := []int{len(bound) - 4, len(bound) - 3, len(bound) - 2, len(bound) - 1} // pooler, classifier: every element
+			fdCheck(t, pooling+" head", loss, nodesAt(b.Nodes(), head), tensorsAt(vals, head), stringsAt(names, head), before, 1<<20, 1e-5)
 		})
 	}
 }
@@ -206,19 +209,41 @@ func TestCrossEncoderParamsAndErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	ps := m.Params()
-	// 5 embedding tensors + 16 per layer + the head's 2.
-	if want := 5 + 16*cfg.Layers + 2; len(ps) != want {
+	// 5 embedding tensors + 16 per layer + the pooler's 2 + the classifier's 2.
+	if want := 5 + 16*cfg.Layers + 4; len(ps) != want {
 		t.Fatalf("%d parameters, want %d", len(ps), want)
 	}
-	if ps[0].Name != "encoder.embeddings.word" || ps[len(ps)-2].Name != HeadWeight || ps[len(ps)-1].Name != HeadBias {
-		t.Errorf("parameter order: first %s, last two %s %s", ps[0].Name, ps[len(ps)-2].Name, ps[len(ps)-1].Name)
+	var last []string
+	for _, p := range ps[len(ps)-4:] {
+		last = append(last, p.Name+tensorShape(p))
 	}
-	if got := tensorShape(m.Param(HeadWeight)); got != "[1 8]" {
-		t.Errorf("head.weight shape %s, want [1 8]", got)
+	if ps[0].Name != "encoder.embeddings.word" || strings.Join(last, " ") != "pooler.weight[8 8] pooler.bias[8] classifier.weight[1 8] classifier.bias[1]" {
+		t.Errorf("parameters: first %s, last four %v", ps[0].Name, last)
 	}
-	for _, v := range m.Param(HeadBias).Value.Data().([]float32) {
-		if v != 0 {
-			t.Errorf("head.bias initialised to %v, want 0", v)
+	for _, name := range []string{PoolerBias, ClassifierBias} {
+		for _, v := range m.Param(name).Value.Data().([]float32) {
+			if v != 0 {
+				t.Errorf("%s initialised to %v, want 0", name, v)
+			}
+		}
+	}
+	hf := map[string]string{
+		"encoder.embeddings.word":       "bert.embeddings.word_embeddings.weight",
+		"encoder.layer.1.ffn.norm.bias": "bert.encoder.layer.1.output.LayerNorm.bias",
+		"encoder.layer.0.attn.q.weight": "bert.encoder.layer.0.attention.self.query.weight",
+		PoolerWeight:                    "bert.pooler.dense.weight",
+		PoolerBias:                      "bert.pooler.dense.bias",
+		ClassifierWeight:                "classifier.weight",
+		ClassifierBias:                  "classifier.bias",
+	}
+	for ours, want := range hf {
+		if got, err := HFCrossEncoderName(ours); err != nil || got != want {
+			t.Errorf("HFCrossEncoderName(%q) = %q, %v; want %q", ours, got, err, want)
+		}
+	}
+	for _, bad := range []string{"query.embeddings.word", "head.weight", "pooler.dense.weight"} {
+		if _, err := HFCrossEncoderName(bad); err == nil {
+			t.Errorf("HFCrossEncoderName(%q) accepted", bad)
 		}
 	}
 	// Same seed, same weights; the encoder draws as a shared bi-encoder tower does.
@@ -244,5 +269,45 @@ func TestCrossEncoderParamsAndErrors(t *testing.T) {
 	}
 	if _, err := NewScoreRunner(m, 0, 8); err == nil {
 		t.Error("runner with batch 0 accepted")
+	}
+}
+
+// TestCrossEncoderInitMatching: the word embeddings are scaled, the gain lands on the
+// diagonals of the first layer's query and key projections, and nothing else changes; bad
+// arguments are refused.
+func TestCrossEncoderInitMatching(t *testing.T) {
+	cfg := tinyTransformer()
+	cfg.Pooling = PoolingCLS
+	plain, err := NewCrossEncoder(cfg, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewCrossEncoder(cfg, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.InitMatching(1.5, 4); err != nil {
+		t.Fatal(err)
+	}
+	h := cfg.Hidden
+	for i, p := range m.Params() {
+		a, b := plain.Params()[i].Value.Data().([]float32), p.Value.Data().([]float32)
+		for j := range a {
+			want := a[j]
+			switch {
+			case p.Name == "encoder.embeddings.word":
+				want *= 4
+			case (p.Name == "encoder.layer.0.attn.q.weight" || p.Name == "encoder.layer.0.attn.k.weight") && j/h == j%h:
+				want += 1.5
+			}
+			if b[j] != want {
+				t.Fatalf("%s[%d] = %v, want %v", p.Name, j, b[j], want)
+			}
+		}
+	}
+	for _, bad := range [][2]float64{{-1, 1}, {1, 0}, {math.NaN(), 1}, {1, math.Inf(1)}} {
+		if err := m.InitMatching(bad[0], bad[1]); err == nil {
+			t.Errorf("InitMatching(%v, %v) accepted", bad[0], bad[1])
+		}
 	}
 }

@@ -1,0 +1,356 @@
+package export
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+func init() { register(KindCrossEncoder, exportCrossEncoder) }
+
+// KindCrossEncoder is the config.json "kind" of reranker checkpoints.
+const KindCrossEncoder = "cross-encoder"
+
+// ReadmeFile is the note a cross-encoder export carries about where its model came from.
+const ReadmeFile = "README.md"
+
+// CrossEncoderManifest is the ragtrain.json of a cross-encoder export.
+type CrossEncoderManifest struct {
+	FormatVersion int    `json:"format_version"`
+	Kind          string `json:"kind"`       // "cross-encoder"
+	Encoder       string `json:"encoder"`    // "transformer"
+	Pooling       string `json:"pooling"`    // "cls": the pooler reads the [CLS] state
+	MaxLength     int    `json:"max_length"` // tokens of [CLS] query [SEP] passage [SEP]
+	CrossEncoderMeta
+	Source *Source `json:"source,omitempty"`
+}
+
+// CrossEncoderMeta is what a cross-encoder export records besides the weights and the
+// tokenizer: how the model was trained (experiment.CrossEncoderConfig).
+type CrossEncoderMeta struct {
+	MaxLength  int    `json:"-"`           // tokens of [CLS] query [SEP] passage [SEP]
+	Loss       string `json:"loss"`        // "pairwise", "listwise" or "pointwise"
+	FirstStage string `json:"first_stage"` // what produced the training candidates: "bm25", a retriever checkpoint, a run file
+	TrainDepth int    `json:"train_depth"` // first-stage hits per training query
+	ListSize   int    `json:"list_size"`   // passages per training list
+	// PretrainSteps are the cropping-list steps before the supervised ones; InitFrom the
+	// directory the weights started from ("" for a random initialisation).
+	PretrainSteps int    `json:"pretrain_steps"`
+	InitFrom      string `json:"init_from,omitempty"`
+}
+
+// crossEncoderConfig mirrors experiment.CrossEncoderConfig, the config.json of reranker
+// checkpoints.
+type crossEncoderConfig struct {
+	Kind           string              `json:"kind"`
+	Encoder        model.EncoderConfig `json:"encoder"`
+	MaxLength      int                 `json:"max_length"`
+	Loss           string              `json:"loss"`
+	FirstStage     string              `json:"first_stage"`
+	TrainDepth     int                 `json:"train_depth"`
+	ListSize       int                 `json:"list_size"`
+	DropAbove      bool                `json:"drop_above_first_positive"`
+	PretrainSteps  int                 `json:"pretrain_steps"`
+	InitFrom       string              `json:"init_from"`
+	PretrainDepth  int                 `json:"pretrain_depth"`
+	PretrainWindow int                 `json:"pretrain_window"`
+	MatchInit      float64             `json:"match_init"`
+	MatchWordScale float64             `json:"match_word_scale"`
+}
+
+// CrossEncoder rebuilds the run's cross-encoder from its checkpoint: the architecture from
+// config.json, every parameter from model.safetensors (names and shapes must match exactly).
+func (r *Run) CrossEncoder() (*model.CrossEncoder, CrossEncoderMeta, error) {
+	var c crossEncoderConfig
+	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
+		return nil, CrossEncoderMeta{}, err
+	}
+	cfgPath := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
+	if c.Kind != KindCrossEncoder {
+		return nil, CrossEncoderMeta{}, fmt.Errorf("%s: kind %q, want %q", cfgPath, c.Kind, KindCrossEncoder)
+	}
+	m, err := model.NewCrossEncoder(c.Encoder, 0)
+	if err != nil {
+		return nil, CrossEncoderMeta{}, fmt.Errorf("%s: %w", cfgPath, err)
+	}
+	src := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
+	for _, t := range r.Checkpoint.Params {
+		src.add(t)
+	}
+	var mm MismatchError
+	for _, p := range m.Params() {
+		src.fill(p, p.Name, &mm)
+	}
+	src.leftovers(&mm)
+	if err := mm.err(r.Checkpoint.Dir); err != nil {
+		return nil, CrossEncoderMeta{}, err
+	}
+	return m, CrossEncoderMeta{MaxLength: c.MaxLength, Loss: c.Loss, FirstStage: c.FirstStage, TrainDepth: c.TrainDepth,
+		ListSize: c.ListSize, PretrainSteps: c.PretrainSteps, InitFrom: c.InitFrom}, nil
+}
+
+// exportCrossEncoder exports a reranker model directory (run/reranker-<loss>) or checkpoint. A
+// reranker run directory holds one model per loss (and one for its pretraining phase), so given
+// the run directory itself it names them rather than pick the last one trained. Options.Embeddings
+// is for bi-encoders and is ignored: a cross-encoder has no corpus embeddings.
+func exportCrossEncoder(r *Run, dir string, o Options) error {
+	if models, _ := filepath.Glob(filepath.Join(r.Dir, "reranker-*", checkpoints.LatestFile)); len(models) > 0 {
+		for i := range models {
+			models[i] = filepath.Dir(models[i])
+		}
+		return fmt.Errorf("%s is a reranker run with %d models; export one of: %s", r.Dir, len(models), strings.Join(models, ", "))
+	}
+	m, meta, err := r.CrossEncoder()
+	if err != nil {
+		return err
+	}
+	tok, err := r.Tokenizer()
+	if err != nil {
+		return err
+	}
+	src := r.source()
+	if err := writeCrossEncoder(dir, m, tok, meta, &src); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Log, "export: cross-encoder (%s loss, first stage %s) from %s\n", meta.Loss, meta.FirstStage, src.Checkpoint)
+	return nil
+}
+
+// WriteCrossEncoder exports m into the new directory out as a Hugging Face
+// BertForSequenceClassification directory (see the package documentation for the layout).
+// The model must pool by [CLS] (model.pooling = "cls"): BERT's pooler reads that state, and no
+// Hugging Face head computes the masked mean. out must not exist or be empty; it appears
+// complete or not at all.
+func WriteCrossEncoder(out string, m *model.CrossEncoder, tok *tokenize.Tokenizer, meta CrossEncoderMeta) error {
+	return writeDir(out, func(tmp string) error { return writeCrossEncoder(tmp, m, tok, meta, nil) })
+}
+
+// bertSeqClsConfig is the config.json of BertForSequenceClassification with one label: a
+// regression-style head whose one logit is the relevance score.
+type bertSeqClsConfig struct {
+	bertConfig
+	NumLabels        int               `json:"num_labels"`
+	ID2Label         map[string]string `json:"id2label"`
+	Label2ID         map[string]int    `json:"label2id"`
+	ClassifierDrop   *float64          `json:"classifier_dropout"` // null: hidden_dropout_prob
+	SentenceTransfor *stCrossEncoder   `json:"sentence_transformers,omitempty"`
+}
+
+// stCrossEncoder is the "sentence_transformers" entry of a CrossEncoder's config.json: the
+// activation applied to the logit (Identity: scores are the raw logits, as ours are).
+type stCrossEncoder struct {
+	ActivationFn string `json:"activation_fn"`
+}
+
+func writeCrossEncoder(dir string, m *model.CrossEncoder, tok *tokenize.Tokenizer, meta CrossEncoderMeta, src *Source) error {
+	if tok.VocabSize() != m.Cfg.Vocab {
+		return fmt.Errorf("export: the tokenizer has %d tokens, the model's vocabulary is %d", tok.VocabSize(), m.Cfg.Vocab)
+	}
+	if p := m.Cfg.Pooling; p != model.PoolingCLS {
+		if p == "" {
+			p = model.PoolingMean
+		}
+		return fmt.Errorf(`export: the cross-encoder pools by %q, but BertForSequenceClassification's pooler reads the [CLS] state; train it with model.pooling = "cls" to export it`, p)
+	}
+	bc, err := newBertConfig(m.Cfg, tok.PadID())
+	if err != nil {
+		return err
+	}
+	bc.Architectures = []string{"BertForSequenceClassification"}
+	cfg := bertSeqClsConfig{bertConfig: bc, NumLabels: 1,
+		ID2Label: map[string]string{"0": "LABEL_0"}, Label2ID: map[string]int{"LABEL_0": 0},
+		SentenceTransfor: &stCrossEncoder{ActivationFn: "torch.nn.modules.linear.Identity"}}
+	var ts []checkpoints.Tensor
+	for _, p := range m.Params() {
+		n, err := model.HFCrossEncoderName(p.Name)
+		if err != nil {
+			return err
+		}
+		ts = append(ts, checkpoints.Tensor{Name: n, Shape: append([]int(nil), p.Value.Shape()...), Data: p.Value.Data().([]float32)})
+	}
+	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
+		return err
+	}
+	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
+		return err
+	}
+	if err := writeTokenizerFiles(dir, tok, meta.MaxLength); err != nil {
+		return err
+	}
+	man := CrossEncoderManifest{FormatVersion: ManifestFormat, Kind: KindCrossEncoder, Encoder: m.Cfg.Encoder,
+		Pooling: model.PoolingCLS, MaxLength: meta.MaxLength, CrossEncoderMeta: meta, Source: src}
+	if err := writeJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(dir, ReadmeFile), []byte(crossEncoderReadme(m.Cfg, meta, src)))
+}
+
+// crossEncoderReadme is the export's README.md: what the model is, what trained it, how to load it.
+func crossEncoderReadme(c model.EncoderConfig, meta CrossEncoderMeta, src *Source) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "# Cross-encoder reranker (ragtrain)\n\n")
+	fmt.Fprintf(&b, "A BertForSequenceClassification with one label: the logit of `[CLS] query [SEP] passage [SEP]`\n")
+	fmt.Fprintf(&b, "(token types 0 for the query, 1 for the passage; at most %d tokens, the passage cut first) is the\n", meta.MaxLength)
+	fmt.Fprintf(&b, "relevance score; higher is more relevant. Transformer: %d layers, hidden %d, %d heads, FFN %d.\n\n", c.Layers, c.Hidden, c.Heads, c.FFN)
+	fmt.Fprintf(&b, "Trained with the %s loss on lists of %d passages drawn from the top %d of the first stage\n", meta.Loss, meta.ListSize, meta.TrainDepth)
+	fmt.Fprintf(&b, "`%s`", meta.FirstStage)
+	if meta.PretrainSteps > 0 {
+		fmt.Fprintf(&b, ", after %d steps of label-free cropping lists on the corpus", meta.PretrainSteps)
+	}
+	if meta.InitFrom != "" {
+		fmt.Fprintf(&b, ", starting from the weights of `%s`", meta.InitFrom)
+	}
+	fmt.Fprintf(&b, ". It reranks that first stage's candidates.\n")
+	if src != nil {
+		fmt.Fprintf(&b, "\nExported from `%s` (%s, step %d).\n", src.Checkpoint, src.Phase, src.Step)
+	}
+	fmt.Fprintf(&b, "\n    from sentence_transformers import CrossEncoder\n    CrossEncoder(DIR, max_length=%d).predict([(query, passage)])\n", meta.MaxLength)
+	return b.String()
+}
+
+// CrossEncoderDir is a cross-encoder on disk, opened by OpenCrossEncoder: the architecture the
+// directory describes and its tensors, ready to be copied into a model by Init.
+type CrossEncoderDir struct {
+	Dir    string
+	Layout string // LayoutExport, LayoutHuggingFace or LayoutRun
+	// Encoder is the architecture the directory describes (Pooling "cls" for a BERT directory).
+	Encoder model.EncoderConfig
+	// MaxLength is the pair length the model was trained with, 0 when the directory does not say.
+	MaxLength int
+	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none.
+	Tokenizer string
+	// Ignored lists tensors that are not parameters and are skipped by design (the
+	// embeddings.position_ids buffer), as "file: name".
+	Ignored []string
+
+	set  *tensorSet
+	name func(param string) (string, error) // the tensor name of a model parameter
+}
+
+// InitCrossEncoder opens dir (OpenCrossEncoder) and copies its tensors into m (Init).
+func InitCrossEncoder(m *model.CrossEncoder, dir string) (*CrossEncoderDir, error) {
+	d, err := OpenCrossEncoder(dir)
+	if err != nil {
+		return nil, err
+	}
+	return d, d.Init(m)
+}
+
+// OpenCrossEncoder reads a cross-encoder directory in any of these layouts:
+//
+//   - an export (Export or WriteCrossEncoder) or any Hugging Face BertForSequenceClassification
+//     directory with one label: config.json with model_type "bert" and model.safetensors with
+//     the names bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.dense.*, classifier.*
+//     (F16, BF16 and F64 are converted to float32);
+//   - a reranker run directory's model (run/reranker-<loss>, whose latest checkpoint is read),
+//     one of its checkpoint directories, or a run directory whose latest checkpoint is a
+//     reranker's.
+//
+// Errors name the file and field at fault.
+func OpenCrossEncoder(dir string) (*CrossEncoderDir, error) {
+	switch {
+	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
+		return openRunCrossEncoder(dir)
+	case exists(filepath.Join(dir, ConfigFile)):
+		return openHFCrossEncoder(dir)
+	}
+	return nil, fmt.Errorf("%s: not a model directory: no %s (Hugging Face or export), %s or %s (run)",
+		dir, ConfigFile, checkpoints.LatestFile, checkpoints.TrainerFile)
+}
+
+func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
+	r, err := OpenRun(dir)
+	if err != nil {
+		return nil, err
+	}
+	if r.Kind != KindCrossEncoder {
+		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindCrossEncoder)
+	}
+	var c crossEncoderConfig
+	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
+		return nil, err
+	}
+	set := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
+	for _, t := range r.Checkpoint.Params {
+		set.add(t)
+	}
+	return &CrossEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, MaxLength: c.MaxLength,
+		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile)),
+		set:       set, name: func(p string) (string, error) { return p, nil }}, nil
+}
+
+func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
+	cfgPath := filepath.Join(dir, ConfigFile)
+	var c bertSeqClsConfig
+	if err := readJSON(cfgPath, &c, false); err != nil {
+		return nil, err
+	}
+	if c.ModelType != modelTypeBert {
+		return nil, fmt.Errorf("%s: model_type %q; a cross-encoder directory is a BERT (%q)", cfgPath, c.ModelType, modelTypeBert)
+	}
+	if n := max(c.NumLabels, len(c.ID2Label)); n != 1 {
+		return nil, fmt.Errorf("%s: %d labels (num_labels, id2label); a reranker has one score (num_labels = 1)", cfgPath, n)
+	}
+	enc, err := c.encoderConfig(cfgPath)
+	if err != nil {
+		return nil, err
+	}
+	enc.Pooling = model.PoolingCLS
+	path := filepath.Join(dir, ModelFile)
+	raw, _, err := checkpoints.ReadSafetensorsRaw(path)
+	if err != nil {
+		return nil, err
+	}
+	d := &CrossEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: enc,
+		Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)), name: model.HFCrossEncoderName,
+		set: &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}}
+	if exists(filepath.Join(dir, ManifestFile)) {
+		var man CrossEncoderManifest
+		if err := readJSON(filepath.Join(dir, ManifestFile), &man, true); err != nil {
+			return nil, err
+		}
+		if man.Kind != KindCrossEncoder {
+			return nil, fmt.Errorf("%s: kind %q, want %q", filepath.Join(dir, ManifestFile), man.Kind, KindCrossEncoder)
+		}
+		d.Layout, d.MaxLength = LayoutExport, man.MaxLength
+	}
+	for _, r := range raw {
+		if strings.HasSuffix(r.Name, "embeddings.position_ids") {
+			d.Ignored = append(d.Ignored, path+": "+r.Name)
+			continue
+		}
+		data, err := toFloat32(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		d.set.add(checkpoints.Tensor{Name: r.Name, Shape: r.Shape, Data: data})
+	}
+	return d, nil
+}
+
+// Init copies the directory's tensors into m, bit for bit. The encoder must be a transformer
+// with the directory's number of heads. Every parameter of m must find a tensor of its shape
+// and every tensor a parameter (Ignored aside); otherwise the error is a *MismatchError listing
+// each missing, unexpected and wrongly shaped tensor with both shapes, and m may be partly
+// overwritten. Pooling, dropout and the maximum length are the model's own.
+func (d *CrossEncoderDir) Init(m *model.CrossEncoder) error {
+	if m.Cfg.Heads != d.Encoder.Heads {
+		return fmt.Errorf("%s has %d attention heads; the model has %d (model.heads)", d.Dir, d.Encoder.Heads, m.Cfg.Heads)
+	}
+	var mm MismatchError
+	for _, p := range m.Params() {
+		n, err := d.name(p.Name)
+		if err != nil {
+			return err
+		}
+		d.set.fill(p, n, &mm)
+	}
+	d.set.leftovers(&mm)
+	d.set.used = nil // Init may run again (one model per loss)
+	return mm.err(d.Dir)
+}
