@@ -2,12 +2,15 @@ package experiment
 
 import (
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -274,4 +277,36 @@ func cycle(n, B, step int, seed uint64) []int {
 		out = append(out, perm[i%n])
 	}
 	return out
+}
+
+// initReader copies the weights of the reader.init_from directory into r (export.OpenReader
+// lists the layouts). When the directory has a tokenizer.json it must hold the run's tokens,
+// id for id: the word embedding rows are indexed by them.
+func initReader(r *model.Reader, tok *tokenize.Tokenizer, dir string, out io.Writer) error {
+	d, err := export.OpenReader(dir)
+	if err != nil {
+		return fmt.Errorf("reader.init_from: %w", err)
+	}
+	if d.Tokenizer != "" {
+		dt, err := tokenize.Load(d.Tokenizer)
+		if err != nil {
+			return fmt.Errorf("reader.init_from: %w", err)
+		}
+		for id := 0; id < max(dt.VocabSize(), tok.VocabSize()); id++ {
+			a, _ := dt.Token(id)
+			b, _ := tok.Token(id)
+			if a != b {
+				return fmt.Errorf("reader.init_from: %s has token %q at id %d (%d tokens), the run's tokenizer %q (%d tokens); set tokenizer.file = %q",
+					d.Tokenizer, a, id, dt.VocabSize(), b, tok.VocabSize(), d.Tokenizer)
+			}
+		}
+	}
+	if err := d.Init(r); err != nil {
+		return fmt.Errorf("reader.init_from: %w", err)
+	}
+	fmt.Fprintf(out, "reader: %d parameters from %s (%s layout)\n", len(r.Params()), dir, d.Layout)
+	if len(d.Ignored) > 0 {
+		fmt.Fprintf(out, "reader: skipped %d tensors by design: %s\n", len(d.Ignored), strings.Join(d.Ignored, ", "))
+	}
+	return nil
 }

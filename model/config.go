@@ -33,6 +33,9 @@ type EncoderConfig struct {
 	Dropout     float64 // dropout probability in [0,1) while training
 	Pooling     string  // "mean" or "cls" ("cls": transformer only); "" means "mean"
 	Causal      bool    // mask future positions (decoder-only use; transformer only)
+	// Arch is the transformer's block layout: "bert" (post-LN, transformer.go) or "gpt2"
+	// (pre-LN with a final LayerNorm, gpt2.go; needs Causal); "" means "bert".
+	Arch string `json:",omitempty"`
 }
 
 // Validate reports the first invalid field.
@@ -62,6 +65,9 @@ func (c EncoderConfig) Validate() error {
 		if c.Causal {
 			return errors.New(`model: encoder config: causal = true needs encoder = "transformer"`)
 		}
+		if c.Arch != "" {
+			return errors.New(`model: encoder config: arch needs encoder = "transformer"`)
+		}
 	case EncoderTransformer:
 		if c.Layers <= 0 {
 			return bad("layers", c.Layers, "> 0")
@@ -74,6 +80,15 @@ func (c EncoderConfig) Validate() error {
 		}
 		if c.MaxPosition <= 0 {
 			return bad("max_position", c.MaxPosition, "> 0")
+		}
+		switch c.Arch {
+		case "", ArchBERT:
+		case ArchGPT2:
+			if !c.Causal {
+				return errors.New(`model: encoder config: arch = "gpt2" needs causal = true (GPT-2 is a decoder)`)
+			}
+		default:
+			return bad("arch", fmt.Sprintf("%q", c.Arch), `"bert" or "gpt2"`)
 		}
 	default:
 		return bad("encoder", fmt.Sprintf("%q", c.Encoder), `"bow" or "transformer"`)

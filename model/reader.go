@@ -13,20 +13,22 @@ import (
 // ("reader.embeddings.word", "reader.layer.0.attn.q.weight", ...).
 const PrefixReader = "reader"
 
-// Reader is a decoder-only causal Transformer language model (GPT-style,
-// Radford et al. 2018) built from the encoder's blocks: the transformer
-// tower of this package with Causal set (position t attends to positions
-// <= t only), whose token states are scored against the word embedding
-// matrix itself (tied input and output embeddings, Press and Wolf 2017):
+// Reader is a decoder-only causal Transformer language model with GPT-2's
+// architecture (Radford et al. 2019; gpt2.go: pre-LN blocks, a final
+// LayerNorm, word + position embeddings, causal attention: position t
+// attends to positions <= t only), whose final token states are scored
+// against the word embedding matrix itself (tied input and output
+// embeddings, Press and Wolf 2017), as transformers' GPT2LMHeadModel does:
 //
 //	log p(x_{t+1} | x_<=t) = log softmax(h_t · Eᵀ)[x_{t+1}],  h = Tower(x) [B*L,H], E [V,H]
 //
 // It has no parameters besides the tower's (prefix "reader", the names and
-// shapes of the transformer table in transformer.go), so a checkpoint of a
-// reader is a checkpoint of one causal tower. Trained as a language model,
-// then fine-tuned as a reader on "<ctx> passages </ctx> question answer"
-// with the loss on the answer tokens only (the experiment package builds the
-// sequences; losses.TokenNLL is the loss).
+// shapes of the GPT-2 table in gpt2.go; the tied matrix is
+// "reader.embeddings.word"), so a checkpoint of a reader is a checkpoint of
+// one GPT-2 tower and exports to GPT2LMHeadModel (package export). Trained
+// as a language model, then fine-tuned as a reader on "<ctx> passages
+// </ctx> question answer" with the loss on the answer tokens only (the
+// experiment package builds the sequences; losses.TokenNLL is the loss).
 type Reader struct {
 	Cfg   EncoderConfig
 	Tower *Tower
@@ -34,8 +36,8 @@ type Reader struct {
 	rng *RNG
 }
 
-// NewReader validates cfg (a transformer; Causal is set whatever cfg says)
-// and initialises the float32 parameters from seed, as NewBiEncoder does for
+// NewReader validates cfg (a transformer; Causal and Arch = "gpt2" are set
+// whatever cfg says) and initialises the float32 parameters from seed, as NewBiEncoder does for
 // one tower. Dropout masks come from a PCG seeded with seed until SetRNG
 // replaces it.
 func NewReader(cfg EncoderConfig, seed uint64) (*Reader, error) {
@@ -46,7 +48,7 @@ func newReader(cfg EncoderConfig, seed uint64, dt tensor.Dtype) (*Reader, error)
 	if cfg.Encoder != EncoderTransformer {
 		return nil, fmt.Errorf("model: reader: encoder = %q, want %q", cfg.Encoder, EncoderTransformer)
 	}
-	cfg.Causal = true
+	cfg.Causal, cfg.Arch = true, ArchGPT2
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

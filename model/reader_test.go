@@ -306,8 +306,8 @@ func TestNewReader(t *testing.T) {
 	if p := r.Param("reader.embeddings.word"); p == nil || !p.Value.Shape().Eq(tensor.Shape{11, 8}) {
 		t.Errorf("reader.embeddings.word = %v", p)
 	}
-	if len(r.Params()) != 37 {
-		t.Errorf("%d params, want 37 (a 2-layer tower)", len(r.Params()))
+	if len(r.Params()) != 36 {
+		t.Errorf("%d params, want 36 (a 2-layer GPT-2 tower)", len(r.Params()))
 	}
 	bow := tinyReaderConfig()
 	bow.Encoder = EncoderBow

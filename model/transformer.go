@@ -42,7 +42,8 @@ import (
 //	layer.N.ffn.norm.weight|bias     [H]      encoder.layer.N.output.LayerNorm.weight|bias
 //
 // (P = MaxPosition, F = FFN.) BERT's pooler (dense + tanh on [CLS]) is not
-// part of this encoder.
+// part of this encoder. With EncoderConfig.Arch = "gpt2" the tower is GPT-2's
+// instead (gpt2.go), the architecture of the Reader.
 
 var hfBertLayerNames = map[string]string{
 	"attn.q":    "attention.self.query",
@@ -83,6 +84,10 @@ func HFBertName(name string) (string, error) {
 
 func (t *Tower) initTransformer(r *rand.Rand) {
 	c := t.Cfg
+	if c.Arch == ArchGPT2 {
+		t.initGPT2(r)
+		return
+	}
 	const std = 0.02
 	t.param("embeddings.word", c.Vocab, c.Hidden).normal(r, std)
 	t.param("embeddings.position", c.MaxPosition, c.Hidden).normal(r, std)
@@ -121,6 +126,9 @@ func (t *Tower) layerNorm(b *Binder, x *gorgonia.Node, name string) (*gorgonia.N
 
 func (t *Tower) transformerTokens(b *Binder, in *Inputs, train bool) (*gorgonia.Node, error) {
 	c := t.Cfg
+	if c.Arch == ArchGPT2 {
+		return t.gpt2Tokens(b, in, train)
+	}
 	if in.L > c.MaxPosition {
 		return nil, fmt.Errorf("model: tower %s: sequence length %d exceeds max_position = %d", t.Prefix, in.L, c.MaxPosition)
 	}

@@ -13,14 +13,21 @@ the papers and the Hugging Face layouts (the transformers library is not needed)
     token-type embeddings, LayerNorm, then post-LN blocks of multi-head self-attention (padding
     keys masked) and an exact-erf GELU feed-forward layer; sentence-transformers pooling
     (masked mean or [CLS]) from 1_Pooling/config.json;
-  * the ragtrain "bow" layout: the masked mean of the word embeddings, then dense (x W^T + b).
+  * the ragtrain "bow" layout: the masked mean of the word embeddings, then dense (x W^T + b);
+  * BertForSequenceClassification with num_labels 1 (a cross-encoder): BertModel on
+    "[CLS] query [SEP] passage [SEP]" with token types, the pooler tanh(dense(h_[CLS])), then
+    the classifier: one score per pair;
+  * GPT2LMHeadModel (Radford et al. 2019) as transformers computes it: wte + wpe, pre-LN blocks
+    x + attn(ln_1(x)), x + mlp(ln_2(x)) with the fused Conv1D c_attn ([H, 3H], x W + b), causal
+    and padding masks, ln_f, and the lm_head tied to wte: next-token log-probabilities at every
+    position.
 
 It runs them on the token ids GO_OUT holds and prints, for every output, the maximum absolute
 difference from the Go vectors; it exits 1 when one exceeds the tolerance (1e-4 by default).
 With --float64 the reference is computed in float64 (the weights are float32 either way).
 
-Needs only Python 3 and torch (Debian: apt-get install python3-torch). The cross-encoder and
-reader exports add a compare_* function each to KINDS.
+Needs only Python 3 and torch (Debian: apt-get install python3-torch). KINDS maps the kind of
+ragtrain.json to its compare_* function.
 """
 
 import argparse
@@ -173,6 +180,78 @@ class Bert:
         return x
 
 
+    def classify(self, ids, mask, types):
+        """BertForSequenceClassification's logits [B] (num_labels 1): pooler, then classifier."""
+        w = self.w
+        h = self.tokens(ids, mask, types)[:, 0]
+        u = torch.tanh(linear(h, w["pooler.dense.weight"], w["pooler.dense.bias"]))
+        if w["classifier.weight"].shape[0] != 1:
+            sys.exit(f"classifier.weight {list(w['classifier.weight'].shape)}: this script compares num_labels 1")
+        return linear(u, w["classifier.weight"], w["classifier.bias"])[:, 0]
+
+
+def gelu_new(x):
+    # GPT-2's tanh approximation (transformers' "gelu_new")
+    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x.pow(3))))
+
+
+class GPT2:
+    """transformers.GPT2LMHeadModel, from a model directory."""
+
+    ACTIVATIONS = {"gelu": gelu, "gelu_new": gelu_new}
+
+    def __init__(self, directory, dtype):
+        c = read_json(os.path.join(directory, "config.json"))
+        if c.get("model_type") != "gpt2":
+            sys.exit(f"{directory}/config.json: model_type {c.get('model_type')!r}, want 'gpt2'")
+        act = c.get("activation_function", "gelu_new")
+        if act not in self.ACTIVATIONS:
+            sys.exit(f"{directory}/config.json: activation_function {act!r} is not implemented here")
+        for key, want in (("scale_attn_weights", True), ("scale_attn_by_inverse_layer_idx", False),
+                          ("add_cross_attention", False)):
+            if c.get(key, want) != want:
+                sys.exit(f"{directory}/config.json: {key} = {c[key]!r}; this script implements {want!r}")
+        self.act = self.ACTIVATIONS[act]
+        w, _ = read_safetensors(os.path.join(directory, "model.safetensors"))
+        if not any(k.startswith("transformer.") for k in w):  # GPT2Model names
+            w = {(k if k == "lm_head.weight" else "transformer." + k): v for k, v in w.items()}
+        self.w = {k: v.to(dtype) for k, v in w.items() if v.is_floating_point()}
+        # tie_word_embeddings (default true): lm_head.weight is wte, whether or not the file has it
+        if c.get("tie_word_embeddings", True) or "lm_head.weight" not in self.w:
+            self.w["lm_head.weight"] = self.w["transformer.wte.weight"]
+        self.heads, self.layers = c["n_head"], c["n_layer"]
+        self.eps = c.get("layer_norm_epsilon", 1e-5)
+
+    def log_probs(self, ids, mask):
+        """Next-token log-probabilities [B, L, V] for ids, mask [B, L] (right padding)."""
+        w, B, L = self.w, ids.shape[0], ids.shape[1]
+        x = w["transformer.wte.weight"][ids] + w["transformer.wpe.weight"][torch.arange(L)][None]
+        H = x.shape[-1]
+        nh, dh = self.heads, H // self.heads
+        neg = torch.finfo(x.dtype).min
+        causal = torch.tril(torch.ones(L, L, dtype=torch.bool))
+        ext = (1.0 - mask[:, None, None, :].to(x.dtype)) * neg
+        for i in range(self.layers):
+            p = f"transformer.h.{i}."
+
+            def conv1d(name, inp):  # Conv1D: x W + b, W [in, out]
+                return inp @ w[p + name + ".weight"] + w[p + name + ".bias"]
+
+            def split(t):
+                return t.view(B, L, nh, dh).transpose(1, 2)
+
+            h = layer_norm(x, w[p + "ln_1.weight"], w[p + "ln_1.bias"], self.eps)
+            q, k, v = (split(t) for t in conv1d("attn.c_attn", h).split(H, dim=2))
+            scores = q @ k.transpose(-1, -2) / math.sqrt(dh)
+            scores = torch.where(causal, scores, torch.tensor(neg, dtype=x.dtype)) + ext
+            ctx = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(B, L, H)
+            x = x + conv1d("attn.c_proj", ctx)
+            h = layer_norm(x, w[p + "ln_2.weight"], w[p + "ln_2.bias"], self.eps)
+            x = x + conv1d("mlp.c_proj", self.act(conv1d("mlp.c_fc", h)))
+        x = layer_norm(x, w["transformer.ln_f.weight"], w["transformer.ln_f.bias"], self.eps)
+        return torch.log_softmax(x @ w["lm_head.weight"].T, dim=-1)
+
+
 def st_pool(directory, states, mask):
     """sentence-transformers Pooling as 1_Pooling/config.json configures it (mean or cls)."""
     c = read_json(os.path.join(directory, "1_Pooling", "config.json"))
@@ -247,7 +326,34 @@ def compare_bi_encoder(export, manifest, go, dtype):
     return results
 
 
-KINDS = {"bi-encoder": compare_bi_encoder}
+def compare_cross_encoder(export, manifest, go, dtype):
+    results = []
+    with torch.no_grad():
+        ids, mask, types = (read_npy(os.path.join(go, f"pair_{n}.npy")) for n in ("ids", "mask", "types"))
+        ref = Bert(export, dtype).classify(ids, mask, types)
+        report("cross-encoder scores", ref, read_npy(os.path.join(go, "pair_go.npy")), results)
+    return results
+
+
+def compare_rag(export, manifest, go, dtype):
+    results = []
+    with torch.no_grad():
+        ids, mask = read_npy(os.path.join(go, "reader_ids.npy")), read_npy(os.path.join(go, "reader_mask.npy"))
+        ref = GPT2(os.path.join(export, manifest.get("reader", ".")), dtype).log_probs(ids, mask)
+        real = mask.bool()
+        go_lp = read_npy(os.path.join(go, "reader_logprobs_go.npy"))
+        report("reader log-probs, real positions", ref[real], go_lp[real], results)
+        # the training op's log p(ids[t+1] | ids[<=t]) where t+1 is a real token
+        nxt = torch.zeros(ids.shape, dtype=ref.dtype)
+        nxt[:, :-1] = ref[:, :-1].gather(-1, ids[:, 1:, None])[..., 0] * mask[:, 1:].to(ref.dtype)
+        report("reader next-token log-probs (LMLogProb)", nxt, read_npy(os.path.join(go, "reader_next_go.npy")), results)
+        top = ref[real].argmax(-1)
+        agree = (top == go_lp[real].argmax(-1)).double().mean().item()
+        print(f"{'reader argmax agreement':<34} {agree:.4f} of {int(real.sum())} positions")
+    return results
+
+
+KINDS = {"bi-encoder": compare_bi_encoder, "cross-encoder": compare_cross_encoder, "rag": compare_rag}
 
 
 def main():
@@ -262,8 +368,11 @@ def main():
     if compare is None:
         sys.exit(f"{args.export}/ragtrain.json: kind {manifest['kind']!r} has no parity check yet")
     dtype = torch.float64 if args.float64 else torch.float32
-    print(f"export {args.export}: {manifest['kind']}, {manifest.get('encoder', '')}, "
-          f"{'shared' if manifest.get('shared_towers') else 'separate'} towers; reference in {str(dtype)[6:]}, torch {torch.__version__}")
+    if manifest["kind"] == "bi-encoder":
+        what = f"{manifest.get('encoder', '')}, {'shared' if manifest.get('shared_towers') else 'separate'} towers"
+    else:
+        what = read_json(os.path.join(args.export, manifest.get("reader", "."), "config.json")).get("architectures", ["?"])[0]
+    print(f"export {args.export}: {manifest['kind']}, {what}; reference in {str(dtype)[6:]}, torch {torch.__version__}")
     results = compare(args.export, manifest, args.go, dtype)
     worst = max(results)
     ok = worst <= args.tol

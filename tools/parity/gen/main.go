@@ -16,6 +16,10 @@
 // The queries are the first n of queries.jsonl plus three edge cases (an empty text, a text
 // longer than max_length, characters outside the vocabulary); the passages are the first n of
 // corpus.jsonl, so that their vectors are rows 0..n-1 of the export's embeddings.npy.
+//
+// For a reranker run (cross-encoder) it writes pair_*.npy, the Go scores of (query, passage)
+// pairs (crossencoder.go); for a rag run, reader_*.npy, the Go reader's next-token
+// log-probabilities at every position of sequences of the run's world (reader.go).
 package main
 
 import (
@@ -41,9 +45,11 @@ func main() {
 	}
 }
 
-// generators by model kind; the cross-encoder and the reader add theirs.
+// generators by model kind (crossencoder.go, reader.go).
 var generators = map[string]func(r *export.Run, out string, n int) error{
-	export.KindBiEncoder: genBiEncoder,
+	export.KindBiEncoder:    genBiEncoder,
+	export.KindCrossEncoder: genCrossEncoder,
+	export.KindRAG:          genRAG,
 }
 
 func run(args []string) error {
@@ -88,7 +94,9 @@ type inputs struct {
 	Similarity string   `json:"similarity"`
 	Queries    []string `json:"queries"`
 	Passages   []string `json:"passages"`
-	PassageIDs []string `json:"passage_ids"` // corpus ids of the passages, in order
+	PassageIDs []string `json:"passage_ids,omitempty"` // corpus ids of the passages, in order
+	Answers    []string `json:"answers,omitempty"`     // reader: the answer after each question
+	Docs       []string `json:"docs,omitempty"`        // reader: the pretraining lines packed into the last row
 }
 
 func genBiEncoder(r *export.Run, out string, n int) error {
