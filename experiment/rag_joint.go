@@ -136,7 +136,10 @@ type ragQuestion struct {
 // tower's output and the candidates' index vectors) and the reader's log-probabilities of the
 // answer tokens given each candidate, logp [B,K,T], enter losses.RAGSequence, RAGToken or
 // RAGSequenceFull. No passage label is used: the answer alone decides which candidates help.
-// Both towers run without dropout, so the scores match the index's.
+// Both towers run without dropout, so the scores match the index's. With
+// ragOptions.TrainPassages the candidates' vectors come from the passage tower run in the
+// graph over their texts, so it trains too (REALM, realm.go), and ragOptions.Retrieve draws the
+// candidates from a refreshed index instead of the frozen one.
 type ragTask struct {
 	m      *model.BiEncoder
 	r      *model.Reader
@@ -150,7 +153,9 @@ type ragTask struct {
 
 	B, K, T int
 	qIn     *model.Inputs
-	dvec    *tensor.Dense // [B*K,H]
+	dvec    *tensor.Dense // [B*K,H] candidate vectors from the index (nil with TrainPassages)
+	pIn     *model.Inputs // B*K candidate passages (TrainPassages only)
+	retr    func(step int, qv []float32, texts []string) ([][]int, error)
 	rIn     *model.Inputs // B*K reader rows
 	tg      *model.Targets
 	amask   *tensor.Dense // [B,T]
@@ -174,6 +179,12 @@ type ragOptions struct {
 	BM25Depth    int    // BM25 hits rescored under "bm25+dense"
 	Sim          losses.Similarity
 	UpdateReader bool
+	// TrainPassages builds the passage tower into the graph over the candidates' texts, so
+	// that both towers train (REALM); false reads the candidates' vectors from x (frozen).
+	TrainPassages bool
+	// Retrieve, if set, returns each question's K candidate rows of x at step (REALM: from
+	// the refresher's serving index); nil uses x.candidates.
+	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
 }
 
 // newRAGTask builds the joint training graph for batches of o.B of the questions qs, next(step)
@@ -185,7 +196,7 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 		T = max(T, len(q.answer))
 	}
 	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Sim
-	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: o.Source, depth: o.BM25Depth, B: B, K: K, T: T}
+	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: o.Source, depth: o.BM25Depth, B: B, K: K, T: T, retr: o.Retrieve}
 	L := f.L
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -194,9 +205,20 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 	if err != nil {
 		return nil, err
 	}
-	queryParams := len(b.Bound())
-	t.dvec = tensor.New(tensor.WithShape(B*K, x.dim), tensor.Of(tensor.Float32))
-	d := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("rag.candidates"))
+	var d *gorgonia.Node
+	if o.TrainPassages {
+		if mass == "full" {
+			return nil, fmt.Errorf("rag: candidate_mass = \"full\" needs the index's passage vectors; it cannot train the passage tower")
+		}
+		t.pIn = model.NewInputs(g, B*K, x.L, "rag.passages")
+		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
+			return nil, err
+		}
+	} else {
+		t.dvec = tensor.New(tensor.WithShape(B*K, x.dim), tensor.Of(tensor.Float32))
+		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("rag.candidates"))
+	}
+	towerParams := len(b.Bound())
 	s, err := losses.RetrievalLogits(q, d, K, x.tau, sim)
 	if err != nil {
 		return nil, err
@@ -236,7 +258,7 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 	t.graphParams = newGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	t.trainable = t.graphParams.params
 	if !o.UpdateReader {
-		t.trainable = t.graphParams.params[:queryParams]
+		t.trainable = t.graphParams.params[:towerParams]
 	}
 	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
 	t.pos, t.tgt = make([]int, B*K*T), make([]int, B*K*T)
@@ -258,12 +280,23 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	cands := t.x.candidates(qv, texts, t.K, t.source, t.depth)
+	var cands [][]int
+	if t.retr != nil {
+		if cands, err = t.retr(step, qv, texts); err != nil {
+			return 0, 0, err
+		}
+	} else {
+		cands = t.x.candidates(qv, texts, t.K, t.source, t.depth)
+	}
 	qb := t.tok.EncodeBatch(texts, t.x.L)
 	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
 	}
-	dv := t.dvec.Data().([]float32)
+	var dv []float32
+	var ptexts []string
+	if t.dvec != nil {
+		dv = t.dvec.Data().([]float32)
+	}
 	am := t.amask.Data().([]float32)
 	clear(am)
 	clear(t.ids)
@@ -281,7 +314,11 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 			am[b*t.T+j] = 1
 		}
 		for k, row := range cands[b] {
-			copy(dv[(b*t.K+k)*dim:(b*t.K+k+1)*dim], t.x.vecs[row*dim:(row+1)*dim])
+			if dv != nil {
+				copy(dv[(b*t.K+k)*dim:(b*t.K+k+1)*dim], t.x.vecs[row*dim:(row+1)*dim])
+			} else {
+				ptexts = append(ptexts, t.x.texts[row])
+			}
 			prompt, cut, err := t.f.prompt(t.x.texts[row], q.prompt, len(q.answer))
 			if err != nil {
 				return 0, 0, err
@@ -302,6 +339,12 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 		}
 		if t.logZ != nil {
 			t.logZ.Data().([]float32)[b] = float32(t.x.logZ(qv[b*dim : (b+1)*dim]))
+		}
+	}
+	if t.pIn != nil {
+		pb := t.tok.EncodeBatch(ptexts, t.x.L)
+		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
+			return 0, 0, err
 		}
 	}
 	if err := t.rIn.Let(t.ids, t.mask, nil); err != nil {
