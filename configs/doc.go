@@ -20,14 +20,14 @@
 //
 // Unknown keys, values of the wrong type, TOML syntax errors, missing inputs
 // (data.dir with corpus.jsonl and queries.jsonl, qrels/<split>.tsv of every
-// split named, tokenizer.file, model.init_from, a rerank.first_stage path) and
+// split named, tokenizer.file, model.init_from, reader.init_from, a rerank.first_stage path) and
 // impossible values (the constraints in the table) are all errors. Floats must
 // be finite. A key the file does not set has no line; a conflict between two
 // keys is reported at the one the file sets.
 //
 // # Paths
 //
-// output_dir, data.dir, tokenizer.file, model.init_from and rerank.first_stage
+// output_dir, data.dir, tokenizer.file, model.init_from, reader.init_from and rerank.first_stage
 // (unless "bm25") are relative to the directory of the recipe file; absolute
 // paths are kept. After Load they are absolute.
 //
@@ -41,7 +41,7 @@
 //	name                                ""             run name, no path separators; "" means the recipe file's name without ".toml"; runs are <output_dir>/<name>-<timestamp>
 //	seed                                42             seed of every random choice (init, sampling, dropout); >= 0
 //	output_dir                          "runs"         directory below which run directories are created
-//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required, except by kind "rag" (its data come from [world])
+//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required, except by kinds "rag", "replug" and "realm" (their data come from [world])
 //	data.train_split                    "train"        training judgements, qrels/<train_split>.tsv; required
 //	data.dev_split                      "dev"          development judgements (model selection, interpolation weight); "" for none
 //	data.test_split                     "test"         held-out judgements; "" for none
@@ -70,8 +70,8 @@
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
 //	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
-//	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); 0 = off; >= 0
-//	pretrain.batch_size                 64             B for pretraining; >= 2
+//	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); kind reranker: cropping-list steps (a span of a passage as the query, the passage as its positive); 0 = off; >= 0
+//	pretrain.batch_size                 64             B for pretraining (kind reranker: lists per step); >= 2
 //	pretrain.crop_min                   8              shortest cropped span in tokens; >= 1
 //	pretrain.crop_max                   32             longest cropped span in tokens; >= crop_min
 //	train.steps                         1000           optimiser steps; >= 0
@@ -97,6 +97,10 @@
 //	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
 //	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
 //	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
+//	rerank.match_init                   0.0            gain·I added to the cross-encoder's first-layer query and key projections (a term-matching prior; not with model.init_from); 0 = off; >= 0
+//	rerank.pretrain_depth               30             BM25 hits of a cropped pseudo-query that its pretraining negatives are drawn from (kind reranker, pretrain.steps > 0); >= 1
+//	rerank.pretrain_window              0              cropped pseudo-queries come from a passage's first pretrain_window words (the part the cross-encoder sees); 0 = anywhere; >= 0
+//	rerank.match_word_scale             1.0            factor on the cross-encoder's initial word embeddings, so a token's word dominates its position and segment; > 0
 //	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0
 //	world.gardeners                     400            gardeners; >= 2 and at most the surnames available
 //	world.first_names                   20             size of the shared first-name pool; >= 1
@@ -129,6 +133,7 @@
 //	reader.closed_book_fraction         0.3            fraction of fine-tuning questions asked with an empty context; in [0, 1]
 //	reader.counterfactual_fraction      1.0            fraction of the other fine-tuning questions whose passage states another value, the answer changed to match; in [0, 1]
 //	reader.max_answer_tokens            3              most tokens greedy decoding generates before [SEP]; >= 1
+//	reader.init_from                    ""             directory whose weights initialise the reader: a rag export of `train export` (GPT-2 layout), a Hugging Face GPT-2 directory (activation_function "gelu") or a rag run directory; same sizes and tokenizer as the run; "" for random init
 //	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
 //	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)
 //	rag.bm25_depth                      20             BM25 hits rescored under "bm25+dense"; >= top_k
@@ -140,4 +145,35 @@
 //	rag.lr                              0.0005         peak AdamW learning rate of joint training; > 0
 //	rag.update_reader                   true           train the reader jointly with the query tower (false: the query tower alone)
 //	rag.held_out_questions              true           joint training asks the questions of half the training gardeners, reader fine-tuning the other half
+//	selfrag.row_length                  48             L of single-passage reader sequences (kind "selfrag": fine-tuning, per-passage decoding); reader.max_length is the concatenation's; in [8, reader.max_length]
+//	selfrag.irrelevant_fraction         0.4            fraction of reflective fine-tuning contexts that are not the gardener's entry (BM25 hits: news naming the gardener, other entries); in [0, 1]
+//	selfrag.unsupported_fraction        0.1            fraction of relevant contexts whose sentence stating the asked fact is removed (target ends in [No support]); in [0, 1]
+//	selfrag.rename_fraction             0.5            fraction of reflective fine-tuning contexts where the gardener gets an invented surname throughout (names compared, not recalled); in [0, 1]
+//	selfrag.retrieve_confidence         0.5            [No Retrieve] label when the closed-book LM is right with at least this probability; in [0, 1]
+//	selfrag.finetune_steps              800            reflective fine-tuning steps (loss on target tokens, reader.replay rows replayed); >= 0
+//	selfrag.batch_size                  48             training questions per reflective fine-tuning step; >= 1
+//	selfrag.lr                          0.001          peak AdamW learning rate of reflective fine-tuning; > 0
+//	selfrag.top_k                       3              K: BM25 passages scored one by one (and joined by the concatenation baseline); >= 1
+//	selfrag.retrieve_threshold          0.5            retrieve when P([Retrieve]) / (P([Retrieve]) + P([No Retrieve])) >= this; in [0, 1]
+//	selfrag.relevance_threshold         0.5            answer from a passage only when P([Relevant]) / (P([Relevant]) + P([Irrelevant])) >= this; in [0, 1]
+//	selfrag.support_weight              1.0            weight of the support score against relevance when choosing among passing passages; >= 0
+//	replug.systems                      ["supervised", "replug"]  retrievers trained from one start and compared (kind "replug"): "supervised" (InfoNCE on gold entries, train.steps/batch_size/lr), "replug" (RePlug LSR from the frozen reader)
+//	replug.towers                       "query"        towers RePlug trains: "query" (index stays exact) or "both" (index refreshed by [index_refresh])
+//	replug.steps                        300            RePlug training steps; >= 0
+//	replug.batch_size                   16             training questions per RePlug step; >= 1
+//	replug.top_k                        8              K: candidates per question scored by the reader, drawn as rag.candidate_source says (dense only with towers = "both"); >= 2
+//	replug.lr                           0.0005         peak AdamW learning rate of RePlug; > 0
+//	replug.tau_lm                       1.0            temperature of the reader's preference softmax(log p(y|z,x) / tau_lm); > 0
+//	replug.score_batch                  64             reader rows scored per forward pass; >= 1
+//	realm.systems                       ["supervised", "async", "sync"]  retrievers trained from one start and compared (kind "realm"): "supervised", "async"/"sync"/"off" (REALM joint training, index refreshed in that mode), "frozen" (document tower frozen; needs model.shared_towers = false)
+//	realm.steps                         200            joint training steps per REALM system; >= 0
+//	realm.batch_size                    16             training questions per REALM step; >= 1
+//	realm.top_k                         4              K: candidates per question from the serving index; >= 1
+//	realm.lr                            0.0005         peak AdamW learning rate of REALM training; > 0
+//	realm.update_reader                 true           train the reader with both towers (false: the towers alone)
+//	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0
+//	index_refresh.mode                  "async"        "async" (re-encode in the background), "sync" (training waits) or "off"; read by replug.towers = "both"
+//	index_refresh.refresh_every         10             refresh period in training steps; >= 1
+//	index_refresh.workers               1              encoding goroutines of one refresh; >= 1
+//	index_refresh.swap_after            0              async: install a refresh started at step s exactly at step s + swap_after (deterministic); 0 = when encoded; < refresh_every
 package configs

@@ -234,9 +234,9 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 	r.OutputDir = abs(r.OutputDir)
 
 	switch {
-	case r.Kind == "rag" && r.Data.Dir != "":
-		return l.errf("data.dir", `kind = "rag" generates its data from the [world] table; remove data.dir`)
-	case r.Kind != "rag":
+	case generatesWorld(r.Kind) && r.Data.Dir != "":
+		return l.errf("data.dir", `kind = %q generates its data from the [world] table; remove data.dir`, r.Kind)
+	case !generatesWorld(r.Kind):
 		if err := l.resolveData(r, abs); err != nil {
 			return err
 		}
@@ -259,6 +259,12 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 		r.Model.InitFrom = abs(r.Model.InitFrom)
 		if err := isDir(r.Model.InitFrom); err != nil {
 			return l.errf("model.init_from", "%v", err)
+		}
+	}
+	if r.Reader.InitFrom != "" {
+		r.Reader.InitFrom = abs(r.Reader.InitFrom)
+		if err := isDir(r.Reader.InitFrom); err != nil {
+			return l.errf("reader.init_from", "%v", err)
 		}
 	}
 	switch r.Rerank.FirstStage {

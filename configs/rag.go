@@ -54,6 +54,13 @@ type Reader struct {
 	// MaxAnswerTokens is the most tokens greedy decoding generates before [SEP]; >= 1.
 	// Default 3.
 	MaxAnswerTokens int `toml:"max_answer_tokens"`
+	// InitFrom is a directory whose weights initialise the reader before pretraining and
+	// fine-tuning (export.OpenReader): a rag export of `train export` (GPT-2 layout), a Hugging
+	// Face GPT-2 directory (GPT2LMHeadModel safetensors, activation_function "gelu") or a rag run
+	// directory. Its sizes must be [reader]'s and its tokenizer.json the run's (set
+	// tokenizer.file to it when the vocabulary is not trained the same way); relative to the
+	// recipe file. Default "" (random initialisation).
+	InitFrom string `toml:"init_from"`
 }
 
 // RAG is the [rag] section: joint training of the query tower and the reader with the RAG

@@ -35,6 +35,12 @@ type Recipe struct {
 	World  garden.Config `toml:"world"`
 	Reader Reader        `toml:"reader"`
 	RAG    RAG           `toml:"rag"`
+	// SelfRAG is read by kind = "selfrag" (selfrag.go), with World and Reader.
+	SelfRAG SelfRAG `toml:"selfrag"`
+	// Replug, Realm and IndexRefresh are read by kind = "replug" and "realm" (realm.go).
+	Replug       Replug       `toml:"replug"`
+	Realm        Realm        `toml:"realm"`
+	IndexRefresh IndexRefresh `toml:"index_refresh"`
 }
 
 // Data is the [data] section: which BEIR collection to read.
@@ -146,6 +152,9 @@ type Sampler struct {
 
 // Pretrain is the [pretrain] section: unsupervised independent cropping
 // (Contriever, Izacard et al. 2022) on the corpus before supervised steps.
+// Kind reranker reads it as cropping lists (sampler.CropLists): a span of a
+// passage is the query, the passage its positive, BM25's hits for the span
+// (rerank.pretrain_depth) its negatives; BatchSize is then lists per step.
 type Pretrain struct {
 	// Steps is the number of cropping steps; 0 turns pretraining off; >= 0.
 	// Default 0.
@@ -240,6 +249,25 @@ type Rerank struct {
 	// both min-max normalised per query and alpha chosen on the dev split.
 	// Default true.
 	Interpolate bool `toml:"interpolate"`
+	// MatchInit is the gain added, as gain·I, to the query and key
+	// projections of the cross-encoder's first layer before training
+	// (model.CrossEncoder.InitMatching: a prior for term matching); 0 = off;
+	// >= 0. Default 0.
+	MatchInit float64 `toml:"match_init"`
+	// PretrainDepth is the BM25 hits of a cropped pseudo-query that the
+	// negatives of its pretraining list are drawn from (pretrain.steps > 0);
+	// a depth past the corpus size draws from every passage sharing a word
+	// with it; >= 1. Default 30.
+	PretrainDepth int `toml:"pretrain_depth"`
+	// PretrainWindow, when > 0, cuts the cropped pseudo-queries from the
+	// first pretrain_window words of a passage, the part the cross-encoder
+	// sees at tokenizer.max_length; 0 = anywhere in the passage; >= 0.
+	// Default 0.
+	PretrainWindow int `toml:"pretrain_window"`
+	// MatchWordScale multiplies the cross-encoder's initial word embeddings
+	// (model.CrossEncoder.InitMatching), so that a token's word dominates
+	// its position and segment; > 0. Default 1.0.
+	MatchWordScale float64 `toml:"match_word_scale"`
 }
 
 // Defaults returns a recipe holding every key's default. It is not valid on
@@ -253,6 +281,11 @@ func Defaults() *Recipe {
 		World:     garden.DefaultConfig(),
 		Reader:    defaultReader(),
 		RAG:       defaultRAG(),
+		SelfRAG:   defaultSelfRAG(),
+
+		Replug:       defaultReplug(),
+		Realm:        defaultRealm(),
+		IndexRefresh: defaultIndexRefresh(),
 		Data: Data{
 			TrainSplit: "train",
 			DevSplit:   "dev",
@@ -314,12 +347,14 @@ func Defaults() *Recipe {
 			Metrics: []string{"nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"},
 		},
 		Rerank: Rerank{
-			FirstStage:  "bm25",
-			Candidates:  100,
-			TrainDepth:  30,
-			ListSize:    8,
-			Losses:      []string{"pairwise", "listwise", "pointwise"},
-			Interpolate: true,
+			FirstStage:     "bm25",
+			Candidates:     100,
+			TrainDepth:     30,
+			ListSize:       8,
+			PretrainDepth:  30,
+			MatchWordScale: 1,
+			Losses:         []string{"pairwise", "listwise", "pointwise"},
+			Interpolate:    true,
 		},
 	}
 }

@@ -117,6 +117,10 @@ func (l *loader) validate(r *Recipe) error {
 	atLeast(v, "rerank.candidates", rr.Candidates, 1)
 	atLeast(v, "rerank.train_depth", rr.TrainDepth, 1)
 	atLeast(v, "rerank.list_size", rr.ListSize, 2)
+	v.nonNegative("rerank.match_init", rr.MatchInit)
+	atLeast(v, "rerank.pretrain_depth", rr.PretrainDepth, 1)
+	atLeast(v, "rerank.pretrain_window", rr.PretrainWindow, 0)
+	v.positive("rerank.match_word_scale", rr.MatchWordScale)
 	if rr.ListSize > rr.Candidates {
 		v.fail(v.setOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
 	}
@@ -131,6 +135,8 @@ func (l *loader) validate(r *Recipe) error {
 		v.oneOf("rerank.losses", loss, rerankLosses)
 	}
 	validateRAG(v, r)
+	validateRealm(v, r)
+	validateSelfRAG(v, r)
 	return v.err
 }
 

@@ -81,6 +81,8 @@ type ragRun struct {
 	lg       *trainer.Log
 	metrics  map[string]float64
 	trainSec float64
+	// retrievalNote, if set, replaces the training settings named above the retrieval table.
+	retrievalNote string
 }
 
 func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
@@ -316,8 +318,12 @@ func (run *ragRun) report(ev *ragEval) {
 	}
 	fmt.Fprintf(run.o.Out, "\nreader exact match on the %d test questions (trained phrasing) by pretraining mentions of the fact (%s); gold_entry: the %d questions with an entry:\n%s",
 		len(ev.qs), strings.Join(counts, ", "), countTrue(ev.hasEntry), eval.FormatTable(readerColumns(), ev.rows))
-	fmt.Fprintf(run.o.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; candidates %s, K = %d, candidate mass %s):\n%s",
-		len(ev.qrels), rec.RAG.CandidateSource, rec.RAG.TopK, rec.RAG.CandidateMass, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
+	note := fmt.Sprintf("candidates %s, K = %d, candidate mass %s", rec.RAG.CandidateSource, rec.RAG.TopK, rec.RAG.CandidateMass)
+	if run.retrievalNote != "" {
+		note = run.retrievalNote
+	}
+	fmt.Fprintf(run.o.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; %s):\n%s",
+		len(ev.qrels), note, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
 }
 
 // tokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
@@ -361,7 +367,12 @@ func (run *ragRun) models() error {
 	if run.reader, err = model.NewReader(rcfg, run.seed); err != nil {
 		return fmt.Errorf("reader: %w", err)
 	}
-	run.cfg = RAGConfig{Kind: "rag", Reader: rcfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
+	if rd.InitFrom != "" {
+		if err := initReader(run.reader, run.tok, rd.InitFrom, run.o.Out); err != nil {
+			return err
+		}
+	}
+	run.cfg = RAGConfig{Kind: "rag", Reader: run.reader.Cfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
 	if run.enc, err = model.NewBiEncoder(run.cfg.Encoder, rec.Model.SharedTowers, run.seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)

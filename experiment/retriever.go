@@ -34,6 +34,9 @@ type Options struct {
 	// step (tests of resume).
 	interruptPhase string
 	interruptAt    int
+	// onEncode, when set, is called by every index-refresh worker before it encodes a shard
+	// (tests that interrupt a run mid-refresh).
+	onEncode func()
 }
 
 // Run runs the recipe and returns its run directory.
@@ -51,8 +54,14 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 		return runReranker(ctx, rec, o)
 	case "rag":
 		return runRAG(ctx, rec, o)
+	case "replug":
+		return runReplug(ctx, rec, o)
+	case "realm":
+		return runRealm(ctx, rec, o)
+	case "selfrag":
+		return runSelfRAG(ctx, rec, o)
 	default:
-		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker, rag)", rec.Kind)
+		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker, rag, replug, realm, selfrag)", rec.Kind)
 	}
 }
 

@@ -1,0 +1,690 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// kind = "selfrag": a reader fine-tuned with Self-RAG reflection tokens (Asai et al. 2024) on the
+// garden world, and decoding driven by them.
+//
+//  1. generate the world of [world] (and its updated/poisoned variants) and train the
+//     tokenizer, as kind = "rag" does; the datastore is chunked by entry;
+//  2. pretrain the reader as a language model on the corpus (rows of reader.max_length tokens)
+//     and read the Retrieve labels of the training questions off its cloze completions;
+//  3. fine-tune it as a plain reader (kind "rag"'s fine-tuning, rows of selfrag.row_length):
+//     the plain reader, evaluated closed-book, over BM25's top passage and over the top K
+//     concatenated;
+//  4. add the seven reflection tokens to the tokenizer (tokenizer.json of the run is rewritten),
+//     grow a copy of the reader's vocabulary (model.GrowVocab) and fine-tune it on reflective
+//     targets (selfrag_data.go), replaying pretraining rows: the reflective reader;
+//  5. evaluate the reflective reader with reflective decoding (selfrag_decode.go) over BM25
+//     top-1 and top K, always retrieving, closed-book and over the concatenation; its IsRel
+//     decisions on entries and other passages; its retrieval rate and what retrieval buys; and
+//     over the poisoned datastore.
+//
+// Two tables print (exact match; rates) and everything goes to metrics.json.
+
+const streamSelfRAG = 0x73726167 // "srag"
+
+func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	if o.ResumeDir != "" {
+		return "", errors.New(`-resume: kind = "selfrag" runs cannot be resumed yet; start the recipe again`)
+	}
+	start := time.Now()
+	world, err := garden.Generate(rec.World)
+	if err != nil {
+		return "", fmt.Errorf("world: %w", err)
+	}
+	dir, err := NewRunDir(rec)
+	if err != nil {
+		return "", err
+	}
+	if err := world.Write(filepath.Join(dir, "world")); err != nil {
+		return dir, err
+	}
+	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
+		return dir, err
+	}
+	d, err := newRAGData(world, "entry", false)
+	if err != nil {
+		return dir, err
+	}
+	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore entries and news, %d questions (%d reader fine-tuning, %d test), in %.1fs\n",
+		len(world.Gardeners), len(world.Pretrain), len(d.ids), len(world.Questions), len(d.finetuneQ), len(d.testQ), time.Since(start).Seconds())
+	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
+	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+		return dir, err
+	}
+	defer run.lg.Close()
+	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
+		return dir, err
+	}
+	if err := run.models(); err != nil {
+		return dir, err
+	}
+	run.cfg.Kind = "selfrag"
+	s := &selfragRun{ragRun: run, d: d, sr: rec.SelfRAG}
+	if err := s.formats(); err != nil {
+		return dir, err
+	}
+
+	// The plain reader: pretraining on long rows, the Retrieve labels, fine-tuning.
+	rows, cutDocs := s.fLong.packDocuments(d.docs)
+	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+		countParams(run.reader.Params()), len(rows), s.fLong.L, cutDocs)
+	run.f = s.fLong
+	if err := run.pretrainReader(ctx, rows); err != nil {
+		return dir, err
+	}
+	run.f = s.fRow
+	ev := run.newEval(d)
+	if rec.Reader.PretrainPasses > 0 {
+		if err := ev.addCloze(run.reader, "lm_cloze"); err != nil {
+			return dir, err
+		}
+	}
+	retrieve, err := s.retrieveLabels()
+	if err != nil {
+		return dir, err
+	}
+	replay, _ := s.fRow.packDocuments(d.docs)
+	if err := run.finetuneReader(ctx, replay, d.finetuneQ, d.gold); err != nil {
+		return dir, err
+	}
+	s.bm25 = index.NewBM25(d.ids, d.texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	s.row = make(map[string]int, len(d.ids))
+	for i, id := range d.ids {
+		s.row[id] = i
+	}
+	plain := run.reader
+	if err := s.evaluatePlain(ev, plain); err != nil {
+		return dir, err
+	}
+
+	// The reflective reader: reflection tokens, a grown copy of the plain reader, fine-tuning.
+	if err := s.addReflectionTokens(); err != nil {
+		return dir, err
+	}
+	refl, err := model.GrowVocab(plain, run.tok.VocabSize(), run.seed^streamSelfRAG)
+	if err != nil {
+		return dir, err
+	}
+	fmt.Fprintf(o.Out, "reflection tokens: vocabulary %d -> %d ids, new embedding rows = the mean of the old\n", plain.Vocab(), refl.Vocab())
+	run.reader = refl
+	run.cfg.Reader.Vocab = refl.Vocab()
+	if err := s.finetuneReflective(ctx, replay, retrieve); err != nil {
+		return dir, err
+	}
+	if err := s.evaluateReflective(ev, refl); err != nil {
+		return dir, err
+	}
+	if err := s.evaluatePoisoned(ev, plain, refl); err != nil {
+		return dir, err
+	}
+
+	run.metrics["train/seconds"] = run.trainSec
+	run.metrics["run/seconds"] = time.Since(start).Seconds()
+	s.report(ev)
+	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
+	return dir, WriteMetrics(dir, run.metrics)
+}
+
+// selfragRun is a rag run with what the selfrag phases add.
+type selfragRun struct {
+	*ragRun
+	d           *ragData
+	sr          configs.SelfRAG
+	fRow, fLong *readerFormat // selfrag.row_length (one passage), reader.max_length (K passages)
+	bm25        *index.BM25
+	row         map[string]int // chunk id -> index in d.ids
+	topK        [][]string     // per test question, BM25's top K passages
+	concat      []string       // per test question, those passages joined
+	rateRows    []eval.Row
+}
+
+// formats makes the two reader formats from the run's current tokenizer.
+func (s *selfragRun) formats() error {
+	var err error
+	if s.fRow, err = newReaderFormat(s.tok, s.sr.RowLength); err != nil {
+		return err
+	}
+	s.fLong, err = newReaderFormat(s.tok, s.rec.Reader.MaxLength)
+	return err
+}
+
+// search returns the texts of BM25's top k passages for query, best first.
+func (s *selfragRun) search(bm25 *index.BM25, texts []string, row map[string]int, query string, k int) []string {
+	var out []string
+	for _, h := range bm25.Search(query, k) {
+		out = append(out, texts[row[h.DocID]])
+	}
+	return out
+}
+
+// retrieveLabels reads the closed-book reader's answers to the training questions off the
+// language model's cloze completions ("Jude Riskem lives in" -> greedy, as many tokens as the
+// answer has) before the reader ever sees a question: Retrieve unless the completion is the
+// answer with probability >= selfrag.retrieve_confidence. Keyed by index in World.Questions.
+func (s *selfragRun) retrieveLabels() (map[int]bool, error) {
+	rr, err := model.NewReaderRunner(s.reader, 64, s.fRow.L)
+	if err != nil {
+		return nil, err
+	}
+	defer rr.Close()
+	byLen := map[int][]int{}
+	answers := map[int][]int{}
+	for _, i := range s.d.finetuneQ {
+		a := s.tok.Encode(s.world.Questions[i].Answer)
+		answers[i] = a
+		byLen[len(a)] = append(byLen[len(a)], i)
+	}
+	labels := map[int]bool{}
+	var right, noRetrieve int
+	for n, qs := range byLen {
+		prompts := make([][]int, len(qs))
+		for j, i := range qs {
+			prompts[j] = append([]int{s.fRow.cls}, s.tok.Encode(s.world.Questions[i].Cloze)...)
+		}
+		gens, err := rr.Greedy(prompts, n, s.fRow.sep)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range qs {
+			correct := slices.Equal(gens[j].Tokens, answers[i])
+			labels[i] = retrieveLabel(correct, gens[j].Confidence(), s.sr.RetrieveConfidence)
+			if correct {
+				right++
+			}
+			if !labels[i] {
+				noRetrieve++
+			}
+		}
+	}
+	n := float64(len(s.d.finetuneQ))
+	s.metrics["labels/closed_book_EM"] = float64(right) / n
+	s.metrics["labels/no_retrieve_rate"] = float64(noRetrieve) / n
+	fmt.Fprintf(s.o.Out, "retrieve labels: the language model completes %d of %d training clozes; %d labelled [No Retrieve] (right with p >= %g)\n",
+		right, len(s.d.finetuneQ), noRetrieve, s.sr.RetrieveConfidence)
+	return labels, nil
+}
+
+// addReflectionTokens adds the reflection tokens to the run's tokenizer, rewrites its
+// tokenizer.json (checkpoints saved from now on carry it) and reloads it.
+func (s *selfragRun) addReflectionTokens() error {
+	if _, err := s.tok.AddSpecialTokens(tokenize.ReflectionTokens()); err != nil {
+		return err
+	}
+	if err := s.tok.Save(s.tokPath); err != nil {
+		return err
+	}
+	tok, err := tokenize.Load(s.tokPath)
+	if err != nil {
+		return err
+	}
+	s.tok = tok
+	return s.formats()
+}
+
+// finetuneReflective trains the reflective reader on the training questions' reflective
+// examples (selfrag_data.go), the loss on the target tokens, replaying reader.replay rows.
+func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, retrieve map[int]bool) error {
+	sr, rd := s.sr, s.rec.Reader
+	if sr.FinetuneSteps == 0 || len(s.d.finetuneQ) == 0 {
+		return nil
+	}
+	// Negatives are news and the entries of other training gardeners: a test gardener's entry
+	// seen only as an irrelevant context would be judged irrelevant by rote at test time.
+	chunks, err := s.world.Chunks("entry")
+	if err != nil {
+		return err
+	}
+	const perKind = 4
+	gardenerOf := map[string]int{}
+	trainEntries := map[string][]string{} // first name -> entries of training gardeners
+	for _, c := range chunks {
+		g := s.world.Entries[c.Entry].Gardener
+		gardenerOf[c.ID] = g
+		if g >= 0 && s.world.Questions[g*garden.NumRelations].Split == "train" {
+			first := s.world.Gardeners[g].FirstName
+			trainEntries[first] = append(trainEntries[first], c.Text)
+		}
+	}
+	sources := make([]reflectSource, len(s.d.finetuneQ))
+	var news, others int
+	for j, i := range s.d.finetuneQ {
+		q := &s.world.Questions[i]
+		gd := &s.world.Gardeners[q.Gardener]
+		src := reflectSource{q: q, name: gd.Name(), entry: s.d.gold[i], retrieve: retrieve[i]}
+		for _, h := range s.bm25.Search(q.Trained, 50) {
+			if gardenerOf[h.DocID] < 0 && len(src.news) < perKind {
+				src.news = append(src.news, s.d.texts[s.row[h.DocID]])
+			}
+		}
+		for _, text := range trainEntries[gd.FirstName] {
+			if text != src.entry && len(src.others) < perKind {
+				src.others = append(src.others, text)
+			}
+		}
+		news, others = news+len(src.news), others+len(src.others)
+		sources[j] = src
+	}
+	o := reflectOptions{closedBook: rd.ClosedBookFraction, irrelevant: sr.IrrelevantFraction,
+		unsupported: sr.UnsupportedFraction, counterfactual: rd.CounterfactualFraction, rename: sr.RenameFraction}
+	B, R := sr.BatchSize, min(rd.Replay, len(replay))
+	cut := 0
+	task, err := newReaderTask(s.reader, B+R, s.fRow.L, s.fRow.L-1, s.seed, streamSelfRAG, func(step int) ([]lmRow, error) {
+		rng := rand.New(rand.NewPCG(s.seed^streamSelfRAG, uint64(step)))
+		batch := make([]lmRow, 0, B+R)
+		for _, j := range cycle(len(sources), B, step, s.seed^streamSelfRAG) {
+			src := &sources[j]
+			row, c, err := s.fRow.reflectRow(src.example(o, s.world.Values[src.q.Relation], rng))
+			if err != nil {
+				return nil, err
+			}
+			if c {
+				cut++
+			}
+			batch = append(batch, row)
+		}
+		if R > 0 {
+			for _, i := range cycle(len(replay), R, step, s.seed^streamReplay) {
+				batch = append(batch, textRow(replay[i], groupReplay))
+			}
+		}
+		return batch, nil
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	fmt.Fprintf(s.o.Out, "reflective data: %d training questions; irrelevant contexts per question: %.1f news naming the gardener, %.1f entries of training gardeners of the same first name\n",
+		len(sources), float64(news)/float64(len(sources)), float64(others)/float64(len(sources)))
+	if err := s.phase(ctx, task, "selfrag_finetune", sr.FinetuneSteps, sr.LR); err != nil {
+		return err
+	}
+	s.metrics["selfrag_finetune/contexts_cut"] = float64(cut)
+	return nil
+}
+
+// plainSystem decodes the plain reader over ctx (one context per test question, "" closed-book)
+// in format f and returns per question whether it is right, and its confidence.
+func (s *selfragRun) plainSystem(ev *ragEval, r *model.Reader, f *readerFormat, name string, ctx []string, ask []bool) ([]bool, []float64, error) {
+	e := *ev
+	e.f = f
+	prompts, cut, err := e.readerPrompts(ctx, ask)
+	if err != nil {
+		return nil, nil, err
+	}
+	if cut > 0 {
+		s.metrics[name+"/contexts_cut"] = float64(cut)
+	}
+	return e.decode(r, name, prompts, false)
+}
+
+// evaluatePlain evaluates the plain reader closed-book, over BM25 top-1 and over the top K
+// concatenated, and on the questions whose gardener has no entry.
+func (s *selfragRun) evaluatePlain(ev *ragEval, plain *model.Reader) error {
+	n, K := len(ev.qs), s.sr.TopK
+	s.topK, s.concat = make([][]string, n), make([]string, n)
+	top1 := make([]string, n)
+	for i, q := range ev.qs {
+		s.topK[i] = s.search(s.bm25, s.d.texts, s.row, q.Trained, K)
+		s.concat[i] = strings.Join(s.topK[i], " ")
+		if len(s.topK[i]) > 0 {
+			top1[i] = s.topK[i][0]
+		}
+	}
+	bm25Run, _ := ev.bm25Run(&ragIndex{bm25: s.bm25, texts: s.d.texts, row: s.row})
+	if err := ev.addRetrieval("bm25", bm25Run); err != nil {
+		return err
+	}
+	noEntry := make([]bool, n)
+	for i := range noEntry {
+		noEntry[i] = !ev.hasEntry[i]
+	}
+	c, conf, err := s.plainSystem(ev, plain, s.fRow, "plain_closed_book", make([]string, n), ev.all)
+	if err != nil {
+		return err
+	}
+	ev.addRow("plain_closed_book", c, conf, ev.all)
+	if c, conf, err = s.plainSystem(ev, plain, s.fRow, "plain_bm25_top1", top1, ev.all); err != nil {
+		return err
+	}
+	ev.addRow("plain_bm25_top1", c, conf, ev.all)
+	ev.addRow("plain_bm25_top1.no_entry", c, conf, noEntry)
+	name := fmt.Sprintf("plain_concat_k%d", K)
+	if c, conf, err = s.plainSystem(ev, plain, s.fLong, name, s.concat, ev.all); err != nil {
+		return err
+	}
+	ev.addRow(name, c, conf, ev.all)
+	return nil
+}
+
+// reflective runs reflective decoding for every test question over passages[i] and returns the
+// decisions and per question whether the answer is right (the value's tokens, then a reflection
+// token or [SEP]) and its confidence.
+func (s *selfragRun) reflective(ev *ragEval, sc *reflectReader, name string, passages [][]string, p reflectPolicy) ([]reflectDecision, []bool, []float64, error) {
+	start := time.Now()
+	qs := make([]int, len(ev.qs))
+	for i := range qs {
+		qs[i] = i
+	}
+	dec, err := reflectiveDecode(sc, qs, passages, p)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%s: %w", name, err)
+	}
+	correct, conf := make([]bool, len(dec)), make([]float64, len(dec))
+	for i, d := range dec {
+		correct[i] = d.answer.ended && slices.Equal(d.answer.tokens, ev.answers[i])
+		conf[i] = d.answer.confidence
+	}
+	fmt.Fprintf(s.o.Progress, "eval %s: %d questions in %.1fs\n", name, len(dec), time.Since(start).Seconds())
+	return dec, correct, conf, nil
+}
+
+// bucketValue is one observation of a rate row: a question's bucket and a value.
+type bucketValue struct {
+	bucket string
+	v      float64
+}
+
+// addRate records the mean of the values per bucket and overall as a row of the rate table and
+// as metrics "<name>/<metric>" and "<name>/<metric>.<bucket>".
+func (s *selfragRun) addRate(name, metric string, obs []bucketValue) {
+	sum, n := map[string]float64{}, map[string]int{}
+	var all float64
+	for _, o := range obs {
+		sum[o.bucket] += o.v
+		n[o.bucket]++
+		all += o.v
+	}
+	scores := map[string]float64{}
+	for _, b := range garden.Buckets {
+		if n[b] > 0 {
+			scores[b] = sum[b] / float64(n[b])
+			s.metrics[name+"/"+metric+"."+b] = scores[b]
+		}
+	}
+	if len(obs) > 0 {
+		scores["all"] = all / float64(len(obs))
+		s.metrics[name+"/"+metric] = scores["all"]
+	}
+	scores["n"] = float64(len(obs))
+	s.rateRows = append(s.rateRows, eval.Row{System: name + " (" + metric + ")", Scores: scores})
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// evaluateReflective evaluates the reflective reader's systems and decisions.
+func (s *selfragRun) evaluateReflective(ev *ragEval, refl *model.Reader) error {
+	sr, n, K := s.sr, len(ev.qs), s.sr.TopK
+	policy := reflectPolicy{retrieve: sr.RetrieveThreshold, relevance: sr.RelevanceThreshold, supportWeight: sr.SupportWeight}
+	sc, err := newReflectReader(refl, s.fRow, ev.qs, s.rec.Reader.MaxAnswerTokens)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	noEntry := make([]bool, n)
+	top1 := make([][]string, n)
+	for i := range noEntry {
+		noEntry[i] = !ev.hasEntry[i]
+		top1[i] = s.topK[i][:min(1, len(s.topK[i]))]
+	}
+
+	_, cbCorrect, conf, err := s.reflective(ev, sc, "selfrag_closed_book", make([][]string, n), policy)
+	if err != nil {
+		return err
+	}
+	ev.addRow("selfrag_closed_book", cbCorrect, conf, ev.all)
+	_, c, conf, err := s.reflective(ev, sc, "selfrag_bm25_top1", top1, policy)
+	if err != nil {
+		return err
+	}
+	ev.addRow("selfrag_bm25_top1", c, conf, ev.all)
+	ev.addRow("selfrag_bm25_top1.no_entry", c, conf, noEntry)
+
+	name := fmt.Sprintf("selfrag_k%d", K)
+	dec, kCorrect, conf, err := s.reflective(ev, sc, name, s.topK, policy)
+	if err != nil {
+		return err
+	}
+	ev.addRow(name, kCorrect, conf, ev.all)
+	ev.addRow(name+".no_entry", kCorrect, conf, noEntry)
+	var retr, gain []bucketValue
+	for i, d := range dec {
+		b := ev.qs[i].Bucket
+		retr = append(retr, bucketValue{b, b2f(d.retrieved)})
+		gain = append(gain, bucketValue{b, b2f(kCorrect[i]) - b2f(cbCorrect[i])})
+	}
+	s.addRate(name, "retrieve_rate", retr)
+	s.addRate(name, "EM_gain_over_closed_book", gain)
+
+	always := policy
+	always.retrieve = 0
+	dec, c, conf, err = s.reflective(ev, sc, name+"_always", s.topK, always)
+	if err != nil {
+		return err
+	}
+	ev.addRow(name+"_always", c, conf, ev.all)
+	var relEntry, relOther []bucketValue
+	for i, d := range dec {
+		for k, text := range s.topK[i] {
+			o := bucketValue{ev.qs[i].Bucket, b2f(d.relevance[k] >= sr.RelevanceThreshold)}
+			if ev.hasEntry[i] && text == ev.gold[i] {
+				relEntry = append(relEntry, o)
+			} else {
+				relOther = append(relOther, o)
+			}
+		}
+	}
+	s.addRate("isrel_entry", "judged_relevant", relEntry)
+	s.addRate("isrel_not_entry", "judged_relevant", relOther)
+
+	long, err := newReflectReader(refl, s.fLong, ev.qs, s.rec.Reader.MaxAnswerTokens)
+	if err != nil {
+		return err
+	}
+	defer long.Close()
+	concat := make([][]string, n)
+	for i := range concat {
+		concat[i] = []string{s.concat[i]}
+	}
+	name = fmt.Sprintf("selfrag_concat_k%d", K)
+	if _, c, conf, err = s.reflective(ev, long, name, concat, policy); err != nil {
+		return err
+	}
+	ev.addRow(name, c, conf, ev.all)
+	return nil
+}
+
+// evaluatePoisoned repeats BM25 retrieval over the poisoned datastore (world.poisoned_fraction
+// of the entries state a wrong value for one fact) and evaluates, on the test questions about a
+// poisoned fact, the plain reader over top-1 and the reflective reader over the top K: exact
+// match against the true answer, how often the answer is the poisoned value, and how often the
+// reflective reader judges the poisoned entry relevant (it is on topic, but wrong).
+func (s *selfragRun) evaluatePoisoned(ev *ragEval, plain, refl *model.Reader) error {
+	frac := s.world.Config.PoisonedFraction
+	if frac == 0 {
+		return nil
+	}
+	pw, err := s.world.Poisoned(frac, s.seed)
+	if err != nil {
+		return err
+	}
+	chunks, err := pw.Chunks("entry")
+	if err != nil {
+		return err
+	}
+	ids, texts := make([]string, len(chunks)), make([]string, len(chunks))
+	row := make(map[string]int, len(chunks))
+	for i, c := range chunks {
+		ids[i], texts[i], row[c.ID] = c.ID, c.Text, i
+	}
+	bm25 := index.NewBM25(ids, texts, index.BM25Params{K1: s.rec.Index.K1, B: s.rec.Index.B})
+	n, K := len(ev.qs), s.sr.TopK
+	ask := make([]bool, n)
+	poisoned := make([]*garden.Question, n)
+	topK, top1 := make([][]string, n), make([]string, n)
+	for i, qi := range s.d.testQ {
+		q := &pw.Questions[qi]
+		ask[i], poisoned[i] = q.Poisoned != "", q
+		topK[i] = s.search(bm25, texts, row, q.Trained, K)
+		if len(topK[i]) > 0 {
+			top1[i] = topK[i][0]
+		}
+	}
+	if countTrue(ask) == 0 {
+		return nil
+	}
+	wrongValue := func(i int, tokens []int) float64 {
+		return b2f(slices.Equal(tokens, s.tok.Encode(poisoned[i].Poisoned)))
+	}
+
+	// The plain reader (its tokenizer's ids are the grown one's old ids).
+	e := *ev
+	e.f = s.fRow
+	prompts, _, err := e.readerPrompts(top1, ask)
+	if err != nil {
+		return err
+	}
+	rr, err := model.NewReaderRunner(plain, 64, s.fRow.L)
+	if err != nil {
+		return err
+	}
+	defer rr.Close()
+	var batch [][]int
+	var which []int
+	for i, p := range prompts {
+		if p != nil {
+			batch, which = append(batch, p), append(which, i)
+		}
+	}
+	gens, err := rr.Greedy(batch, s.rec.Reader.MaxAnswerTokens, s.fRow.sep)
+	if err != nil {
+		return err
+	}
+	correct, conf := make([]bool, n), make([]float64, n)
+	var plainWrong []bucketValue
+	for j, g := range gens {
+		i := which[j]
+		correct[i], conf[i] = g.Stopped && slices.Equal(g.Tokens, ev.answers[i]), g.Confidence()
+		plainWrong = append(plainWrong, bucketValue{ev.qs[i].Bucket, wrongValue(i, g.Tokens)})
+	}
+	ev.addRow("plain_bm25_top1.poisoned", correct, conf, ask)
+	s.addRate("plain_bm25_top1.poisoned", "answers_poisoned_value", plainWrong)
+
+	sc, err := newReflectReader(refl, s.fRow, poisoned, s.rec.Reader.MaxAnswerTokens)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	policy := reflectPolicy{retrieve: s.sr.RetrieveThreshold, relevance: s.sr.RelevanceThreshold, supportWeight: s.sr.SupportWeight}
+	name := fmt.Sprintf("selfrag_k%d.poisoned", K)
+	dec, c, conf, err := s.reflective(ev, sc, name, topK, policy)
+	if err != nil {
+		return err
+	}
+	ev.addRow(name, c, conf, ask)
+	var rel, wrong, sup []bucketValue
+	entryOf := map[int]string{}
+	for _, c := range chunks {
+		if g := pw.Entries[c.Entry].Gardener; g >= 0 {
+			entryOf[g] = c.Text
+		}
+	}
+	for i, d := range dec {
+		if !ask[i] {
+			continue
+		}
+		b := ev.qs[i].Bucket
+		wrong = append(wrong, bucketValue{b, wrongValue(i, d.answer.tokens)})
+		for k, text := range topK[i] {
+			if text == entryOf[poisoned[i].Gardener] && d.relevance != nil {
+				rel = append(rel, bucketValue{b, b2f(d.relevance[k] >= s.sr.RelevanceThreshold)})
+			}
+		}
+		if d.chosen >= 0 {
+			sup = append(sup, bucketValue{b, d.answer.support})
+		}
+	}
+	s.addRate(name, "answers_poisoned_value", wrong)
+	s.addRate(name, "poisoned_entry_judged_relevant", rel)
+	s.addRate(name, "support_of_answer", sup)
+	return nil
+}
+
+// report prints the exact-match table and the rate table.
+func (s *selfragRun) report(ev *ragEval) {
+	var counts []string
+	n := map[string]int{}
+	for _, q := range ev.qs {
+		n[q.Bucket]++
+	}
+	for _, b := range garden.Buckets {
+		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
+	}
+	sr := s.sr
+	fmt.Fprintf(s.o.Out, "\nexact match on the %d test questions by pretraining mentions of the fact (%s); .no_entry: the %d questions whose gardener has no entry; .poisoned: the questions about a poisoned fact, over the poisoned datastore; reflective decoding with K = %d, retrieve >= %g, relevance >= %g, support weight %g:\n%s",
+		len(ev.qs), strings.Join(counts, ", "), len(ev.qs)-countTrue(ev.hasEntry), sr.TopK, sr.RetrieveThreshold, sr.RelevanceThreshold, sr.SupportWeight,
+		eval.FormatTable(readerColumns(), ev.rows))
+	fmt.Fprintf(s.o.Out, "\nreflective decisions (rates by bucket of the question; n observations); isrel_*: BM25 top-%d passages, judged with every question retrieving:\n%s",
+		sr.TopK, eval.FormatTable(append(append([]string(nil), garden.Buckets...), "all", "n"), s.rateRows))
+}
+
+// loadReflectiveReader reads a reader and its tokenizer from a checkpoint directory written by
+// a rag or selfrag run and checks that both carry the reflection tokens: a checkpoint saved
+// before the reader was grown fails with an error that says so.
+func loadReflectiveReader(dir string) (*model.Reader, *tokenize.Tokenizer, error) {
+	ck, err := checkpoints.LoadDir(dir)
+	if err != nil {
+		return nil, nil, err
+	}
+	var cfg RAGConfig
+	if err := ck.DecodeConfig(&cfg); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	tok, err := tokenize.Load(filepath.Join(dir, checkpoints.TokenizerFile))
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := model.NewReader(cfg.Reader, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	byName := map[string]checkpoints.Tensor{}
+	for _, t := range ck.Params {
+		byName[t.Name] = t
+	}
+	for _, p := range r.Params() {
+		t, ok := byName[p.Name]
+		if !ok || !slices.Equal(t.Shape, p.Value.Shape()) {
+			return nil, nil, fmt.Errorf("%s: parameter %s: missing or of shape %v, want %v", dir, p.Name, t.Shape, p.Value.Shape())
+		}
+		copy(p.Value.Data().([]float32), t.Data)
+	}
+	if _, err := reflectionIDs(tok, r.Vocab()); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", dir, err)
+	}
+	return r, tok, nil
+}
