@@ -147,8 +147,10 @@
 //	rag.held_out_questions              true           joint training asks the questions of half the training gardeners, reader fine-tuning the other half
 //	selfrag.row_length                  48             L of single-passage reader sequences (kind "selfrag": fine-tuning, per-passage decoding); reader.max_length is the concatenation's; in [8, reader.max_length]
 //	selfrag.irrelevant_fraction         0.4            fraction of reflective fine-tuning contexts that are not the gardener's entry (BM25 hits: news naming the gardener, other entries); in [0, 1]
+//	selfrag.entry_negative_fraction     0.5            fraction of irrelevant contexts that are a same-first-name gardener's entry rather than news (when both exist); in [0, 1]
 //	selfrag.unsupported_fraction        0.1            fraction of relevant contexts whose sentence stating the asked fact is removed (target ends in [No support]); in [0, 1]
-//	selfrag.rename_fraction             0.5            fraction of reflective fine-tuning contexts where the gardener gets an invented surname throughout (names compared, not recalled); in [0, 1]
+//	selfrag.rename_fraction             0.5            fraction of reflective fine-tuning contexts where the gardener gets another surname throughout (names compared, not recalled); in [0, 1]
+//	selfrag.rename_surnames             "world"        where renamed surnames come from: "world" (a random world surname, one WordPiece token, never an existing name) or "invented" (mostly 2-4 pieces)
 //	selfrag.retrieve_confidence         0.5            [No Retrieve] label when the closed-book LM is right with at least this probability; in [0, 1]
 //	selfrag.finetune_steps              800            reflective fine-tuning steps (loss on target tokens, reader.replay rows replayed); >= 0
 //	selfrag.batch_size                  48             training questions per reflective fine-tuning step; >= 1

@@ -15,6 +15,11 @@ type SelfRAG struct {
 	// the gardener's entry (BM25 hits for the question other than the entry: news mentioning
 	// the name, other gardeners' entries); in [0, 1]. Default 0.4.
 	IrrelevantFraction float64 `toml:"irrelevant_fraction"`
+	// EntryNegativeFraction is the fraction of the irrelevant contexts that are the entry of
+	// another training gardener of the same first name (the hard negatives: only the surnames
+	// differ) rather than news naming the gardener, when the question has both; in [0, 1].
+	// Default 0.5.
+	EntryNegativeFraction float64 `toml:"entry_negative_fraction"`
 	// UnsupportedFraction is the fraction of the relevant contexts (the gardener's entry)
 	// whose sentence stating the asked fact is removed, the target then ending in [No support];
 	// in [0, 1]. Default 0.1.
@@ -24,6 +29,12 @@ type SelfRAG struct {
 	// then be judged by comparing names, not recalled for the training gardeners; in [0, 1].
 	// Default 0.5.
 	RenameFraction float64 `toml:"rename_fraction"`
+	// RenameSurnames is where a renamed gardener's surname comes from: "world" (the surname of
+	// a random gardener of the world, never making an existing name: one WordPiece token, as
+	// the test gardeners' surnames are, so the reader learns to compare single name tokens) or
+	// "invented" (garden.InventSurname: mostly 2-4 pieces, which did not carry over to the
+	// test gardeners' one-token surnames). Default "world".
+	RenameSurnames string `toml:"rename_surnames"`
 	// RetrieveConfidence labels a training question [No Retrieve] when the closed-book reader
 	// (the language model's cloze completion) is right on it with at least this probability,
 	// else [Retrieve]; in [0, 1]. Default 0.5.
@@ -53,7 +64,7 @@ type SelfRAG struct {
 
 func defaultSelfRAG() SelfRAG {
 	return SelfRAG{
-		RowLength: 48, IrrelevantFraction: 0.4, UnsupportedFraction: 0.1, RenameFraction: 0.5, RetrieveConfidence: 0.5,
+		RowLength: 48, IrrelevantFraction: 0.4, EntryNegativeFraction: 0.5, UnsupportedFraction: 0.1, RenameFraction: 0.5, RenameSurnames: "world", RetrieveConfidence: 0.5,
 		FinetuneSteps: 800, BatchSize: 48, LR: 1e-3,
 		TopK: 3, RetrieveThreshold: 0.5, RelevanceThreshold: 0.5, SupportWeight: 1,
 	}
@@ -67,8 +78,10 @@ func validateSelfRAG(v *checker, r *Recipe) {
 		v.fail(v.setOf("selfrag.row_length", "reader.max_length"), "selfrag.row_length = %d exceeds reader.max_length = %d", s.RowLength, r.Reader.MaxLength)
 	}
 	v.inRange("selfrag.irrelevant_fraction", s.IrrelevantFraction, 0, 1, true)
+	v.inRange("selfrag.entry_negative_fraction", s.EntryNegativeFraction, 0, 1, true)
 	v.inRange("selfrag.unsupported_fraction", s.UnsupportedFraction, 0, 1, true)
 	v.inRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)
+	v.oneOf("selfrag.rename_surnames", s.RenameSurnames, []string{"world", "invented"})
 	v.inRange("selfrag.retrieve_confidence", s.RetrieveConfidence, 0, 1, true)
 	atLeast(v, "selfrag.finetune_steps", s.FinetuneSteps, 0)
 	atLeast(v, "selfrag.batch_size", s.BatchSize, 1)

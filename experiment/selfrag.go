@@ -284,8 +284,16 @@ func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, ret
 		news, others = news+len(src.news), others+len(src.others)
 		sources[j] = src
 	}
-	o := reflectOptions{closedBook: rd.ClosedBookFraction, irrelevant: sr.IrrelevantFraction,
+	o := reflectOptions{closedBook: rd.ClosedBookFraction, irrelevant: sr.IrrelevantFraction, entryNegatives: sr.EntryNegativeFraction,
 		unsupported: sr.UnsupportedFraction, counterfactual: rd.CounterfactualFraction, rename: sr.RenameFraction}
+	if sr.RenameSurnames == "world" {
+		o.taken = map[string]bool{}
+		for i := range s.world.Gardeners {
+			g := &s.world.Gardeners[i]
+			o.surnames = append(o.surnames, g.Surname)
+			o.taken[g.Name()] = true
+		}
+	}
 	B, R := sr.BatchSize, min(rd.Replay, len(replay))
 	cut := 0
 	task, err := newReaderTask(s.reader, B+R, s.fRow.L, s.fRow.L-1, s.seed, streamSelfRAG, func(step int) ([]lmRow, error) {

@@ -23,9 +23,9 @@ import (
 //
 // Labels:
 //   - IsRel: [Relevant] when the passage is the gardener's own entry, [Irrelevant] for any other
-//     passage: news naming the gardener (BM25 hits for the question) and, as often, the entry
-//     of another gardener sharing the first name (which BM25 also returns, and which only a
-//     comparison of surnames tells apart).
+//     passage: news naming the gardener (BM25 hits for the question) and, in a
+//     selfrag.entry_negative_fraction of them, the entry of another gardener sharing the first
+//     name (which BM25 also returns, and which only a comparison of surnames tells apart).
 //   - IsSup: [Fully supported] when the passage contains the sentence "cloze answer ." (it states
 //     exactly that fact), else [No support] (the entry with that sentence removed).
 //   - Retrieve: [No Retrieve] when the closed-book reader is right on the question with
@@ -45,9 +45,16 @@ type reflectSource struct {
 type reflectOptions struct {
 	closedBook     float64 // reader.closed_book_fraction: asked with an empty context
 	irrelevant     float64 // selfrag.irrelevant_fraction of the contexts
+	entryNegatives float64 // selfrag.entry_negative_fraction of the irrelevant contexts
 	unsupported    float64 // selfrag.unsupported_fraction of the relevant contexts
 	counterfactual float64 // reader.counterfactual_fraction of the supported relevant contexts
 	rename         float64 // selfrag.rename_fraction of the contexts
+	// surnames is the pool renamed gardeners draw their surname from (selfrag.rename_surnames =
+	// "world": the world's surnames, each one WordPiece token, as the test gardeners' are);
+	// empty: invented ones (garden.InventSurname, most of them 2-4 pieces). taken holds the
+	// world's full names, which a renamed gardener never gets.
+	surnames []string
+	taken    map[string]bool
 }
 
 // reflectExample is one training example: the context ("" closed-book), the question as the
@@ -58,8 +65,8 @@ type reflectExample struct {
 
 // example draws one training example for s with rng. A relevant context is the entry, its value
 // replaced by another of values (counterfactual, the answer following it) in a counterfactual
-// fraction of the supported ones. An irrelevant context is news or another entry with equal
-// probability (whichever exists). A question without entry or negatives falls back to the
+// fraction of the supported ones. An irrelevant context is another entry with probability
+// o.entryNegatives, else news (whichever exists). A question without entry or negatives falls back to the
 // other kind, and to closed-book without either.
 func (s *reflectSource) example(o reflectOptions, values []string, rng *rand.Rand) reflectExample {
 	q := s.q
@@ -79,7 +86,7 @@ func (s *reflectSource) example(o reflectOptions, values []string, rng *rand.Ran
 	}
 	if !relevant {
 		neg, other := s.news, ""
-		if len(neg) == 0 || (len(s.others) > 0 && rng.IntN(2) == 1) {
+		if len(neg) == 0 || (len(s.others) > 0 && rng.Float64() < o.entryNegatives) {
 			neg = s.others
 		}
 		ex.passage = neg[rng.IntN(len(neg))]
@@ -100,30 +107,43 @@ func (s *reflectSource) example(o reflectOptions, values []string, rng *rand.Ran
 	return s.maybeRename(ex, o, rng, "")
 }
 
-// maybeRename gives the gardener, in a rename fraction of the examples, an invented surname
+// maybeRename gives the gardener, in a rename fraction of the examples, another surname
 // wherever its name appears (question, passage, target), and the other gardener of an other
 // entry (other: its name) another one: counterfactual names, so that relevance is judged by
 // comparing the surnames in the question and the passage, not recalled for the few training
-// gardeners, nor read off whether a surname is familiar.
+// gardeners, nor read off whether a surname is familiar. The surnames are drawn from
+// o.surnames (never making a name in o.taken), else invented.
 func (s *reflectSource) maybeRename(ex reflectExample, o reflectOptions, rng *rand.Rand, other string) reflectExample {
 	if s.name == "" || rng.Float64() >= o.rename {
 		return ex
 	}
 	first, _, _ := strings.Cut(s.name, " ")
-	sur := garden.InventSurname(rng)
+	sur := o.surname(first, "", rng)
 	to := first + " " + sur
 	if other != "" && other != s.name {
 		f, _, _ := strings.Cut(other, " ")
-		otherSur := garden.InventSurname(rng)
-		for otherSur == sur {
-			otherSur = garden.InventSurname(rng)
-		}
-		ex.passage = replaceName(ex.passage, other, f+" "+otherSur)
+		ex.passage = replaceName(ex.passage, other, f+" "+o.surname(f, sur, rng))
 	}
 	ex.passage = replaceName(ex.passage, s.name, to)
 	ex.question = replaceName(ex.question, s.name, to)
 	ex.target = replaceName(ex.target, s.name, to)
 	return ex
+}
+
+// surname draws a surname for a gardener called first, other than not, such that the name is
+// not one of o.taken: from o.surnames, else invented.
+func (o *reflectOptions) surname(first, not string, rng *rand.Rand) string {
+	for tries := 0; ; tries++ {
+		var sur string
+		if len(o.surnames) > 0 && tries < 1000 {
+			sur = o.surnames[rng.IntN(len(o.surnames))]
+		} else {
+			sur = garden.InventSurname(rng)
+		}
+		if sur != not && !o.taken[first+" "+sur] {
+			return sur
+		}
+	}
 }
 
 // replaceName replaces the whole words name by to in text.

@@ -186,11 +186,17 @@ func TestReflectExamples(t *testing.T) {
 	}
 	kinds := map[string]int{}
 	for seed := range uint64(20) {
-		ex := draw(src, reflectOptions{irrelevant: 1}, seed)
+		ex := draw(src, reflectOptions{irrelevant: 1, entryNegatives: 0.5}, seed)
 		if !slices.Contains(news, ex.passage) || ex.target != "[Irrelevant]" || ex.question != q.Trained {
 			t.Errorf("irrelevant: %+v", ex)
 		}
 		kinds[ex.passage]++
+		if ex := draw(src, reflectOptions{irrelevant: 1, entryNegatives: 1}, seed); ex.passage != news[1] {
+			t.Errorf("irrelevant, entry negatives only: %+v", ex)
+		}
+		if ex := draw(src, reflectOptions{irrelevant: 1}, seed); ex.passage != news[0] {
+			t.Errorf("irrelevant, news only: %+v", ex)
+		}
 		if ex := draw(src, reflectOptions{}, seed); ex.passage != entry || ex.target != "[Relevant] Jude Riskem lives in Pebworth [Fully supported]" {
 			t.Errorf("relevant: %+v", ex)
 		}
@@ -240,6 +246,22 @@ func TestReflectExamples(t *testing.T) {
 			f[1] == strings.Fields(ex.question)[3] || ex.passage != strings.ReplaceAll(news[1], "Ovol", f[1]) {
 			t.Errorf("renamed irrelevant example %+v: want both gardeners renamed, differently", ex)
 		}
+	}
+	// With a surname pool, renamed surnames come from it, never make a taken name (Jude Ovol
+	// exists) and differ between the two gardeners.
+	pool := reflectOptions{rename: 1, surnames: []string{"Riskem", "Ovol", "Tova", "Zerimo"},
+		taken: map[string]bool{"Jude Riskem": true, "Jude Ovol": true}}
+	seen := map[string]int{}
+	for seed := range uint64(40) {
+		ex := draw(&reflectSource{q: q, name: "Jude Riskem", others: news[1:]}, pool, seed)
+		sur, otherSur := strings.Fields(ex.question)[3], strings.Fields(ex.passage)[1]
+		if sur == otherSur || !slices.Contains(pool.surnames[2:], sur) || !slices.Contains(pool.surnames[2:], otherSur) {
+			t.Fatalf("pool rename %+v: surnames %q, %q, want distinct ones of Tova, Zerimo", ex, sur, otherSur)
+		}
+		seen[sur]++
+	}
+	if seen["Tova"] < 5 || seen["Zerimo"] < 5 {
+		t.Errorf("pool rename draws %v, want both surnames", seen)
 	}
 	// The irrelevant fraction of the contexts is the option's.
 	irr := 0

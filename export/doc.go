@@ -95,7 +95,8 @@
 //	tokenizer.json           the run's WordPiece tokenizer with its added special tokens (<ctx>, </ctx>,
 //	                         Self-RAG's reflection tokens when present)
 //	tokenizer_config.json    PreTrainedTokenizerFast; bos [CLS], eos [SEP], pad [PAD];
-//	                         additional_special_tokens; model_max_length = reader.max_length
+//	                         additional_special_tokens; added_tokens_decoder (every added token
+//	                         by id); model_max_length = reader.max_length
 //	special_tokens_map.json  the same special tokens
 //	ragtrain.json            ReaderManifest: max_length, max_answer_tokens, the prompt layout, the source
 //	retriever/               the bi-encoder (layout above)
@@ -107,6 +108,35 @@
 // reader computes exactly (activation_function "gelu": GPT-2's default "gelu_new" is refused,
 // layer_norm_epsilon 1e-5), or a rag run directory; Init copies it bit for bit (c_attn split and
 // transposed back) or fails with a *MismatchError naming the GPT-2 tensor and both shapes.
+//
+// # Self-RAG reader (selfrag runs)
+//
+// A selfrag run (experiment/selfrag.go) exports its reflective reader in the reader layout
+// above, its vocabulary grown by Self-RAG's seven reflection tokens (Asai et al. 2024;
+// tokenize.ReflectionTokens, model.GrowVocab), with no retriever/ (the run retrieves with BM25 and
+// never trains its bi-encoder):
+//
+//	config.json              vocab_size = the grown vocabulary (reflection ids included)
+//	tokenizer.json           added_tokens holds [Retrieve] [No Retrieve] [Relevant] [Irrelevant]
+//	                         [Fully supported] [Partially supported] [No support] as special tokens at
+//	                         their ids (the last seven rows of transformer.wte.weight in a selfrag run)
+//	tokenizer_config.json    additional_special_tokens and added_tokens_decoder (id -> token) list them
+//	special_tokens_map.json  additional_special_tokens lists them
+//	ragtrain.json            ReaderManifest of kind "selfrag": reflection_tokens (token, id), the
+//	                         sequence layout, retrieval ("bm25 k1=... b=..."), decoding (SelfRAGDecoding:
+//	                         row_length, top_k and the thresholds of selfrag.*), the source
+//	README.md                the reflection tokens and ids, the sequence layout and the decoding policy
+//
+// A selfrag checkpoint saved before the reflective phase (checkpoint-reader_finetune-N) holds
+// the plain reader and no reflection tokens; it exports as a plain reader (kind "rag", no
+// retriever/). OpenReader reads a selfrag export or run like a rag one; ReaderDir.ReflectionTokens
+// lists the tokens and ids, which must be complete, special, within the reader's rows and (for an
+// export) equal to ragtrain.json's, or OpenReader fails naming the token. Init needs a reader of
+// the grown vocabulary: a plain-vocabulary reader fails on transformer.wte.weight with both
+// shapes. So a plain rag recipe starts from a reflective reader exactly when its tokenizer is the
+// export's (tokenizer.file = the export's tokenizer.json; otherwise reader.init_from fails at the
+// first differing id): the reflection tokens keep their ids and rows and stay in the run's
+// tokenizer and checkpoints, as unused special tokens of the plain reader.
 //
 // # Corpus embeddings
 //
@@ -128,7 +158,8 @@
 //
 // Each kind is one file: it registers its exporter with register(kind, f) in an init function
 // and offers its own Open*/Init pair for init_from (biencoder.go, crossencoder.go, reader.go),
-// reusing writeTokenizerFiles, writeSafetensorsPT, writeDir and tensorSet/MismatchError.
+// reusing writeTokenizerFiles, writeSafetensorsPT, writeDir and tensorSet/MismatchError
+// (selfrag.go reuses reader.go's layout the same way).
 //
 // Not for: model hubs or downloads, PyTorch pickles (pytorch_model.bin), sharded checkpoints,
 // quantised formats, or training: the package moves weights and never computes gradients.

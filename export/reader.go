@@ -33,16 +33,32 @@ const (
 // retriever/ (itself a bi-encoder export with its own ragtrain.json), and how prompts are built.
 type ReaderManifest struct {
 	FormatVersion int    `json:"format_version"`
-	Kind          string `json:"kind"`      // "rag"
-	Reader        string `json:"reader"`    // "."
-	Retriever     string `json:"retriever"` // "retriever"
+	Kind          string `json:"kind"`                // "rag"
+	Reader        string `json:"reader"`              // "."
+	Retriever     string `json:"retriever,omitempty"` // "retriever"; none for selfrag
 	// MaxLength is L, the longest sequence the reader was trained on (prompt and answer).
 	MaxLength int `json:"max_length"`
 	// MaxAnswerTokens is the most tokens greedy decoding generates before eos ([SEP]).
 	MaxAnswerTokens int `json:"max_answer_tokens"`
 	// Prompt is the token layout of a reader prompt; generation continues it.
-	Prompt string  `json:"prompt"`
+	Prompt string `json:"prompt"`
+
+	// Self-RAG exports (kind "selfrag", selfrag.go) only.
+	// ReflectionTokens are the seven reflection tokens (tokenize.ReflectionTokens order) with
+	// their ids: the same ids in tokenizer.json and rows of transformer.wte.weight.
+	ReflectionTokens []TokenID `json:"reflection_tokens,omitempty"`
+	// Retrieval names what retrieved the reader's passages in its run, e.g. "bm25 k1=1.2 b=0.75".
+	Retrieval string `json:"retrieval,omitempty"`
+	// Decoding is the run's reflective decoding policy (recipe keys selfrag.*).
+	Decoding *SelfRAGDecoding `json:"decoding,omitempty"`
+
 	Source *Source `json:"source,omitempty"`
+}
+
+// TokenID is a token and its id in tokenizer.json.
+type TokenID struct {
+	Token string `json:"token"`
+	ID    int    `json:"id"`
 }
 
 // readerPrompt documents the prompt layout of experiment/rag_reader.go.
@@ -71,13 +87,18 @@ type ragConfig struct {
 // max_answer_tokens from the run's recipe (its default when the recipe is missing). A checkpoint
 // of the earlier BERT-style (post-LN) reader is refused: GPT-2 does not compute it.
 func (r *Run) RAG() (*model.Reader, *model.BiEncoder, ReaderMeta, BiEncoderMeta, error) {
+	return r.readerModels(KindRAG)
+}
+
+// readerModels is RAG for a checkpoint of the given kind (rag or selfrag: both write ragConfig).
+func (r *Run) readerModels(kind string) (*model.Reader, *model.BiEncoder, ReaderMeta, BiEncoderMeta, error) {
 	var c ragConfig
 	cfgPath := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, err
 	}
-	if c.Kind != KindRAG {
-		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, fmt.Errorf("%s: kind %q, want %q", cfgPath, c.Kind, KindRAG)
+	if c.Kind != kind {
+		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, fmt.Errorf("%s: kind %q, want %q", cfgPath, c.Kind, kind)
 	}
 	if c.Reader.Arch != model.ArchGPT2 {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, fmt.Errorf("%s: reader.Arch = %q: a reader trained before the GPT-2 architecture (post-LN blocks) has no serving layout; train the recipe again", cfgPath, c.Reader.Arch)
@@ -206,7 +227,39 @@ type readerTokenizerConfig struct {
 	PaddingSide               string   `json:"padding_side"`
 	CleanUpTokenizationSpaces bool     `json:"clean_up_tokenization_spaces"`
 	AdditionalSpecialTokens   []string `json:"additional_special_tokens,omitempty"`
+	// AddedTokensDecoder is transformers' id -> added token table (every added token of
+	// tokenizer.json, the five BERT ones included), keyed by the decimal id.
+	AddedTokensDecoder map[string]addedTokenDecoder `json:"added_tokens_decoder,omitempty"`
 	readerSpecialTokens
+}
+
+// addedTokenDecoder is one entry of tokenizer_config.json's added_tokens_decoder (transformers'
+// AddedToken fields).
+type addedTokenDecoder struct {
+	Content    string `json:"content"`
+	SingleWord bool   `json:"single_word"`
+	Lstrip     bool   `json:"lstrip"`
+	Rstrip     bool   `json:"rstrip"`
+	Normalized bool   `json:"normalized"`
+	Special    bool   `json:"special"`
+}
+
+// savedAddedToken is an entry of tokenizer.json's added_tokens.
+type savedAddedToken struct {
+	ID      int    `json:"id"`
+	Content string `json:"content"`
+	Special bool   `json:"special"`
+}
+
+// readAddedTokens reads the added_tokens of a tokenizer.json.
+func readAddedTokens(path string) ([]savedAddedToken, error) {
+	var saved struct {
+		AddedTokens []savedAddedToken `json:"added_tokens"`
+	}
+	if err := readJSON(path, &saved, false); err != nil {
+		return nil, err
+	}
+	return saved.AddedTokens, nil
 }
 
 // readerSpecialTokens is special_tokens_map.json of a reader.
@@ -300,33 +353,32 @@ func writeReader(dir string, rd *model.Reader, tok *tokenize.Tokenizer, meta Rea
 
 // writeReaderTokenizer writes tokenizer.json, tokenizer_config.json and special_tokens_map.json;
 // the added special tokens of tokenizer.json beyond BERT's five (<ctx>, </ctx>, Self-RAG's
-// reflection tokens) become additional_special_tokens.
+// reflection tokens) become additional_special_tokens, and every added token is listed with its
+// id in tokenizer_config.json's added_tokens_decoder.
 func writeReaderTokenizer(dir string, tok *tokenize.Tokenizer, maxLength int) error {
 	path := filepath.Join(dir, TokenizerFile)
 	if err := tok.Save(path); err != nil {
 		return err
 	}
-	var saved struct {
-		AddedTokens []struct {
-			Content string `json:"content"`
-			Special bool   `json:"special"`
-		} `json:"added_tokens"`
-	}
-	if err := readJSON(path, &saved, false); err != nil {
+	added, err := readAddedTokens(path)
+	if err != nil {
 		return err
 	}
 	name := func(id int) string { s, _ := tok.Token(id); return s }
 	sp := readerSpecialTokens{BosToken: name(tok.CLSID()), EosToken: name(tok.SEPID()), PadToken: name(tok.PadID()),
 		UnkToken: name(tok.UnkID()), CLSToken: name(tok.CLSID()), SepToken: name(tok.SEPID()), MaskToken: name(tok.MaskID())}
 	bert := map[string]bool{sp.CLSToken: true, sp.SepToken: true, sp.PadToken: true, sp.UnkToken: true, sp.MaskToken: true}
-	for _, a := range saved.AddedTokens {
+	decoder := map[string]addedTokenDecoder{}
+	for _, a := range added {
 		if a.Special && !bert[a.Content] {
 			sp.AdditionalSpecialTokens = append(sp.AdditionalSpecialTokens, a.Content)
 		}
+		decoder[fmt.Sprint(a.ID)] = addedTokenDecoder{Content: a.Content, Special: a.Special}
 	}
 	if err := writeJSON(filepath.Join(dir, TokenizerConfigFile), readerTokenizerConfig{
 		TokenizerClass: "PreTrainedTokenizerFast", ModelMaxLength: maxLength, PaddingSide: "right",
-		CleanUpTokenizationSpaces: true, AdditionalSpecialTokens: sp.AdditionalSpecialTokens, readerSpecialTokens: sp,
+		CleanUpTokenizationSpaces: true, AdditionalSpecialTokens: sp.AdditionalSpecialTokens,
+		AddedTokensDecoder: decoder, readerSpecialTokens: sp,
 	}); err != nil {
 		return err
 	}
@@ -422,6 +474,10 @@ type ReaderDir struct {
 	Reader model.EncoderConfig
 	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none.
 	Tokenizer string
+	// ReflectionTokens are Self-RAG's seven reflection tokens with their ids when the tokenizer
+	// holds all seven as special tokens with rows in the reader (a selfrag export or run), nil
+	// otherwise; for a selfrag export or run, anything short of that is an error.
+	ReflectionTokens []TokenID
 	// Ignored lists tensors skipped by design, as "file: name": GPT-2's attention-mask buffers
 	// (h.N.attn.bias, h.N.attn.masked_bias) and an lm_head.weight equal to the word embeddings.
 	Ignored []string
@@ -439,17 +495,20 @@ func InitReader(rd *model.Reader, dir string) (*ReaderDir, error) {
 	return d, d.Init(rd)
 }
 
-// OpenReader reads a reader directory: a rag export (ragtrain.json of kind "rag"; the reader
-// is its root), a Hugging Face GPT-2 directory (config.json with model_type "gpt2" and a
-// single model.safetensors with GPT2LMHeadModel names, or GPT2Model's without "transformer.";
-// F16, BF16 and F64 are converted to float32), or a rag run or checkpoint directory. The
-// config must describe a GPT-2 this toolkit computes: activation_function "gelu",
-// layer_norm_epsilon 1e-5, tied embeddings (readerConfig lists the checks).
+// OpenReader reads a reader directory: a rag or selfrag export (ragtrain.json of kind "rag" or
+// "selfrag"; the reader is its root), a Hugging Face GPT-2 directory (config.json with
+// model_type "gpt2" and a single model.safetensors with GPT2LMHeadModel names, or GPT2Model's
+// without "transformer."; F16, BF16 and F64 are converted to float32), or a rag or selfrag run
+// or checkpoint directory. The config must describe a GPT-2 this toolkit computes:
+// activation_function "gelu", layer_norm_epsilon 1e-5, tied embeddings (readerConfig lists the
+// checks). When the tokenizer holds the reflection tokens, ReflectionTokens lists them; they
+// must all be special tokens with rows in the reader, and a selfrag export's ragtrain.json must
+// list the same ids (an error names the token and both ids otherwise).
 func OpenReader(dir string) (*ReaderDir, error) {
 	if exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)) {
 		return openRunReader(dir)
 	}
-	layout := LayoutHuggingFace
+	layout, kind := LayoutHuggingFace, ""
 	if path := filepath.Join(dir, ManifestFile); exists(path) {
 		var man ReaderManifest
 		if err := readJSON(path, &man, false); err != nil {
@@ -458,13 +517,13 @@ func OpenReader(dir string) (*ReaderDir, error) {
 		if man.FormatVersion != ManifestFormat {
 			return nil, fmt.Errorf("%s: format_version %d, this build reads %d", path, man.FormatVersion, ManifestFormat)
 		}
-		if man.Kind != KindRAG {
-			return nil, fmt.Errorf("%s: kind %q; a reader is read from a %q export", path, man.Kind, KindRAG)
+		if man.Kind != KindRAG && man.Kind != KindSelfRAG {
+			return nil, fmt.Errorf("%s: kind %q; a reader is read from a %q or %q export", path, man.Kind, KindRAG, KindSelfRAG)
 		}
 		if man.Reader != "." {
 			return nil, fmt.Errorf("%s: reader = %q, want \".\"", path, man.Reader)
 		}
-		layout = LayoutExport
+		layout, kind = LayoutExport, man.Kind
 	}
 	cfgPath := filepath.Join(dir, ConfigFile)
 	if !exists(cfgPath) {
@@ -485,8 +544,17 @@ func OpenReader(dir string) (*ReaderDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ReaderDir{Dir: dir, Layout: layout, Reader: cfg, Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)),
-		Ignored: ignored, set: set}, nil
+	d := &ReaderDir{Dir: dir, Layout: layout, Reader: cfg, Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)),
+		Ignored: ignored, set: set}
+	if d.ReflectionTokens, err = reflectionTokenIDs(d.Tokenizer, cfg.Vocab, kind == KindSelfRAG); err != nil {
+		return nil, err
+	}
+	if layout == LayoutExport {
+		if err := checkManifestReflection(filepath.Join(dir, ManifestFile), d.ReflectionTokens); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 func openRunReader(dir string) (*ReaderDir, error) {
@@ -494,8 +562,8 @@ func openRunReader(dir string) (*ReaderDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind != KindRAG {
-		return nil, fmt.Errorf("%s: holds a %s, not a %s reader", r.Checkpoint.Dir, r.Kind, KindRAG)
+	if r.Kind != KindRAG && r.Kind != KindSelfRAG {
+		return nil, fmt.Errorf("%s: holds a %s, not a %s or %s reader", r.Checkpoint.Dir, r.Kind, KindRAG, KindSelfRAG)
 	}
 	var c ragConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
@@ -510,8 +578,12 @@ func openRunReader(dir string) (*ReaderDir, error) {
 			set.add(t)
 		}
 	}
-	return &ReaderDir{Dir: dir, Layout: LayoutRun, Reader: c.Reader, set: set, prefix: model.PrefixReader + ".",
-		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile))}, nil
+	d := &ReaderDir{Dir: dir, Layout: LayoutRun, Reader: c.Reader, set: set, prefix: model.PrefixReader + ".",
+		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile))}
+	if d.ReflectionTokens, err = reflectionTokenIDs(d.Tokenizer, c.Reader.Vocab, r.Kind == KindSelfRAG); err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // readGPT2Tensors reads a GPT-2 model.safetensors under GPT2LMHeadModel names (adding

@@ -144,18 +144,75 @@ class Bow(nn.Module):
         return self.proj(self.drop(x))
 
 
-class CrossEncoder(nn.Module):
+class CrossEncoder(nn.Module):  # BertForSequenceClassification: [CLS] -> tanh pooler -> classifier
     def __init__(self, sh):
         super().__init__()
         self.encoder = Transformer(sh, sh["vocab"], sh["cross_l"])
+        self.pooler = nn.Linear(sh["hidden"], sh["hidden"])
         self.drop = nn.Dropout(sh["dropout"])
         self.head = nn.Linear(sh["hidden"], 1)
-        nn.init.normal_(self.head.weight, std=0.02)
-        nn.init.zeros_(self.head.bias)
+        for m in (self.pooler, self.head):
+            nn.init.normal_(m.weight, std=0.02)
+            nn.init.zeros_(m.bias)
 
     def forward(self, ids, mask, types):
-        x = self.encoder.tokens(ids, mask, types)[:, 0]
+        x = torch.tanh(self.pooler(self.encoder.tokens(ids, mask, types)[:, 0]))
         return self.head(self.drop(x)).squeeze(-1)
+
+
+class GPT2Block(nn.Module):  # pre-LN: x + attn(ln_1(x)), x + mlp(ln_2(x)), as model/gpt2.go
+    def __init__(self, hidden, heads, ffn, dropout, layers):
+        super().__init__()
+        self.heads = heads
+        self.ln_1 = nn.LayerNorm(hidden, eps=1e-5)
+        self.q, self.k, self.v, self.out = (nn.Linear(hidden, hidden) for _ in range(4))
+        self.ln_2 = nn.LayerNorm(hidden, eps=1e-5)
+        self.ffn_in = nn.Linear(hidden, ffn)
+        self.ffn_out = nn.Linear(ffn, hidden)
+        self.drop = nn.Dropout(dropout)
+        for m in (self.q, self.k, self.v, self.ffn_in):
+            nn.init.normal_(m.weight, std=0.02)
+        for m in (self.out, self.ffn_out):
+            nn.init.normal_(m.weight, std=0.02 / math.sqrt(2 * layers))
+        for m in (self.q, self.k, self.v, self.out, self.ffn_in, self.ffn_out):
+            nn.init.zeros_(m.bias)
+
+    def forward(self, x, add_mask):
+        B, L, H = x.shape
+        h, d = self.heads, H // self.heads
+
+        def split(t):
+            return t.view(B, L, h, d).transpose(1, 2)
+
+        y = self.ln_1(x)
+        s = torch.matmul(split(self.q(y)), split(self.k(y)).transpose(-1, -2)) / math.sqrt(d)
+        a = self.drop(torch.softmax(s + add_mask, dim=-1))
+        c = torch.matmul(a, split(self.v(y))).transpose(1, 2).reshape(B, L, H)
+        x = x + self.drop(self.out(c))
+        return x + self.drop(self.ffn_out(F.gelu(self.ffn_in(self.ln_2(x)))))
+
+
+class GPT2(nn.Module):  # the reader: wte + wpe, pre-LN blocks, ln_f, tied LM head
+    def __init__(self, sh, vocab, max_pos):
+        super().__init__()
+        self.embeddings = nn.Module()
+        self.embeddings.word = nn.Embedding(vocab, sh["hidden"])
+        self.embeddings.position = nn.Embedding(max_pos, sh["hidden"])
+        for e in (self.embeddings.word, self.embeddings.position):
+            nn.init.normal_(e.weight, std=0.02)
+        self.drop = nn.Dropout(sh["dropout"])
+        self.layers = nn.ModuleList(GPT2Block(sh["hidden"], sh["heads"], sh["ffn"], sh["dropout"], sh["layers"])
+                                    for _ in range(sh["layers"]))
+        self.ln_f = nn.LayerNorm(sh["hidden"], eps=1e-5)
+
+    def tokens(self, ids, mask, types):
+        L = ids.shape[1]
+        add = (1.0 - mask)[:, None, None, :] * NEG + torch.triu(torch.full((L, L), NEG), diagonal=1)[None, None]
+        pos = torch.arange(L, device=ids.device)
+        x = self.drop(self.embeddings.word(ids) + self.embeddings.position(pos)[None])
+        for layer in self.layers:
+            x = layer(x, add)
+        return self.ln_f(x)
 
 
 def decays(name):  # as trainer.Decays
@@ -269,7 +326,7 @@ def cross_score(data):
 
 def reader_step(data):
     sh = data["shapes"]
-    model = Transformer(sh, sh["reader_vocab"], sh["reader_l"], causal=True)
+    model = GPT2(sh, sh["reader_vocab"], sh["reader_l"])
     model.train()
     opt = adamw(model, sh)
     ids, mask, types = seqs(data["reader"])

@@ -21,6 +21,9 @@ the papers and the Hugging Face layouts (the transformers library is not needed)
     x + attn(ln_1(x)), x + mlp(ln_2(x)) with the fused Conv1D c_attn ([H, 3H], x W + b), causal
     and padding masks, ln_f, and the lm_head tied to wte: next-token log-probabilities at every
     position.
+    A Self-RAG reader (kind "selfrag") is the same GPT2LMHeadModel with a vocabulary grown by
+    the reflection tokens; its log-probs are also reported on the reflection-token columns and
+    at the positions whose next token is a reflection token.
 
 It runs them on the token ids GO_OUT holds and prints, for every output, the maximum absolute
 difference from the Go vectors; it exits 1 when one exceeds the tolerance (1e-4 by default).
@@ -353,7 +356,31 @@ def compare_rag(export, manifest, go, dtype):
     return results
 
 
-KINDS = {"bi-encoder": compare_bi_encoder, "cross-encoder": compare_cross_encoder, "rag": compare_rag}
+def compare_selfrag(export, manifest, go, dtype):
+    """A Self-RAG reader: compare_rag's outputs, then the same log-probs restricted to the
+    reflection tokens (ragtrain.json "reflection_tokens"): their columns at every real position,
+    and the next-token log-probs where the next token is a reflection token."""
+    results = compare_rag(export, manifest, go, dtype)
+    refl = torch.tensor([t["id"] for t in manifest["reflection_tokens"]])
+    with torch.no_grad():
+        ids, mask = read_npy(os.path.join(go, "reader_ids.npy")), read_npy(os.path.join(go, "reader_mask.npy"))
+        ref = GPT2(os.path.join(export, manifest.get("reader", ".")), dtype).log_probs(ids, mask)
+        real = mask.bool()
+        go_lp = read_npy(os.path.join(go, "reader_logprobs_go.npy"))
+        report(f"reflection-token columns ({len(refl)})", ref[real][:, refl], go_lp[real][:, refl], results)
+        nxt = torch.zeros(ids.shape, dtype=torch.bool)
+        nxt[:, :-1] = torch.isin(ids[:, 1:], refl) & mask[:, 1:].bool()
+        if not nxt.any():
+            print("no position is followed by a reflection token: FAIL")
+            results.append(math.inf)
+            return results
+        want = ref[:, :-1].gather(-1, ids[:, 1:, None])[..., 0][nxt[:, :-1]]
+        report(f"next = reflection token ({int(nxt.sum())} pos)", want, read_npy(os.path.join(go, "reader_next_go.npy"))[nxt], results)
+    return results
+
+
+KINDS = {"bi-encoder": compare_bi_encoder, "cross-encoder": compare_cross_encoder, "rag": compare_rag,
+         "selfrag": compare_selfrag}
 
 
 def main():

@@ -19,7 +19,9 @@
 //
 // For a reranker run (cross-encoder) it writes pair_*.npy, the Go scores of (query, passage)
 // pairs (crossencoder.go); for a rag run, reader_*.npy, the Go reader's next-token
-// log-probabilities at every position of sequences of the run's world (reader.go).
+// log-probabilities at every position of sequences of the run's world (reader.go); for a
+// selfrag run the same for the reflective reader on sequences that read and predict the
+// reflection tokens (selfrag.go).
 package main
 
 import (
@@ -50,6 +52,7 @@ var generators = map[string]func(r *export.Run, out string, n int) error{
 	export.KindBiEncoder:    genBiEncoder,
 	export.KindCrossEncoder: genCrossEncoder,
 	export.KindRAG:          genRAG,
+	export.KindSelfRAG:      genSelfRAG,
 }
 
 func run(args []string) error {

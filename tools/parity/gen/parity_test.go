@@ -132,3 +132,57 @@ func TestParityCrossEncoder(t *testing.T) {
 	}
 	t.Log(out)
 }
+
+// TestParitySelfRAG: on a hand-built reader grown by the reflection tokens (model.GrowVocab),
+// parity.py reproduces the Go log-probs on the reflection-token columns and at the positions
+// that predict a reflection token (PASS), and fails on an export whose [Irrelevant] row alone
+// differs from the Go model's.
+func TestParitySelfRAG(t *testing.T) {
+	py := python(t)
+	tok := parityTokenizer(t)
+	plain, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16,
+		Layers: 2, Heads: 4, FFN: 24, MaxPosition: 20}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	roughen(plain.Params(), 4)
+	if _, err := tok.AddSpecialTokens(tokenize.ReflectionTokens()); err != nil {
+		t.Fatal(err)
+	}
+	rd, err := model.GrowVocab(plain, tok.VocabSize(), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	exp, goOut := filepath.Join(dir, "export"), filepath.Join(dir, "go")
+	meta, dec := export.ReaderMeta{MaxLength: 20, MaxAnswerTokens: 3}, export.SelfRAGDecoding{RowLength: 20, TopK: 1}
+	if err := export.WriteSelfRAGReader(exp, rd, tok, meta, dec); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(goOut, 0o755)
+	in := inputs{Kind: export.KindSelfRAG, MaxLength: 20,
+		Queries:  []string{"where does ines ronus live ?", "what does milo ligi grow ?", "what does milo ligi grow ?"},
+		Passages: []string{"larkhill .", "ines ronus lives in larkhill .", ""},
+		Answers: []string{"[Relevant] larkhill [Fully supported]", "[Irrelevant]",
+			"[No Retrieve] milo ligi grows poppy"}, Docs: []string{"milo ligi grows poppy ."}}
+	if err := writeReaderOutputs(goOut, rd, tok, in); err != nil {
+		t.Fatal(err)
+	}
+	out, ok := parity(t, py, exp, goOut)
+	if !ok || !strings.Contains(out, "PASS") || !strings.Contains(out, "reflection-token columns (7)") ||
+		!strings.Contains(out, "next = reflection token (4 pos)") {
+		t.Fatalf("parity failed:\n%s", out)
+	}
+	t.Log(out)
+
+	id, _ := tok.ID(tokenize.IrrelevantToken)
+	w := rd.Param("reader.embeddings.word").Value.Data().([]float32)
+	w[id*16+3] += 0.05
+	bad := filepath.Join(dir, "bad")
+	if err := export.WriteSelfRAGReader(bad, rd, tok, meta, dec); err != nil {
+		t.Fatal(err)
+	}
+	if out, ok := parity(t, py, bad, goOut); ok || !strings.Contains(out, "FAIL") {
+		t.Errorf("a changed [Irrelevant] row passed:\n%s", out)
+	}
+}

@@ -69,6 +69,7 @@ type worldQuestion struct {
 	Cloze    string `json:"cloze"`
 	Answer   string `json:"answer"`
 	Split    string `json:"split"`
+	Gardener string `json:"gardener"`
 }
 
 // testQuestions reads the first n test questions of a world's questions.jsonl.
