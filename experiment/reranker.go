@@ -797,6 +797,26 @@ func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io
 	scores := make([]float32, n)
 	chunk := (n + scoreWorkers - 1) / scoreWorkers
 	chunk = (chunk + scoreBatch - 1) / scoreBatch * scoreBatch
+	// The runners are built before any runs: building a graph's tape machine sets the engine
+	// of the parameter tensors every runner shares, a write that must not overlap a run.
+	runners := make([]*model.ScoreRunner, scoreWorkers)
+	defer func() {
+		for _, r := range runners {
+			if r != nil {
+				r.Close()
+			}
+		}
+	}()
+	for w := range scoreWorkers {
+		if w*chunk >= n {
+			break
+		}
+		r, err := model.NewScoreRunner(m, scoreBatch, L)
+		if err != nil {
+			return nil, err
+		}
+		runners[w] = r
+	}
 	var wg sync.WaitGroup
 	errs := make([]error, scoreWorkers)
 	for w := range scoreWorkers {
@@ -807,12 +827,7 @@ func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := model.NewScoreRunner(m, scoreBatch, L)
-			if err != nil {
-				errs[w] = err
-				return
-			}
-			defer r.Close()
+			r := runners[w]
 			for s := lo; s < hi; s += scoreBatch {
 				e := min(hi, s+scoreBatch)
 				out, err := r.Score(enc.IDs[s*L:e*L], enc.Mask[s*L:e*L], enc.Types[s*L:e*L], e-s)
