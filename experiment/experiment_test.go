@@ -264,3 +264,12 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 		})
 	}
 }
+
+// skipUnderRace skips a long training run with no goroutines of its own when the race detector
+// is on (see raceDetector); the run still executes in every plain `go test`.
+func skipUnderRace(t *testing.T) {
+	t.Helper()
+	if raceDetector {
+		t.Skip("long training run with no goroutines of its own, 10-20x slower under -race; runs without -race")
+	}
+}

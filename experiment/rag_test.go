@@ -285,6 +285,7 @@ update_reader = false
 // objective raises the dense retriever's Recall@1 of the question's entry over its starting
 // point, though no passage label is used; the reader over the gold entry reads.
 func TestRAGJointRecallRises(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}

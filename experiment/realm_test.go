@@ -83,6 +83,7 @@ log_every = 10
 // TestReplugRecallRises trains the retriever by RePlug from the frozen reader, no passage label
 // used: dense Recall@1 of the question's entry rises over the starting retriever's.
 func TestReplugRecallRises(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
