@@ -76,6 +76,7 @@ top_k = 3
 // plain reader's checkpoint is refused by the reflective decoder, the reflective one is
 // accepted and carries the tokens. (This small world does not reach the recipe's IsRel rates.)
 func TestSelfRAGEndToEnd(t *testing.T) {
+	skipUnderRace(t)
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
