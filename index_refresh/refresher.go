@@ -181,6 +181,7 @@ type Refresher struct {
 
 	mu       sync.Mutex // guards the fields below
 	inflight *job       // started and not yet installed or failed
+	last     *job       // the most recently started refresh (Wait reports its outcome)
 	lastErr  error
 	stats    Stats
 
@@ -342,6 +343,7 @@ func (r *Refresher) MaybeRefresh(ctx context.Context, step int, params []*model.
 	jctx, cancel := context.WithCancel(ctx)
 	j := &job{step: step, version: snap.Version(), cancel: cancel, done: make(chan struct{})}
 	r.inflight = j
+	r.last = j
 	r.wg.Add(1)
 	r.mu.Unlock()
 
@@ -357,11 +359,13 @@ func (r *Refresher) MaybeRefresh(ctx context.Context, step int, params []*model.
 	return r.install(j, step, nil)
 }
 
-// Wait blocks until the refresh in flight, if any, has ended, installs it if it succeeded
-// (also before its SwapAfter step), and returns its error. The time counts in Stats.Waited.
+// Wait blocks until the most recently started refresh, if any, has ended, installs it if it
+// succeeded (also before its SwapAfter step), and returns its error — also when it had already
+// ended, and been installed by its own goroutine, before Wait was called. The time counts in
+// Stats.Waited.
 func (r *Refresher) Wait() error {
 	r.mu.Lock()
-	j := r.inflight
+	j := r.last
 	r.mu.Unlock()
 	if j == nil {
 		return nil
