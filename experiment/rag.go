@@ -154,11 +154,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 
 	// Joint training, each objective from the same start.
 	startParams := snapshot(append(run.reader.Params(), run.enc.Params()...))
-	var qs []ragQuestion
-	for _, i := range d.jointQ {
-		q := &world.Questions[i]
-		qs = append(qs, ragQuestion{query: q.Trained, prompt: readerQuestion(q), answer: run.f.answer(q.Answer)})
-	}
+	qs := jointQuestions(world, d.jointQ, run.f)
 	for _, obj := range rec.RAG.Objectives {
 		restore(startParams)
 		name := "rag_" + obj
@@ -181,6 +177,17 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 
 // ragData is what a rag run reads of its world: the datastore chunks, the pretraining
 // documents and the questions by role (indices into World.Questions).
+// jointQuestions are the world's questions jointQ as the joint-training loops take them: the
+// retriever's query, the reader's prompt and the answer's token ids ending in [SEP].
+func jointQuestions(w *garden.World, jointQ []int, f *readerFormat) []ragQuestion {
+	qs := make([]ragQuestion, 0, len(jointQ))
+	for _, i := range jointQ {
+		q := &w.Questions[i]
+		qs = append(qs, ragQuestion{query: q.Trained, prompt: readerQuestion(q), answer: f.answer(q.Answer)})
+	}
+	return qs
+}
+
 type ragData struct {
 	ids, texts []string   // datastore chunks
 	docs       []string   // pretraining corpus

@@ -35,11 +35,7 @@ func runRealm(ctx context.Context, rec *configs.Recipe, o Options) (string, erro
 	if err != nil {
 		return dir, err
 	}
-	var qs []ragQuestion
-	for _, i := range s.d.jointQ {
-		q := &s.world.Questions[i]
-		qs = append(qs, ragQuestion{query: q.Trained, prompt: readerQuestion(q), answer: s.f.answer(q.Answer)})
-	}
+	qs := jointQuestions(s.world, s.d.jointQ, s.f)
 	err = s.systems(rec.Realm.Systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		if name == "supervised" {
 			return s.supervised(ctx, name, phase, startStep, opt, before)

@@ -144,7 +144,11 @@ func (g Generation) Confidence() float64 { return math.Exp(g.LogProb) }
 // dropout, run once per generated token (no key/value cache: L is small
 // here). It reads the reader's current parameters at every run. Not safe
 // for concurrent use.
-type ReaderRunner struct {
+type ReaderRunner struct{ tokenRunner }
+
+// tokenRunner is the inference graph ReaderRunner and NextTokenRunner share: the reader's
+// [B*L,H] token states for B sequences of at most L tokens, without dropout.
+type tokenRunner struct {
 	r    *Reader
 	b, l int
 	in   *Inputs
@@ -152,19 +156,28 @@ type ReaderRunner struct {
 	vm   gorgonia.VM
 }
 
+// newTokenRunner builds it; what names the runner in errors, name the graph's input nodes.
+func newTokenRunner(r *Reader, B, L int, what, name string) (tokenRunner, error) {
+	if B <= 0 || L <= 0 {
+		return tokenRunner{}, fmt.Errorf("model: %s: batch %d x %d", what, B, L)
+	}
+	g := gorgonia.NewGraph()
+	in := newInputs(g, B, L, name, r.Tower.dt)
+	out, err := r.Tower.BuildTokens(NewBinder(g), in, false)
+	if err != nil {
+		return tokenRunner{}, err
+	}
+	return tokenRunner{r: r, b: B, l: L, in: in, out: out, vm: gorgonia.NewTapeMachine(g)}, nil
+}
+
 // NewReaderRunner builds the inference graph for batches of B sequences of
 // at most L tokens.
 func NewReaderRunner(r *Reader, B, L int) (*ReaderRunner, error) {
-	if B <= 0 || L <= 0 {
-		return nil, fmt.Errorf("model: reader runner: batch %d x %d", B, L)
-	}
-	g := gorgonia.NewGraph()
-	in := newInputs(g, B, L, "reader.decode", r.Tower.dt)
-	out, err := r.Tower.BuildTokens(NewBinder(g), in, false)
+	t, err := newTokenRunner(r, B, L, "reader runner", "reader.decode")
 	if err != nil {
 		return nil, err
 	}
-	return &ReaderRunner{r: r, b: B, l: L, in: in, out: out, vm: gorgonia.NewTapeMachine(g)}, nil
+	return &ReaderRunner{t}, nil
 }
 
 // Close releases the runner's machine.

@@ -3,8 +3,6 @@ package model
 import (
 	"fmt"
 	"math"
-
-	"gorgonia.org/gorgonia"
 )
 
 // NextTokenRunner gives the reader's next-token log-probabilities after many prompts: the
@@ -12,26 +10,15 @@ import (
 // P([Relevant]) and answers by the support tokens' probabilities at one position). Like
 // ReaderRunner it runs one B x L inference graph without dropout, reading the reader's current
 // parameters at every run. Not safe for concurrent use.
-type NextTokenRunner struct {
-	r    *Reader
-	b, l int
-	in   *Inputs
-	out  *gorgonia.Node
-	vm   gorgonia.VM
-}
+type NextTokenRunner struct{ tokenRunner }
 
 // NewNextTokenRunner builds the inference graph for batches of B prompts of at most L tokens.
 func NewNextTokenRunner(r *Reader, B, L int) (*NextTokenRunner, error) {
-	if B <= 0 || L <= 0 {
-		return nil, fmt.Errorf("model: next-token runner: batch %d x %d", B, L)
-	}
-	g := gorgonia.NewGraph()
-	in := newInputs(g, B, L, "reader.next", r.Tower.dt)
-	out, err := r.Tower.BuildTokens(NewBinder(g), in, false)
+	t, err := newTokenRunner(r, B, L, "next-token runner", "reader.next")
 	if err != nil {
 		return nil, err
 	}
-	return &NextTokenRunner{r: r, b: B, l: L, in: in, out: out, vm: gorgonia.NewTapeMachine(g)}, nil
+	return &NextTokenRunner{t}, nil
 }
 
 // Close releases the runner's machine.
