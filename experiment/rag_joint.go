@@ -140,27 +140,67 @@ type ragQuestion struct {
 // ragOptions.TrainPassages the candidates' vectors come from the passage tower run in the
 // graph over their texts, so it trains too (REALM, realm.go), and ragOptions.Retrieve draws the
 // candidates from a refreshed index instead of the frozen one.
-type ragTask struct {
+// jointBatch draws the batches of the joint-training tasks (ragTask, replugTask): B questions
+// of qs per step, their queries encoded by the query tower m, K candidates each (from retr, a
+// refreshed index, when set; else from the frozen index x by source and depth), and the query
+// tower's graph inputs qIn loaded with the queries.
+type jointBatch struct {
+	name   string // "rag" or "replug", in errors
 	m      *model.BiEncoder
-	r      *model.Reader
 	tok    *tokenize.Tokenizer
-	f      *readerFormat
 	x      *ragIndex
 	qs     []ragQuestion
 	next   func(step int) []int
+	retr   func(step int, qv []float32, texts []string) ([][]int, error)
+	B, K   int
 	source string
 	depth  int
+	qIn    *model.Inputs
+}
 
-	B, K, T int
-	qIn     *model.Inputs
-	dvec    *tensor.Dense // [B*K,H] candidate vectors from the index (nil with TrainPassages)
-	pIn     *model.Inputs // B*K candidate passages (TrainPassages only)
-	retr    func(step int, qv []float32, texts []string) ([][]int, error)
-	rIn     *model.Inputs // B*K reader rows
-	tg      *model.Targets
-	amask   *tensor.Dense // [B,T]
-	logZ    *tensor.Dense // [B], "full" candidate mass only
-	loss    *gorgonia.Node
+// draw returns step's questions (indices into qs), their query vectors qv [B*dim] and each
+// one's candidate rows of x.
+func (t *jointBatch) draw(step int) ([]int, []float32, [][]int, error) {
+	batch := t.next(step)
+	if len(batch) != t.B {
+		return nil, nil, nil, fmt.Errorf("%s batch of %d questions, graph built for %d", t.name, len(batch), t.B)
+	}
+	texts := make([]string, t.B)
+	for i, qi := range batch {
+		texts[i] = t.qs[qi].query
+	}
+	qv, err := t.x.encodeQueries(t.m, t.tok, texts)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var cands [][]int
+	if t.retr != nil {
+		if cands, err = t.retr(step, qv, texts); err != nil {
+			return nil, nil, nil, err
+		}
+	} else {
+		cands = t.x.candidates(qv, texts, t.K, t.source, t.depth)
+	}
+	qb := t.tok.EncodeBatch(texts, t.x.L)
+	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
+		return nil, nil, nil, err
+	}
+	return batch, qv, cands, nil
+}
+
+type ragTask struct {
+	jointBatch
+	r *model.Reader
+	f *readerFormat
+
+	T     int
+	dvec  *tensor.Dense // [B*K,H] candidate vectors from the index (nil with TrainPassages)
+	pIn   *model.Inputs // B*K candidate passages (TrainPassages only)
+	rIn   *model.Inputs // B*K reader rows
+	tg    *model.Targets
+	amask *tensor.Dense // [B,T]
+	logZ  *tensor.Dense // [B], "full" candidate mass only
+	loss  *gorgonia.Node
 	graphParams
 	trainable []trainer.Param
 
@@ -196,7 +236,8 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 		T = max(T, len(q.answer))
 	}
 	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Sim
-	t := &ragTask{m: m, r: r, tok: tok, f: f, x: x, qs: qs, next: next, source: o.Source, depth: o.BM25Depth, B: B, K: K, T: T, retr: o.Retrieve}
+	t := &ragTask{jointBatch: jointBatch{name: "rag", m: m, tok: tok, x: x, qs: qs, next: next, retr: o.Retrieve, B: B, K: K, source: o.Source, depth: o.BM25Depth},
+		r: r, f: f, T: T}
 	L := f.L
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -268,28 +309,8 @@ func newRAGTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f 
 func (t *ragTask) Params() []trainer.Param { return t.trainable }
 
 func (t *ragTask) Step(step int) (float64, int, error) {
-	batch := t.next(step)
-	if len(batch) != t.B {
-		return 0, 0, fmt.Errorf("rag batch of %d questions, graph built for %d", len(batch), t.B)
-	}
-	texts := make([]string, t.B)
-	for i, qi := range batch {
-		texts[i] = t.qs[qi].query
-	}
-	qv, err := t.x.encodeQueries(t.m, t.tok, texts)
+	batch, qv, cands, err := t.draw(step)
 	if err != nil {
-		return 0, 0, err
-	}
-	var cands [][]int
-	if t.retr != nil {
-		if cands, err = t.retr(step, qv, texts); err != nil {
-			return 0, 0, err
-		}
-	} else {
-		cands = t.x.candidates(qv, texts, t.K, t.source, t.depth)
-	}
-	qb := t.tok.EncodeBatch(texts, t.x.L)
-	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
 	}
 	var dv []float32

@@ -129,22 +129,13 @@ type replugOptions struct {
 // of the answer given each candidate, lm [B,K] (a constant). Both towers run without dropout,
 // so the scores match the index's.
 type replugTask struct {
-	m      *model.BiEncoder
-	tok    *tokenize.Tokenizer
-	x      *ragIndex
-	sc     *replugScorer
-	qs     []ragQuestion
-	next   func(step int) []int
-	retr   func(step int, qv []float32, texts []string) ([][]int, error)
-	B, K   int
-	source string
-	depth  int
-	qIn    *model.Inputs
-	dvec   *tensor.Dense // [B*K,H] candidate vectors (query tower only)
-	pIn    *model.Inputs // B*K candidate passages (both towers)
-	lm     *tensor.Dense // [B,K]
-	loss   *gorgonia.Node
-	cache  map[replugKey]float64
+	jointBatch
+	sc    *replugScorer
+	dvec  *tensor.Dense // [B*K,H] candidate vectors (query tower only)
+	pIn   *model.Inputs // B*K candidate passages (both towers)
+	lm    *tensor.Dense // [B,K]
+	loss  *gorgonia.Node
+	cache map[replugKey]float64
 	graphParams
 
 	hits, misses int // cache hits and reader-scored pairs
@@ -159,7 +150,8 @@ type replugKey struct {
 func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragIndex, sc *replugScorer, qs []ragQuestion, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
-	t := &replugTask{m: m, tok: tok, x: x, sc: sc, qs: qs, next: next, retr: o.Retrieve, B: B, K: K, source: o.Source, depth: o.BM25Depth, cache: map[replugKey]float64{}}
+	t := &replugTask{jointBatch: jointBatch{name: "replug", m: m, tok: tok, x: x, qs: qs, next: next, retr: o.Retrieve, B: B, K: K, source: o.Source, depth: o.BM25Depth},
+		sc: sc, cache: map[replugKey]float64{}}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	t.qIn = model.NewInputs(g, B, x.L, "replug.query")
@@ -195,28 +187,8 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragIndex, sc 
 }
 
 func (t *replugTask) Step(step int) (float64, int, error) {
-	batch := t.next(step)
-	if len(batch) != t.B {
-		return 0, 0, fmt.Errorf("replug batch of %d questions, graph built for %d", len(batch), t.B)
-	}
-	texts := make([]string, t.B)
-	for i, qi := range batch {
-		texts[i] = t.qs[qi].query
-	}
-	qv, err := t.x.encodeQueries(t.m, t.tok, texts)
+	batch, _, cands, err := t.draw(step)
 	if err != nil {
-		return 0, 0, err
-	}
-	var cands [][]int
-	if t.retr != nil {
-		if cands, err = t.retr(step, qv, texts); err != nil {
-			return 0, 0, err
-		}
-	} else {
-		cands = t.x.candidates(qv, texts, t.K, t.source, t.depth)
-	}
-	qb := t.tok.EncodeBatch(texts, t.x.L)
-	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
 	}
 	// The reader's log-likelihoods: cached pairs, the others scored in batches.
