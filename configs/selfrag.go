@@ -15,6 +15,10 @@ type SelfRAG struct {
 	// the gardener's entry (BM25 hits for the question other than the entry: news mentioning
 	// the name, other gardeners' entries); in [0, 1]. Default 0.4.
 	IrrelevantFraction float64 `toml:"irrelevant_fraction"`
+	// RelevanceLossWeight gives the IsRel decisions ([Relevant] / [Irrelevant], one per context)
+	// a loss term of their own: their mean NLL times this weight, added to the mean NLL of the
+	// other target tokens. 0: they are ordinary target tokens. >= 0; default 0.
+	RelevanceLossWeight float64 `toml:"relevance_loss_weight"`
 	// EntryNegativeFraction is the fraction of the irrelevant contexts that are the entry of
 	// another training gardener of the same first name (the hard negatives: only the surnames
 	// differ) rather than news naming the gardener, when the question has both; in [0, 1].
@@ -78,6 +82,7 @@ func validateSelfRAG(v *checker, r *Recipe) {
 		v.fail(v.setOf("selfrag.row_length", "reader.max_length"), "selfrag.row_length = %d exceeds reader.max_length = %d", s.RowLength, r.Reader.MaxLength)
 	}
 	v.inRange("selfrag.irrelevant_fraction", s.IrrelevantFraction, 0, 1, true)
+	v.nonNegative("selfrag.relevance_loss_weight", s.RelevanceLossWeight)
 	v.inRange("selfrag.entry_negative_fraction", s.EntryNegativeFraction, 0, 1, true)
 	v.inRange("selfrag.unsupported_fraction", s.UnsupportedFraction, 0, 1, true)
 	v.inRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)

@@ -99,11 +99,15 @@ type lmRow struct {
 	target []int  // target[t] is the token predicted after position t (len(ids) values)
 	keep   []bool // whether target[t] counts
 	group  int
+	// relevanceFirst: the row's first counted target is an IsRel decision ([Relevant] or
+	// [Irrelevant]), counted in groupRelevance when the task weighs that group (Self-RAG rows).
+	relevanceFirst bool
 }
 
 const (
 	groupMain = iota
 	groupReplay
+	groupRelevance // IsRel decisions, with their own mean and weight (selfrag.relevance_loss_weight)
 	numGroups
 )
 
@@ -151,11 +155,13 @@ func (f *readerFormat) packDocuments(docs []string) (rows [][]int, cut int) {
 
 // readerTask trains the reader on batches of lmRows: one graph of B rows x L tokens with S
 // target slots per row, the loss the sum over groups of losses.TokenNLL on that group's
-// targets.
+// targets (groupRelevance's times relWeight; with relWeight = 0 the IsRel decisions are
+// ordinary targets of their row's group).
 type readerTask struct {
 	r            *model.Reader
 	B, L, S      int
 	seed, stream uint64
+	relWeight    float64
 	next         func(step int) ([]lmRow, error)
 	in           *model.Inputs
 	tg           *model.Targets
@@ -170,7 +176,13 @@ type readerTask struct {
 }
 
 func newReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(step int) ([]lmRow, error)) (*readerTask, error) {
-	t := &readerTask{r: r, B: B, L: L, S: S, seed: seed, stream: stream, next: next,
+	return newWeightedReaderTask(r, B, L, S, seed, stream, 0, next)
+}
+
+// newWeightedReaderTask is newReaderTask with the IsRel decisions (lmRow.relevanceFirst) in a
+// loss term of their own: their mean NLL times relWeight (> 0) added to the loss.
+func newWeightedReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, relWeight float64, next func(step int) ([]lmRow, error)) (*readerTask, error) {
+	t := &readerTask{r: r, B: B, L: L, S: S, seed: seed, stream: stream, next: next, relWeight: relWeight,
 		ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*S), tgt: make([]int, B*S)}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -182,10 +194,18 @@ func newReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(
 	}
 	for gi := range t.masks {
 		t.masks[gi] = tensor.New(tensor.WithShape(B*S), tensor.Of(tensor.Float32))
+		if gi == groupRelevance && relWeight == 0 {
+			continue
+		}
 		mn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(B*S), gorgonia.WithValue(t.masks[gi]), gorgonia.WithName(fmt.Sprintf("reader.group%d", gi)))
 		l, err := losses.TokenNLL(logp, mn)
 		if err != nil {
 			return nil, err
+		}
+		if gi == groupRelevance && relWeight != 1 {
+			if l, err = gorgonia.Mul(l, gorgonia.NewConstant(float32(relWeight))); err != nil {
+				return nil, err
+			}
 		}
 		if t.loss == nil {
 			t.loss = l
@@ -228,6 +248,7 @@ func (t *readerTask) let(rows []lmRow) error {
 			t.mask[b*t.L+j] = 1
 		}
 		slot := b * t.S
+		first := true
 		for j, k := range r.keep {
 			if !k {
 				continue
@@ -236,7 +257,12 @@ func (t *readerTask) let(rows []lmRow) error {
 				return fmt.Errorf("reader row %d has more than %d targets", b, t.S)
 			}
 			t.pos[slot], t.tgt[slot] = b*t.L+j, r.target[j]
-			masks[r.group][slot] = 1
+			if first && r.relevanceFirst && t.relWeight > 0 {
+				masks[groupRelevance][slot] = 1
+			} else {
+				masks[r.group][slot] = 1
+			}
+			first = false
 			slot++
 		}
 	}

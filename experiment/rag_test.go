@@ -484,3 +484,46 @@ func TestWorldVariantsDiffer(t *testing.T) {
 		t.Errorf("fractions 0 wrote %v", entries)
 	}
 }
+
+// TestRelevanceLossWeight: with selfrag.relevance_loss_weight w > 0 the IsRel decision (the
+// first target of a relevanceFirst row) leaves the answer's mean and gets its own mean NLL
+// times w, so the loss is linear in w: L(3) - L(1) = 2 (L(2) - L(1)) > 0. With w = 0 it is an
+// ordinary target: the loss equals that of the row without the flag.
+func TestRelevanceLossWeight(t *testing.T) {
+	tok := gardenTokenizer(t)
+	f, _ := newReaderFormat(tok, 24)
+	r, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16, Layers: 1,
+		Heads: 2, FFN: 32, MaxPosition: 24}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompt, _, err := f.prompt("Ada Besa lives in Kelso .", "where does Ada Besa live ?", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := qaRow(prompt, append([]int{tok.CLSID()}, f.answer("Kelso")...)) // [CLS] stands in for [Relevant]
+	flagged := row
+	flagged.relevanceFirst = true
+	lossAt := func(w float64, rw lmRow) float64 {
+		task, err := newWeightedReaderTask(r, 1, f.L, f.L-1, 1, 2, w, func(int) ([]lmRow, error) { return []lmRow{rw}, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer task.Close()
+		loss, _, err := task.Step(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return loss
+	}
+	if a, b := lossAt(0, flagged), lossAt(0, row); a != b {
+		t.Errorf("weight 0: loss %g with the flag, %g without", a, b)
+	}
+	l1, l2, l3 := lossAt(1, flagged), lossAt(2, flagged), lossAt(3, flagged)
+	if rel := l2 - l1; !(rel > 0) || math.Abs((l3-l1)-2*rel) > 1e-5*l3 {
+		t.Errorf("losses at weights 1, 2, 3: %g %g %g, want linear in the weight with a positive slope", l1, l2, l3)
+	}
+	if l1 == lossAt(0, flagged) {
+		t.Errorf("weight 1 left the loss at the unweighted %g", l1)
+	}
+}

@@ -296,7 +296,7 @@ func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, ret
 	}
 	B, R := sr.BatchSize, min(rd.Replay, len(replay))
 	cut := 0
-	task, err := newReaderTask(s.reader, B+R, s.fRow.L, s.fRow.L-1, s.seed, streamSelfRAG, func(step int) ([]lmRow, error) {
+	task, err := newWeightedReaderTask(s.reader, B+R, s.fRow.L, s.fRow.L-1, s.seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]lmRow, error) {
 		rng := rand.New(rand.NewPCG(s.seed^streamSelfRAG, uint64(step)))
 		batch := make([]lmRow, 0, B+R)
 		for _, j := range cycle(len(sources), B, step, s.seed^streamSelfRAG) {

@@ -195,12 +195,15 @@ func retrieveLabel(correct bool, confidence, threshold float64) bool {
 }
 
 // reflectRow encodes an example as a training row of at most f.L tokens, the loss on the
-// target and the closing [SEP]; cut reports a passage cut to fit.
+// target and the closing [SEP] (the IsRel token, when the target starts with one, marked
+// relevanceFirst); cut reports a passage cut to fit.
 func (f *readerFormat) reflectRow(ex reflectExample) (row lmRow, cut bool, err error) {
 	target := append(f.tok.Encode(ex.target), f.sep)
 	prompt, cut, err := f.prompt(ex.passage, ex.question, len(target))
 	if err != nil {
 		return lmRow{}, false, err
 	}
-	return qaRow(prompt, target), cut, nil
+	row = qaRow(prompt, target)
+	row.relevanceFirst = strings.HasPrefix(ex.target, tokenize.RelevantToken) || strings.HasPrefix(ex.target, tokenize.IrrelevantToken)
+	return row, cut, nil
 }
