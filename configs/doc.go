@@ -148,6 +148,7 @@
 //	selfrag.row_length                  48             L of single-passage reader sequences (kind "selfrag": fine-tuning, per-passage decoding); reader.max_length is the concatenation's; in [8, reader.max_length]
 //	selfrag.irrelevant_fraction         0.4            fraction of reflective fine-tuning contexts that are not the gardener's entry (BM25 hits: news naming the gardener, other entries); in [0, 1]
 //	selfrag.relevance_loss_weight       0.0            the IsRel decisions get a loss term of their own (their mean NLL x this weight); 0: ordinary target tokens; >= 0
+//	selfrag.pair_fraction               0.0            fraction of relevant contexts followed by their minimal-pair negative (same passage, question about a same-first-name gardener with another surname); in [0, 1]
 //	selfrag.entry_negative_fraction     0.5            fraction of irrelevant contexts that are a same-first-name gardener's entry rather than news (when both exist); in [0, 1]
 //	selfrag.unsupported_fraction        0.1            fraction of relevant contexts whose sentence stating the asked fact is removed (target ends in [No support]); in [0, 1]
 //	selfrag.rename_fraction             0.5            fraction of reflective fine-tuning contexts where the gardener gets another surname throughout (names compared, not recalled); in [0, 1]

@@ -19,6 +19,10 @@ type SelfRAG struct {
 	// a loss term of their own: their mean NLL times this weight, added to the mean NLL of the
 	// other target tokens. 0: they are ordinary target tokens. >= 0; default 0.
 	RelevanceLossWeight float64 `toml:"relevance_loss_weight"`
+	// PairFraction is the fraction of the relevant contexts followed in their batch by their
+	// minimal-pair negative: the same passage, the question about a gardener of the same first
+	// name and another surname, target [Irrelevant]; in [0, 1]. Default 0.
+	PairFraction float64 `toml:"pair_fraction"`
 	// EntryNegativeFraction is the fraction of the irrelevant contexts that are the entry of
 	// another training gardener of the same first name (the hard negatives: only the surnames
 	// differ) rather than news naming the gardener, when the question has both; in [0, 1].
@@ -83,6 +87,7 @@ func validateSelfRAG(v *checker, r *Recipe) {
 	}
 	v.inRange("selfrag.irrelevant_fraction", s.IrrelevantFraction, 0, 1, true)
 	v.nonNegative("selfrag.relevance_loss_weight", s.RelevanceLossWeight)
+	v.inRange("selfrag.pair_fraction", s.PairFraction, 0, 1, true)
 	v.inRange("selfrag.entry_negative_fraction", s.EntryNegativeFraction, 0, 1, true)
 	v.inRange("selfrag.unsupported_fraction", s.UnsupportedFraction, 0, 1, true)
 	v.inRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)

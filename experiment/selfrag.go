@@ -299,16 +299,33 @@ func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, ret
 	task, err := newWeightedReaderTask(s.reader, B+R, s.fRow.L, s.fRow.L-1, s.seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]lmRow, error) {
 		rng := rand.New(rand.NewPCG(s.seed^streamSelfRAG, uint64(step)))
 		batch := make([]lmRow, 0, B+R)
-		for _, j := range cycle(len(sources), B, step, s.seed^streamSelfRAG) {
-			src := &sources[j]
-			row, c, err := s.fRow.reflectRow(src.example(o, s.world.Values[src.q.Relation], rng))
+		add := func(ex reflectExample) error {
+			row, c, err := s.fRow.reflectRow(ex)
 			if err != nil {
-				return nil, err
+				return err
 			}
 			if c {
 				cut++
 			}
 			batch = append(batch, row)
+			return nil
+		}
+		for _, j := range cycle(len(sources), B, step, s.seed^streamSelfRAG) {
+			if len(batch) == B {
+				break
+			}
+			src := &sources[j]
+			ex := src.example(o, s.world.Values[src.q.Relation], rng)
+			if err := add(ex); err != nil {
+				return nil, err
+			}
+			if sr.PairFraction > 0 && len(batch) < B && rng.Float64() < sr.PairFraction {
+				if neg, ok := o.pairNegative(ex, rng); ok {
+					if err := add(neg); err != nil {
+						return nil, err
+					}
+				}
+			}
 		}
 		if R > 0 {
 			for _, i := range cycle(len(replay), R, step, s.seed^streamReplay) {

@@ -61,6 +61,7 @@ type reflectOptions struct {
 // prompt ends, and the target text (reflection tokens and words, [SEP] not included).
 type reflectExample struct {
 	passage, question, target string
+	name                      string // the asked gardener's name as the example spells it (after renaming)
 }
 
 // example draws one training example for s with rng. A relevant context is the entry, its value
@@ -114,6 +115,7 @@ func (s *reflectSource) example(o reflectOptions, values []string, rng *rand.Ran
 // gardeners, nor read off whether a surname is familiar. The surnames are drawn from
 // o.surnames (never making a name in o.taken), else invented.
 func (s *reflectSource) maybeRename(ex reflectExample, o reflectOptions, rng *rand.Rand, other string) reflectExample {
+	ex.name = s.name
 	if s.name == "" || rng.Float64() >= o.rename {
 		return ex
 	}
@@ -127,7 +129,22 @@ func (s *reflectSource) maybeRename(ex reflectExample, o reflectOptions, rng *ra
 	ex.passage = replaceName(ex.passage, s.name, to)
 	ex.question = replaceName(ex.question, s.name, to)
 	ex.target = replaceName(ex.target, s.name, to)
+	ex.name = to
 	return ex
+}
+
+// pairNegative is the minimal-pair negative of a relevant example: the same passage asked about
+// a gardener of the same first name and another surname (from o's pool, never an existing
+// name), target [Irrelevant]. The two rows differ in one question token, so only a comparison
+// of the surnames in the question and the passage tells their labels apart. ok is false for an
+// example that is not relevant or names no gardener.
+func (o *reflectOptions) pairNegative(ex reflectExample, rng *rand.Rand) (neg reflectExample, ok bool) {
+	first, sur, found := strings.Cut(ex.name, " ")
+	if !found || ex.passage == "" || !strings.HasPrefix(ex.target, tokenize.RelevantToken) {
+		return reflectExample{}, false
+	}
+	to := first + " " + o.surname(first, sur, rng)
+	return reflectExample{passage: ex.passage, question: replaceName(ex.question, ex.name, to), target: tokenize.IrrelevantToken, name: to}, true
 }
 
 // surname draws a surname for a gardener called first, other than not, such that the name is

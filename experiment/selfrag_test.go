@@ -420,3 +420,41 @@ func TestReflectRow(t *testing.T) {
 		t.Errorf("loss on %v, want the target tokens %v", predicted, target)
 	}
 }
+
+// TestPairNegative: the minimal-pair negative of a relevant example keeps its passage, asks
+// about a gardener of the same first name with another surname that is no existing name, and
+// is [Irrelevant]; renamed examples pair on their new name; other examples have none.
+func TestPairNegative(t *testing.T) {
+	q := judeQuestion()
+	entry := "Jude Riskem lives in Pebworth . Jude Riskem grows fig ."
+	src := &reflectSource{q: q, name: "Jude Riskem", entry: entry, news: []string{"Ada Besa met Jude Riskem in Kelso ."}}
+	o := reflectOptions{surnames: []string{"Riskem", "Ovol", "Besa", "Tazu"}, taken: map[string]bool{"Jude Riskem": true, "Jude Ovol": true, "Ada Besa": true}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		ex := src.example(o, nil, rng)
+		neg, ok := o.pairNegative(ex, rng)
+		if !ok || neg.passage != entry || neg.target != "[Irrelevant]" {
+			t.Fatalf("pair of %+v: %+v (%t)", ex, neg, ok)
+		}
+		// Only Besa and Tazu make a new name; Besa, Tazu both differ from Riskem.
+		if neg.question != "where does Jude Besa live ?" && neg.question != "where does Jude Tazu live ?" {
+			t.Errorf("pair question %q", neg.question)
+		}
+		renamed := o
+		renamed.rename = 1
+		ex = src.example(renamed, nil, rng)
+		neg, ok = renamed.pairNegative(ex, rng)
+		first, sur, _ := strings.Cut(ex.name, " ")
+		if !ok || first != "Jude" || neg.passage != ex.passage || strings.Contains(neg.question, " "+sur+" ") || !strings.Contains(ex.passage, ex.name) {
+			t.Errorf("renamed %+v: pair %+v (%t)", ex, neg, ok)
+		}
+		irr := src.example(reflectOptions{irrelevant: 1}, nil, rng)
+		if _, ok := o.pairNegative(irr, rng); ok {
+			t.Errorf("an irrelevant example got a pair: %+v", irr)
+		}
+		cb := src.example(reflectOptions{closedBook: 1}, nil, rng)
+		if _, ok := o.pairNegative(cb, rng); ok {
+			t.Errorf("a closed-book example got a pair: %+v", cb)
+		}
+	}
+}
