@@ -25,7 +25,10 @@ import (
 //   - IsRel: [Relevant] when the passage is the gardener's own entry, [Irrelevant] for any other
 //     passage: news naming the gardener (BM25 hits for the question) and, in a
 //     selfrag.entry_negative_fraction of them, the entry of another gardener sharing the first
-//     name (which BM25 also returns, and which only a comparison of surnames tells apart).
+//     name (which BM25 also returns, and which only a comparison of surnames tells apart). With
+//     selfrag.pair_fraction, a relevant context is followed in its batch by its minimal pair
+//     (pairNegative: the same passage, the question about a same-first-name gardener with
+//     another surname, [Irrelevant]); without the pairs the reader did not learn the comparison.
 //   - IsSup: [Fully supported] when the passage contains the sentence "cloze answer ." (it states
 //     exactly that fact), else [No support] (the entry with that sentence removed).
 //   - Retrieve: [No Retrieve] when the closed-book reader is right on the question with
