@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -86,41 +85,15 @@ type ragRun struct {
 }
 
 func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
-	if o.ResumeDir != "" {
-		return "", errors.New(`-resume: kind = "rag" runs cannot be resumed yet; start the recipe again`)
-	}
 	start := time.Now()
-	world, err := garden.Generate(rec.World)
-	if err != nil {
-		return "", fmt.Errorf("world: %w", err)
+	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
+	if run != nil && run.lg != nil {
+		defer run.lg.Close()
 	}
-	dir, err := NewRunDir(rec)
-	if err != nil {
-		return "", err
-	}
-	if err := world.Write(filepath.Join(dir, "world")); err != nil {
-		return dir, err
-	}
-	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
-		return dir, err
-	}
-	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return dir, err
 	}
-	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d joint training, %d test), in %.1fs\n",
-		len(world.Gardeners), len(world.Pretrain), len(d.ids), rec.RAG.Chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(start).Seconds())
-	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
-	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
-		return dir, err
-	}
-	defer run.lg.Close()
-	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
-		return dir, err
-	}
-	if err := run.models(); err != nil {
-		return dir, err
-	}
+	world := run.world
 	ev := run.newEval(d)
 
 	// The reader: language-model pretraining, then fine-tuning on training questions.
@@ -581,6 +554,45 @@ func paramTensorsOf(ps []*model.Param) []checkpoints.Tensor {
 			Data: append([]float32(nil), p.Value.Data().([]float32)...)}
 	}
 	return ts
+}
+
+// newGardenRun starts a run that cannot be resumed (kinds rag and selfrag): the world, its
+// variants and the run directory, the datastore chunked by chunking (heldOut: joint-training
+// questions apart, rag.held_out_questions), log.jsonl, the tokenizer and the models. A
+// non-nil run holds an open log to close, even with an error.
+func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut bool) (*ragRun, *ragData, string, error) {
+	if o.ResumeDir != "" {
+		return nil, nil, "", fmt.Errorf("-resume: kind = %q runs cannot be resumed yet; start the recipe again", rec.Kind)
+	}
+	start := time.Now()
+	world, err := garden.Generate(rec.World)
+	if err != nil {
+		return nil, nil, "", fmt.Errorf("world: %w", err)
+	}
+	dir, err := NewRunDir(rec)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if err := world.Write(filepath.Join(dir, "world")); err != nil {
+		return nil, nil, dir, err
+	}
+	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
+		return nil, nil, dir, err
+	}
+	d, err := newRAGData(world, chunking, heldOut)
+	if err != nil {
+		return nil, nil, dir, err
+	}
+	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d joint training, %d test), in %.1fs\n",
+		len(world.Gardeners), len(world.Pretrain), len(d.ids), chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(start).Seconds())
+	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
+	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+		return nil, d, dir, err
+	}
+	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
+		return run, d, dir, err
+	}
+	return run, d, dir, run.models()
 }
 
 // savedParams is a copy of parameter values to restore later.

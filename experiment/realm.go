@@ -25,30 +25,11 @@ import (
 // match over the top passage. log.jsonl has, per step, the serving index's version and
 // staleness; metrics.json "<system>/encoding_seconds" and "<system>/waited_seconds".
 func runRealm(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
-	if dir, ok := finishedStudy(o); ok {
-		return dir, nil
-	}
-	s, dir, err := prepareStudy(ctx, rec, o)
-	if s != nil && s.lg != nil {
-		defer s.lg.Close()
-	}
-	if err != nil {
-		return dir, err
-	}
-	qs := jointQuestions(s.world, s.d.jointQ, s.f)
-	err = s.systems(rec.Realm.Systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
-		if name == "supervised" {
-			return s.supervised(ctx, name, phase, startStep, opt, before)
-		}
-		return s.realm(ctx, name, phase, qs, startStep, opt, before)
+	return runStudy(ctx, rec, o, rec.Realm.Systems, (*study).realm, func(s *study) {
+		s.retrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
+		s.metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
+		s.metrics["realm/top_k"] = float64(rec.Realm.TopK)
 	})
-	if err != nil {
-		return dir, err
-	}
-	s.retrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
-	s.metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
-	s.metrics["realm/top_k"] = float64(rec.Realm.TopK)
-	return dir, s.finish()
 }
 
 // realm trains one REALM system (name "async", "sync", "off" or "frozen").

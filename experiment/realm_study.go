@@ -69,6 +69,36 @@ var systemPhases = map[string]string{
 	"async": "realm_async", "sync": "realm_sync", "off": "realm_off", "frozen": "realm_frozen",
 }
 
+// runStudy runs a retriever study: the preparation (or its restoration), then each of systems
+// from the same start ("supervised" by s.supervised, every other by train), then note (settings
+// for the report) and the report.
+func runStudy(ctx context.Context, rec *configs.Recipe, o Options, systems []string,
+	train func(s *study, ctx context.Context, name, phase string, qs []ragQuestion, startStep int, opt *checkpoints.OptimizerState, before float64) error,
+	note func(s *study)) (string, error) {
+	if dir, ok := finishedStudy(o); ok {
+		return dir, nil
+	}
+	s, dir, err := prepareStudy(ctx, rec, o)
+	if s != nil && s.lg != nil {
+		defer s.lg.Close()
+	}
+	if err != nil {
+		return dir, err
+	}
+	qs := jointQuestions(s.world, s.d.jointQ, s.f)
+	err = s.systems(systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+		if name == "supervised" {
+			return s.supervised(ctx, name, phase, startStep, opt, before)
+		}
+		return train(s, ctx, name, phase, qs, startStep, opt, before)
+	})
+	if err != nil {
+		return dir, err
+	}
+	note(s)
+	return dir, s.finish()
+}
+
 // prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training.
 func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, string, error) {
 	t0 := time.Now()

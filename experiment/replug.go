@@ -30,30 +30,14 @@ import (
 // Each system is then evaluated with a freshly encoded index (Recall@1/5 and the reader over
 // the top passage).
 func runReplug(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
-	if dir, ok := finishedStudy(o); ok {
-		return dir, nil
-	}
-	s, dir, err := prepareStudy(ctx, rec, o)
-	if s != nil && s.lg != nil {
-		defer s.lg.Close()
-	}
-	if err != nil {
-		return dir, err
-	}
-	qs := jointQuestions(s.world, s.d.jointQ, s.f)
-	err = s.systems(rec.Replug.Systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
-		if name == "supervised" {
-			return s.supervised(ctx, name, phase, startStep, opt, before)
-		}
+	replug := func(s *study, ctx context.Context, _, phase string, qs []ragQuestion, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return s.replug(ctx, phase, qs, startStep, opt, before)
-	})
-	if err != nil {
-		return dir, err
 	}
-	s.retrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, rec.Replug.TopK, rec.Replug.TauLM, rec.Replug.Towers)
-	s.metrics["replug/top_k"] = float64(rec.Replug.TopK)
-	s.metrics["replug/tau_lm"] = rec.Replug.TauLM
-	return dir, s.finish()
+	return runStudy(ctx, rec, o, rec.Replug.Systems, replug, func(s *study) {
+		s.retrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, rec.Replug.TopK, rec.Replug.TauLM, rec.Replug.Towers)
+		s.metrics["replug/top_k"] = float64(rec.Replug.TopK)
+		s.metrics["replug/tau_lm"] = rec.Replug.TauLM
+	})
 }
 
 // replug trains the retriever by RePlug from the frozen reader.

@@ -2,7 +2,6 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
@@ -17,7 +16,6 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
-	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // kind = "selfrag": a reader fine-tuned with Self-RAG reflection tokens (Asai et al. 2024) on the
@@ -43,39 +41,12 @@ import (
 const streamSelfRAG = 0x73726167 // "srag"
 
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
-	if o.ResumeDir != "" {
-		return "", errors.New(`-resume: kind = "selfrag" runs cannot be resumed yet; start the recipe again`)
-	}
 	start := time.Now()
-	world, err := garden.Generate(rec.World)
+	run, d, dir, err := newGardenRun(rec, o, "entry", false)
+	if run != nil && run.lg != nil {
+		defer run.lg.Close()
+	}
 	if err != nil {
-		return "", fmt.Errorf("world: %w", err)
-	}
-	dir, err := NewRunDir(rec)
-	if err != nil {
-		return "", err
-	}
-	if err := world.Write(filepath.Join(dir, "world")); err != nil {
-		return dir, err
-	}
-	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
-		return dir, err
-	}
-	d, err := newRAGData(world, "entry", false)
-	if err != nil {
-		return dir, err
-	}
-	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore entries and news, %d questions (%d reader fine-tuning, %d test), in %.1fs\n",
-		len(world.Gardeners), len(world.Pretrain), len(d.ids), len(world.Questions), len(d.finetuneQ), len(d.testQ), time.Since(start).Seconds())
-	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
-	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
-		return dir, err
-	}
-	defer run.lg.Close()
-	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
-		return dir, err
-	}
-	if err := run.models(); err != nil {
 		return dir, err
 	}
 	run.cfg.Kind = "selfrag"

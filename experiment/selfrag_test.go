@@ -458,3 +458,21 @@ func TestPairNegative(t *testing.T) {
 		}
 	}
 }
+
+// TestGardenRunsRefuseResume: kinds rag and selfrag cannot be resumed; -resume says so by kind
+// before anything is written.
+func TestGardenRunsRefuseResume(t *testing.T) {
+	for _, kind := range []string{"rag", "selfrag"} {
+		rec := smallSelfRAGRecipe(t, "")
+		rec.Kind = kind
+		resume := t.TempDir()
+		dir, err := Run(context.Background(), rec, Options{Out: io.Discard, Progress: io.Discard, ResumeDir: resume})
+		want := `-resume: kind = "` + kind + `" runs cannot be resumed yet`
+		if err == nil || !strings.Contains(err.Error(), want) || dir != "" {
+			t.Errorf("%s: dir %q, err %v; want %q", kind, dir, err, want)
+		}
+		if entries, _ := os.ReadDir(resume); len(entries) != 0 {
+			t.Errorf("%s: the refused resume wrote %d entries into %s", kind, len(entries), resume)
+		}
+	}
+}
