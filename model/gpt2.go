@@ -99,38 +99,12 @@ func (t *Tower) gpt2Tokens(b *Binder, in *Inputs, train bool) (*gorgonia.Node, e
 
 // gpt2Block is one pre-LN GPT-2 layer on x [B*L,H].
 func (t *Tower) gpt2Block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
-	c := t.Cfg
-	var err error
-	var h, q, k, v, s, a *gorgonia.Node
-	if h, err = t.gpt2LayerNorm(b, x, p+"ln_1"); err != nil {
+	h, err := t.gpt2LayerNorm(b, x, p+"ln_1")
+	if err != nil {
 		return nil, err
 	}
-	if q, err = t.linear(b, h, p+"attn.q"); err != nil {
-		return nil, err
-	}
-	if k, err = t.linear(b, h, p+"attn.k"); err != nil {
-		return nil, err
-	}
-	if v, err = t.linear(b, h, p+"attn.v"); err != nil {
-		return nil, err
-	}
-	scale := 1 / math.Sqrt(float64(c.Hidden/c.Heads))
-	if s, err = AttentionScores(q, k, in.L, c.Heads, scale); err != nil {
-		return nil, err
-	}
-	if s, err = MaskedSoftmax(s, in.Mask, c.Causal); err != nil {
-		return nil, err
-	}
-	if s, err = t.dropout(s, train); err != nil {
-		return nil, err
-	}
-	if a, err = AttentionContext(s, v, in.L, c.Heads); err != nil {
-		return nil, err
-	}
-	if a, err = t.linear(b, a, p+"attn.out"); err != nil {
-		return nil, err
-	}
-	if a, err = t.dropout(a, train); err != nil {
+	a, err := t.selfAttention(b, in, h, p, train)
+	if err != nil {
 		return nil, err
 	}
 	if a, err = Add(x, a); err != nil {
@@ -139,16 +113,7 @@ func (t *Tower) gpt2Block(b *Binder, in *Inputs, x *gorgonia.Node, p string, tra
 	if h, err = t.gpt2LayerNorm(b, a, p+"ln_2"); err != nil {
 		return nil, err
 	}
-	if h, err = t.linear(b, h, p+"ffn.in"); err != nil {
-		return nil, err
-	}
-	if h, err = GELU(h); err != nil {
-		return nil, err
-	}
-	if h, err = t.linear(b, h, p+"ffn.out"); err != nil {
-		return nil, err
-	}
-	if h, err = t.dropout(h, train); err != nil {
+	if h, err = t.feedForward(b, h, p, train); err != nil {
 		return nil, err
 	}
 	return Add(a, h)

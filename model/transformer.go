@@ -152,16 +152,40 @@ func (t *Tower) transformerTokens(b *Binder, in *Inputs, train bool) (*gorgonia.
 
 // block is one post-LN transformer layer on x [B*L,H].
 func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
+	a, err := t.selfAttention(b, in, x, p, train)
+	if err != nil {
+		return nil, err
+	}
+	if a, err = Add(x, a); err != nil {
+		return nil, err
+	}
+	if a, err = t.layerNorm(b, a, p+"attn.norm"); err != nil {
+		return nil, err
+	}
+	h, err := t.feedForward(b, a, p, train)
+	if err != nil {
+		return nil, err
+	}
+	if h, err = Add(a, h); err != nil {
+		return nil, err
+	}
+	return t.layerNorm(b, h, p+"ffn.norm")
+}
+
+// selfAttention is the multi-head self-attention sublayer of layer p on h [B*L,H], before the
+// residual: dropout(W_o · softmax(q kᵀ / sqrt(d_head), masked) · v), the attention
+// probabilities also dropped out in training.
+func (t *Tower) selfAttention(b *Binder, in *Inputs, h *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
 	c := t.Cfg
 	var err error
-	var q, k, v, s, a, h *gorgonia.Node
-	if q, err = t.linear(b, x, p+"attn.q"); err != nil {
+	var q, k, v, s, a *gorgonia.Node
+	if q, err = t.linear(b, h, p+"attn.q"); err != nil {
 		return nil, err
 	}
-	if k, err = t.linear(b, x, p+"attn.k"); err != nil {
+	if k, err = t.linear(b, h, p+"attn.k"); err != nil {
 		return nil, err
 	}
-	if v, err = t.linear(b, x, p+"attn.v"); err != nil {
+	if v, err = t.linear(b, h, p+"attn.v"); err != nil {
 		return nil, err
 	}
 	scale := 1 / math.Sqrt(float64(c.Hidden/c.Heads))
@@ -180,16 +204,14 @@ func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train b
 	if a, err = t.linear(b, a, p+"attn.out"); err != nil {
 		return nil, err
 	}
-	if a, err = t.dropout(a, train); err != nil {
-		return nil, err
-	}
-	if a, err = Add(x, a); err != nil {
-		return nil, err
-	}
-	if a, err = t.layerNorm(b, a, p+"attn.norm"); err != nil {
-		return nil, err
-	}
-	if h, err = t.linear(b, a, p+"ffn.in"); err != nil {
+	return t.dropout(a, train)
+}
+
+// feedForward is the position-wise sublayer of layer p on h [B*L,H], before the residual:
+// dropout(W_out · GELU(W_in · h)).
+func (t *Tower) feedForward(b *Binder, h *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
+	var err error
+	if h, err = t.linear(b, h, p+"ffn.in"); err != nil {
 		return nil, err
 	}
 	if h, err = GELU(h); err != nil {
@@ -198,11 +220,5 @@ func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train b
 	if h, err = t.linear(b, h, p+"ffn.out"); err != nil {
 		return nil, err
 	}
-	if h, err = t.dropout(h, train); err != nil {
-		return nil, err
-	}
-	if h, err = Add(a, h); err != nil {
-		return nil, err
-	}
-	return t.layerNorm(b, h, p+"ffn.norm")
+	return t.dropout(h, train)
 }
