@@ -114,7 +114,8 @@ func TestDefaults(t *testing.T) {
 func TestPathResolution(t *testing.T) {
 	dir := fixture(t)
 	path := filepath.Join(dir, "recipes", "sub", "x.toml")
-	writeRecipe(t, path, fmt.Sprintf(`output_dir = "out"
+	writeRecipe(t, path, fmt.Sprintf(`kind = "reranker"
+output_dir = "out"
 [data]
 dir = "../../data"
 [tokenizer]
@@ -159,8 +160,6 @@ hidden = 96
 heads = 3
 dropout = 0.0
 init_from = "runs/r1"
-[loss]
-temperature = 0.02
 [train]
 lr = 3e-4
 grad_clip = 0.0
@@ -193,9 +192,13 @@ interpolate = false
 		if !strings.HasPrefix(string(text), resolvedHeader) {
 			t.Errorf("%s: resolved file lacks its header comment", src)
 		}
-		// Every schema key is written out.
+		// Every schema key of the sections the kind reads is written out.
 		lines := keyLines(string(text))
 		for _, k := range schemaKeys() {
+			section, _, _ := strings.Cut(k, ".")
+			if !readsSection(r.Kind, section) {
+				continue
+			}
 			if _, ok := lines[k]; !ok {
 				t.Errorf("%s: resolved file lacks key %s", src, k)
 			}
@@ -260,7 +263,7 @@ func TestLoadErrors(t *testing.T) {
 		{"lr infinite", "[train]\nlr = inf\n", false, `:2: train.lr: must be a finite number, got +Inf`},
 		{"encoder lstm", "[model]\nencoder = \"lstm\"\n", false, `:2: model.encoder: unknown value "lstm", want one of "bow" or "transformer"`},
 		{"similarity l2", "[loss]\nsimilarity = \"l2\"\n", false, `:2: loss.similarity: unknown value "l2", want one of "dot" or "cosine"`},
-		{"kind", "kind = \"gan\"\n", false, `:1: kind: unknown value "gan", want one of "retriever", "reranker", "rag", "selfrag", "replug" or "realm"`},
+		{"kind", "kind = \"gan\"\n", false, `:1: kind: unknown value "gan", want one of "rag", "realm", "replug", "reranker", "retriever" or "selfrag" (the registered kinds)`},
 		{"schedule", "[train]\nschedule = \"step\"\n", false, `:2: train.schedule: unknown value "step", want one of "linear", "cosine" or "constant"`},
 		{"window from 0", "[sampler]\nnegative_window = [0, 30]\n", false, `:2: sampler.negative_window: must be [first, last] with 1 <= first <= last, got [0, 30]`},
 		{"window reversed", "[sampler]\nnegative_window = [30, 1]\n", false, `:2: sampler.negative_window: must be [first, last] with 1 <= first <= last, got [30, 1]`},
@@ -276,10 +279,10 @@ func TestLoadErrors(t *testing.T) {
 		{"heads do not divide", "[model]\nencoder = \"transformer\"\nhidden = 130\n", false, `:3: model.hidden: model.hidden = 130 is not a multiple of model.heads = 4`},
 		{"positions below length", "[model]\nencoder = \"transformer\"\nmax_position = 32\n", false, `:3: model.max_position: model.max_position = 32 is below tokenizer.max_length = 64`},
 		{"crop max below min", "[pretrain]\ncrop_min = 40\n", false, `:2: pretrain.crop_min: pretrain.crop_max = 32 is below pretrain.crop_min = 40`},
-		{"list above candidates", "[rerank]\ncandidates = 4\n", false, `:2: rerank.candidates: rerank.list_size = 8 exceeds rerank.candidates = 4`},
-		{"rerank loss unknown", "[rerank]\nlosses = [\"hinge\"]\n", false, `:2: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
-		{"rerank losses empty", "[rerank]\nlosses = []\n", false, `:2: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
-		{"rerank train_depth 0", "[rerank]\ntrain_depth = 0\n", false, `:2: rerank.train_depth: must be >= 1, got 0`},
+		{"list above candidates", "kind = \"reranker\"\n[rerank]\ncandidates = 4\n", false, `:3: rerank.candidates: rerank.list_size = 8 exceeds rerank.candidates = 4`},
+		{"rerank loss unknown", "kind = \"reranker\"\n[rerank]\nlosses = [\"hinge\"]\n", false, `:3: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
+		{"rerank losses empty", "kind = \"reranker\"\n[rerank]\nlosses = []\n", false, `:3: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
+		{"rerank train_depth 0", "kind = \"reranker\"\n[rerank]\ntrain_depth = 0\n", false, `:3: rerank.train_depth: must be >= 1, got 0`},
 		{"interpolate without dev", "kind = \"reranker\"\n[data]\ndir = \"data\"\ndev_split = \"\"\n[tokenizer]\ntrain = true\n", true,
 			`:4: data.dev_split: rerank.interpolate chooses alpha on data.dev_split, which is empty`},
 		// tokenizer: neither or both
@@ -294,7 +297,7 @@ func TestLoadErrors(t *testing.T) {
 		{"eval split missing", "[eval]\nsplits = [\"valid\"]\n", false, `:2: eval.splits: stat ` + filepath.Join(dir, "data", "qrels", "valid.tsv") + `: no such file`},
 		{"tokenizer file missing", "[data]\ndir = \"data\"\n[tokenizer]\nfile = \"missing.json\"\n", true, `:4: tokenizer.file: stat ` + filepath.Join(dir, "missing.json") + `: no such file`},
 		{"init_from missing", "[model]\ninit_from = \"runs/r2\"\n", false, `:2: model.init_from: stat ` + filepath.Join(dir, "runs", "r2") + `: no such file`},
-		{"first stage missing", "[rerank]\nfirst_stage = \"dense\"\n", false, `:2: rerank.first_stage: not "bm25" and not a run directory: stat ` + filepath.Join(dir, "dense") + `: no such file`},
+		{"first stage missing", "kind = \"reranker\"\n[rerank]\nfirst_stage = \"dense\"\n", false, `:3: rerank.first_stage: not "bm25" and not a run directory: stat ` + filepath.Join(dir, "dense") + `: no such file`},
 	} {
 		text := c.text
 		if !c.raw {
@@ -352,6 +355,16 @@ splits = []
 rrf_k = 1
 depth = 10
 metrics = ["MAP", "P@10"]
+`)
+	if _, err := Load(path); err != nil {
+		t.Fatal(err)
+	}
+	path = filepath.Join(dir, "edges-reranker.toml")
+	writeRecipe(t, path, `kind = "reranker"
+[data]
+dir = "data"
+[tokenizer]
+train = true
 [rerank]
 candidates = 2
 list_size = 2

@@ -25,6 +25,35 @@
 // be finite. A key the file does not set has no line; a conflict between two
 // keys is reported at the one the file sets.
 //
+// # Kinds
+//
+// kind says what a recipe trains. Kinds are registered with RegisterKind
+// (package experiment registers the six below in its init), each with the
+// sections it reads and the losses it trains; Load rejects an unregistered
+// kind, a section the file sets that the kind does not read, and a loss the
+// kind cannot train:
+//
+//	recipes/x.toml:12: section [selfrag] is not read by kind "retriever" (it reads: data, tokenizer, ...)
+//	recipes/x.toml:20: loss.name: kind "retriever" cannot train "pointwise" (valid: "infonce")
+//
+// The top-level keys (kind, name, seed, output_dir) are read by every kind.
+//
+//   - retriever: data, tokenizer, model, loss, sampler, pretrain, train, index, eval;
+//     loss.name "infonce" (in-batch softmax over positives, hard and in-batch negatives).
+//   - reranker: data, tokenizer, model, pretrain, train, index, eval, rerank;
+//     rerank.losses from "pairwise", "listwise", "pointwise" (one model per loss; [loss] is not read).
+//   - rag: world, tokenizer, reader, model, loss, pretrain, train, index, rag;
+//     loss.name "infonce" (the retriever's warm-up; [loss] also gives the similarity and temperature).
+//   - selfrag: world, tokenizer, reader, model, loss, train, index, selfrag; loss.name "infonce".
+//   - replug: world, tokenizer, reader, model, loss, pretrain, train, index, rag, replug,
+//     realm (checkpoint_every), index_refresh; loss.name "infonce".
+//   - realm: world, tokenizer, reader, model, loss, pretrain, train, index, rag, realm,
+//     index_refresh; loss.name "infonce".
+//
+// WriteResolved writes only the sections of the recipe's kind. A resolved
+// recipe written before that (every section) still loads: in a file opening
+// with the resolved header, a foreign section holding only defaults is accepted.
+//
 // # Paths
 //
 // output_dir, data.dir, tokenizer.file, model.init_from, reader.init_from and rerank.first_stage
@@ -62,12 +91,12 @@
 //	model.dropout                       0.1            dropout probability in training; in [0, 1)
 //	model.max_position                  512            learned positions; >= tokenizer.max_length for the transformer
 //	model.init_from                     ""             directory whose weights initialise the model: a run directory (its latest checkpoint), an export of `train export`, or a Hugging Face BERT directory; "" for random init
-//	loss.name                           "infonce"      "infonce", "pairwise", "listwise" or "pointwise"
+//	loss.name                           "infonce"      the training loss, one the kind trains (see Kinds): "infonce" for every kind that reads [loss]
 //	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
 //	loss.temperature                    0.05           tau in softmax(s / tau); > 0
 //	sampler.hard_negatives              1              mined negatives per query; >= 0
 //	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25"
-//	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last
+//	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
 //	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
 //	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); kind reranker: cropping-list steps (a span of a passage as the query, the passage as its positive); 0 = off; >= 0

@@ -39,6 +39,9 @@ func Load(path string) (*Recipe, error) {
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		return nil, l.unknownKey(undecoded)
 	}
+	if err := l.checkKind(r, strings.HasPrefix(string(src), resolvedHeader)); err != nil {
+		return nil, err
+	}
 	if r.Name == "" {
 		r.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}

@@ -66,7 +66,7 @@ func TestRAGRecipeErrors(t *testing.T) {
 		{"full mass with token", "[rag]\ncandidate_mass = \"full\"\n", `rag.toml:5: rag.candidate_mass: rag.candidate_mass = "full" is implemented for the "sequence" objective only`},
 		{"bm25 depth", "[rag]\ncandidate_source = \"bm25+dense\"\nbm25_depth = 2\n", "rag.toml:6: rag.bm25_depth: rag.bm25_depth = 2 is below rag.top_k = 4"},
 		{"chunking", "[rag]\nchunking = \"page\"\n", `rag.toml:5: rag.chunking: unknown value "page"`},
-		{"data.dir", "[data]\ndir = \"x\"\n", `rag.toml:5: data.dir: kind = "rag" generates its data from the [world] table; remove data.dir`},
+		{"data.dir", "[data]\ndir = \"x\"\n", `rag.toml:4: section [data] is not read by kind "rag" (it reads: world, tokenizer`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -120,8 +120,8 @@ type Model struct {
 
 // Loss is the [loss] section.
 type Loss struct {
-	// Name is the training loss: "infonce", "pairwise", "listwise" or
-	// "pointwise". Default "infonce".
+	// Name is the training loss, one of those the kind trains (KindSpec.Losses;
+	// "infonce" for every kind that reads [loss]). Default "infonce".
 	Name string `toml:"name"`
 	// Similarity scores a query against a passage: "dot" or "cosine".
 	// Default "cosine".
@@ -132,8 +132,8 @@ type Loss struct {
 
 // Sampler is the [sampler] section: how training examples are drawn.
 type Sampler struct {
-	// HardNegatives is the number of mined negatives per query; >= 0.
-	// Default 1.
+	// HardNegatives is the number of mined negatives per query; >= 0 and at
+	// most the negative window's size. Default 1.
 	HardNegatives int `toml:"hard_negatives"`
 	// NegativeSource is where negatives are mined from: "bm25". Default "bm25".
 	NegativeSource string `toml:"negative_source"`

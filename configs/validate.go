@@ -11,10 +11,8 @@ import (
 
 // Allowed values of the enumerated keys (documented in doc.go).
 var (
-	kinds              = []string{"retriever", "reranker", "rag", "selfrag", "replug", "realm"}
 	encoders           = []string{"bow", "transformer"}
 	poolings           = []string{"mean", "cls"}
-	lossNames          = []string{"infonce", "pairwise", "listwise", "pointwise"}
 	similarities       = []string{"dot", "cosine"}
 	negativeSources    = []string{"bm25"}
 	negativeStrategies = []string{"top", "random"}
@@ -32,7 +30,6 @@ var metricRE = regexp.MustCompile(`^([A-Za-z]+)(?:@([0-9]+))?$`)
 // impossible value is the error.
 func (l *loader) validate(r *Recipe) error {
 	v := &checker{l: l}
-	v.oneOf("kind", r.Kind, kinds)
 	atLeast(v, "seed", r.Seed, 0)
 
 	t := r.Tokenizer
@@ -60,7 +57,9 @@ func (l *loader) validate(r *Recipe) error {
 		}
 	}
 
-	v.oneOf("loss.name", r.Loss.Name, lossNames)
+	if readsSection(r.Kind, "loss") {
+		v.kindLoss("loss.name", r.Kind, r.Loss.Name)
+	}
 	v.oneOf("loss.similarity", r.Loss.Similarity, similarities)
 	v.positive("loss.temperature", r.Loss.Temperature)
 
@@ -69,6 +68,11 @@ func (l *loader) validate(r *Recipe) error {
 	v.oneOf("sampler.negative_source", s.NegativeSource, negativeSources)
 	if w := s.NegativeWindow; w[0] < 1 || w[1] < w[0] {
 		v.fail("sampler.negative_window", "must be [first, last] with 1 <= first <= last, got [%d, %d]", w[0], w[1])
+	}
+	if w := s.NegativeWindow; w[0] >= 1 && w[1] >= w[0] && s.HardNegatives > w[1]-w[0]+1 {
+		v.fail(v.setOf("sampler.hard_negatives", "sampler.negative_window"),
+			"sampler.hard_negatives = %d exceeds the %d ranks of sampler.negative_window = [%d, %d] (most negatives would be drawn at random); lower hard_negatives or widen the window",
+			s.HardNegatives, w[1]-w[0]+1, w[0], w[1])
 	}
 	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
 	v.oneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
@@ -133,6 +137,11 @@ func (l *loader) validate(r *Recipe) error {
 	v.distinct("rerank.losses", rr.Losses)
 	for _, loss := range rr.Losses {
 		v.oneOf("rerank.losses", loss, rerankLosses)
+	}
+	if readsSection(r.Kind, "rerank") {
+		for _, loss := range rr.Losses {
+			v.kindLoss("rerank.losses", r.Kind, loss)
+		}
 	}
 	validateRAG(v, r)
 	validateRealm(v, r)

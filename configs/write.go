@@ -16,8 +16,9 @@ const resolvedHeader = "# Resolved recipe: every key with its value (defaults fi
 
 // WriteResolved writes r as TOML to path, every key present, atomically: the
 // text goes to a temporary file in the same directory, which is synced and
-// renamed over path. Loading the file gives a recipe equal to r when r came
-// from Load.
+// renamed over path. Only the sections r's kind reads are written (all of them
+// when the kind is not registered), so the file loads back; loading it gives a
+// recipe equal to r when r came from Load.
 func (r *Recipe) WriteResolved(path string) error {
 	text, err := r.Resolved()
 	if err != nil {
@@ -35,7 +36,28 @@ func (r *Recipe) Resolved() ([]byte, error) {
 	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("recipe: encode: %w", err)
 	}
-	return buf.Bytes(), nil
+	return dropUnread(buf.Bytes(), r.Kind), nil
+}
+
+// dropUnread removes from an encoded recipe the tables (with their sub-tables)
+// of the sections kind does not read. The encoder writes every value on one
+// line after its table header, so a header line starts a table's text.
+func dropUnread(text []byte, kind string) []byte {
+	var out bytes.Buffer
+	keep := true
+	for _, line := range strings.SplitAfter(string(text), "\n") {
+		if strings.HasPrefix(line, "[") {
+			name := strings.TrimLeft(strings.TrimSpace(line), "[")
+			if i := strings.IndexAny(name, ".]"); i >= 0 {
+				name = name[:i]
+			}
+			keep = readsSection(kind, name)
+		}
+		if keep {
+			out.WriteString(line)
+		}
+	}
+	return out.Bytes()
 }
 
 // Diff returns the first key whose value differs between r and other, as "key: a != b" with

@@ -119,7 +119,13 @@ tau_lm = 3.0
 // using it check the machinery (refresh, staleness, interruption, resume), not the accuracy.
 func tinyRealmRecipe(t *testing.T, realm string) *configs.Recipe {
 	t.Helper()
-	rec := smallStudyRecipe(t, "realm", realm)
+	return tinyStudyRecipe(t, "realm", realm)
+}
+
+// tinyStudyRecipe is tinyRealmRecipe of either study kind ("replug" or "realm").
+func tinyStudyRecipe(t *testing.T, kind, extra string) *configs.Recipe {
+	t.Helper()
+	rec := smallStudyRecipe(t, kind, extra)
 	rec.World.Gardeners, rec.World.Biographies, rec.World.News, rec.World.DatastoreNews = 80, 300, 300, 40
 	rec.Reader.Hidden, rec.Reader.Layers, rec.Reader.FFN, rec.Reader.FinetuneSteps = 32, 1, 64, 30
 	rec.Pretrain.Steps, rec.Train.Steps = 10, 10
@@ -321,7 +327,7 @@ func TestReplugBothTowersRefreshes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end run")
 	}
-	rec := tinyRealmRecipe(t, `[replug]
+	rec := tinyStudyRecipe(t, "replug", `[replug]
 systems = ["replug"]
 towers = "both"
 steps = 12
@@ -331,7 +337,6 @@ top_k = 3
 mode = "sync"
 refresh_every = 4
 `)
-	rec.Kind = "replug"
 	var out strings.Builder
 	dir, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard})
 	if err != nil {

@@ -43,7 +43,8 @@ type Run struct {
 	// "reader".
 	Kind string
 	// Recipe is the run's recipe.resolved.toml, nil when it could not be read (RecipeErr says
-	// why); only the corpus embeddings need it.
+	// why); only the corpus embeddings need it. Reading it needs the recipe kinds registered
+	// (configs.RegisterKind): a program using export imports package experiment, which does.
 	Recipe    *configs.Recipe
 	RecipeErr error
 }

@@ -34,6 +34,8 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/data"
+	// The recipe kinds, registered so that export.OpenRun reads the run's recipe.resolved.toml.
+	_ "github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"

@@ -1,0 +1,152 @@
+package configs
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// KindSpec says what a kind of recipe reads. Load rejects a recipe whose file
+// sets a section its kind does not read, or names a loss it cannot train.
+type KindSpec struct {
+	// Sections are the top-level tables the kind reads: "data", "tokenizer",
+	// "model", "loss", "sampler", "pretrain", "train", "index", "eval",
+	// "rerank", "world", "reader", "rag", "selfrag", "replug", "realm",
+	// "index_refresh". The top-level keys (kind, name, seed, output_dir) are
+	// read by every kind.
+	Sections []string
+	// Losses are the loss names the kind trains: the values loss.name may
+	// take when the kind reads [loss], and those rerank.losses may list when
+	// it reads [rerank].
+	Losses []string
+}
+
+var (
+	kindsMu   sync.RWMutex
+	kindSpecs = map[string]KindSpec{}
+)
+
+// RegisterKind makes a kind of recipe known to Load, with what it reads. Like
+// database/sql.Register it is meant for init functions and panics when name is
+// empty or registered twice, or when spec names a section the schema lacks.
+func RegisterKind(name string, spec KindSpec) {
+	if name == "" {
+		panic("configs: RegisterKind with an empty name")
+	}
+	known := SectionNames()
+	for _, s := range spec.Sections {
+		if !slices.Contains(known, s) {
+			panic(fmt.Sprintf("configs: RegisterKind(%q): unknown section %q (sections: %s)", name, s, strings.Join(known, ", ")))
+		}
+	}
+	kindsMu.Lock()
+	defer kindsMu.Unlock()
+	if _, dup := kindSpecs[name]; dup {
+		panic(fmt.Sprintf("configs: RegisterKind called twice for kind %q", name))
+	}
+	kindSpecs[name] = KindSpec{Sections: slices.Clone(spec.Sections), Losses: slices.Clone(spec.Losses)}
+}
+
+// Kinds returns the registered kinds, sorted.
+func Kinds() []string {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	names := make([]string, 0, len(kindSpecs))
+	for k := range kindSpecs {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// LookupKind returns the spec a kind was registered with.
+func LookupKind(name string) (KindSpec, bool) {
+	kindsMu.RLock()
+	defer kindsMu.RUnlock()
+	s, ok := kindSpecs[name]
+	return s, ok
+}
+
+// SectionNames returns the top-level tables of the schema in declaration
+// order: "data", "tokenizer", ..., "index_refresh".
+func SectionNames() []string {
+	var names []string
+	t := reflect.TypeOf(Recipe{})
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		if name := f.Tag.Get("toml"); name != "" && name != "-" && f.Type.Kind() == reflect.Struct {
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// sectionValue returns the field of r holding section.
+func sectionValue(r *Recipe, section string) any {
+	v := reflect.ValueOf(r).Elem()
+	t := v.Type()
+	for i := 0; i < t.NumField(); i++ {
+		if t.Field(i).Tag.Get("toml") == section {
+			return v.Field(i).Interface()
+		}
+	}
+	return nil
+}
+
+// checkKind checks, right after decoding, that the kind is registered and that
+// the file sets no section the kind does not read. legacy is true for a
+// resolved recipe written before WriteResolved wrote only the kind's sections:
+// its other sections are accepted when they hold nothing but defaults.
+func (l *loader) checkKind(r *Recipe, legacy bool) error {
+	spec, ok := LookupKind(r.Kind)
+	if !ok {
+		kinds := Kinds()
+		if len(kinds) == 0 {
+			return l.errf("kind", "unknown value %q: no kind is registered (a program reads recipes after importing github.com/ragtrain/ragtrain/experiment, which registers them)", r.Kind)
+		}
+		return l.errf("kind", "unknown value %q, want one of %s (the registered kinds)", r.Kind, quoteList(kinds))
+	}
+	defaults := Defaults()
+	bad, badLine := "", 0
+	for _, s := range SectionNames() {
+		if !l.isSet(s) || slices.Contains(spec.Sections, s) {
+			continue
+		}
+		if legacy && reflect.DeepEqual(sectionValue(r, s), sectionValue(defaults, s)) {
+			continue
+		}
+		if n := l.lineOf(s); bad == "" || (n > 0 && n < badLine) {
+			bad, badLine = s, n
+		}
+	}
+	if bad == "" {
+		return nil
+	}
+	msg := fmt.Sprintf("section [%s] is not read by kind %q (it reads: %s)", bad, r.Kind, strings.Join(spec.Sections, ", "))
+	if badLine > 0 {
+		return fmt.Errorf("%s:%d: %s", l.path, badLine, msg)
+	}
+	return fmt.Errorf("%s: %s", l.path, msg)
+}
+
+// kindLoss fails key when the kind is registered and cannot train loss.
+func (v *checker) kindLoss(key, kind, loss string) {
+	spec, ok := LookupKind(kind)
+	if !ok || slices.Contains(spec.Losses, loss) {
+		return
+	}
+	valid := make([]string, len(spec.Losses))
+	for i, s := range spec.Losses {
+		valid[i] = fmt.Sprintf("%q", s)
+	}
+	v.fail(key, "kind %q cannot train %q (valid: %s)", kind, loss, strings.Join(valid, ", "))
+}
+
+// readsSection reports whether the recipe's kind reads section; an
+// unregistered kind reads every section.
+func readsSection(kind, section string) bool {
+	spec, ok := LookupKind(kind)
+	return !ok || slices.Contains(spec.Sections, section)
+}
