@@ -27,6 +27,8 @@ import (
 type Options struct {
 	// ResumeDir continues the run in that directory from its latest checkpoint.
 	ResumeDir string
+	// RecipePath is the recipe file, for messages ("" names the recipe by its name).
+	RecipePath string
 	// Out receives messages and the results table; Progress the progress bars.
 	Out, Progress io.Writer
 
@@ -40,7 +42,12 @@ type Options struct {
 }
 
 // Run runs the recipe and returns its run directory.
-func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err error) {
+	release, err := beginRun(rec, o) // output_dir writable, the run directory locked
+	if err != nil {
+		return "", err
+	}
+	defer func() { release(dir) }()
 	if o.Out == nil {
 		o.Out = io.Discard
 	}

@@ -3,12 +3,18 @@ package experiment
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/eval"
@@ -21,10 +27,135 @@ const (
 	MetricsFile        = "metrics.json"
 	LogFile            = "log.jsonl"
 	RunsDir            = "runs"
+	// LockFile holds the pid of the process using the run directory, which holds an exclusive
+	// flock on it (LockRunDir).
+	LockFile = ".lock"
 )
 
+// LockRunDir takes an exclusive lock on the run directory dir: a flock on dir/.lock, which then
+// holds this process's pid. It fails at once when another process (or another run of this
+// one) holds the lock, naming the directory and the pid. unlock releases it; so does the
+// process's exit, however it ends.
+func LockRunDir(dir string) (unlock func(), err error) {
+	path := filepath.Join(dir, LockFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("run directory %s: lock: %w", dir, err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		b, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			holder := "another process"
+			if pid, perr := strconv.Atoi(strings.TrimSpace(string(b))); perr == nil {
+				holder = fmt.Sprintf("process %d", pid)
+				if pid == os.Getpid() {
+					holder += " (this one)"
+				}
+			}
+			return nil, fmt.Errorf("run directory %s is in use by %s (it holds %s); wait for it to end or use another directory", dir, holder, path)
+		}
+		return nil, fmt.Errorf("run directory %s: lock %s: %w", dir, path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, err = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("run directory %s: lock: %w", dir, err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			unix.Flock(int(f.Fd()), unix.LOCK_UN)
+			f.Close()
+		})
+	}, nil
+}
+
+// heldLocks are the run directories this process has locked through lockRun, until Run
+// returns (releaseRun).
+var heldLocks = struct {
+	sync.Mutex
+	unlock map[string]func()
+}{unlock: map[string]func(){}}
+
+// lockRun locks dir (LockRunDir) for the Run in progress.
+func lockRun(dir string) error {
+	unlock, err := LockRunDir(dir)
+	if err != nil {
+		return err
+	}
+	heldLocks.Lock()
+	heldLocks.unlock[filepath.Clean(dir)] = unlock
+	heldLocks.Unlock()
+	return nil
+}
+
+// releaseRun releases the lock lockRun took on dir, if any.
+func releaseRun(dir string) {
+	if dir == "" {
+		return
+	}
+	heldLocks.Lock()
+	unlock := heldLocks.unlock[filepath.Clean(dir)]
+	delete(heldLocks.unlock, filepath.Clean(dir))
+	heldLocks.Unlock()
+	if unlock != nil {
+		unlock()
+	}
+}
+
+// beginRun is what Run does before any heavy work: it checks that output_dir is writable
+// (a fresh run) or locks the run directory to resume, so that a second process on the same
+// directory fails at once. release(dir) releases the lock of the run directory Run returns.
+func beginRun(rec *configs.Recipe, o Options) (release func(dir string), err error) {
+	if o.ResumeDir == "" {
+		if err := CheckOutputDir(rec, o.RecipePath); err != nil {
+			return nil, err
+		}
+	} else if _, err := os.Stat(filepath.Join(o.ResumeDir, ResolvedRecipeFile)); err == nil {
+		if err := lockRun(o.ResumeDir); err != nil {
+			return nil, err
+		}
+	} // else the kind says "not a run directory"
+	return func(dir string) {
+		releaseRun(dir)
+		releaseRun(o.ResumeDir)
+	}, nil
+}
+
+// CheckOutputDir checks that run directories can be created below output_dir: it creates
+// output_dir and creates and removes a file in it. The error names the key, the recipe file
+// (recipePath, else the recipe's name) and the OS error.
+func CheckOutputDir(rec *configs.Recipe, recipePath string) error {
+	if recipePath == "" {
+		recipePath = fmt.Sprintf("recipe %q", rec.Name)
+	}
+	fail := func(err error) error {
+		return fmt.Errorf("%s: output_dir: cannot create run directories in %s: %w", recipePath, rec.OutputDir, err)
+	}
+	if err := os.MkdirAll(rec.OutputDir, 0o755); err != nil {
+		return fail(err)
+	}
+	f, err := os.CreateTemp(rec.OutputDir, ".write-check-*")
+	if err != nil {
+		return fail(err)
+	}
+	name := f.Name()
+	err = f.Close()
+	if rerr := os.Remove(name); err == nil {
+		err = rerr
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
 // NewRunDir creates a fresh run directory <output_dir>/<name>-<YYYYMMDD-HHMMSS> (with a -2,
-// -3, ... suffix when taken) and writes the resolved recipe into it.
+// -3, ... suffix when taken), locks it (LockRunDir; released when Run returns, or at exit) and
+// writes the resolved recipe into it.
 func NewRunDir(rec *configs.Recipe) (string, error) {
 	if err := os.MkdirAll(rec.OutputDir, 0o755); err != nil {
 		return "", fmt.Errorf("output_dir: %w", err)
@@ -40,6 +171,9 @@ func NewRunDir(rec *configs.Recipe) (string, error) {
 			return "", err
 		}
 		dir = fmt.Sprintf("%s-%d", base, i)
+	}
+	if err := lockRun(dir); err != nil {
+		return "", err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, RunsDir), 0o755); err != nil {
 		return "", err

@@ -48,7 +48,11 @@ func run(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	dir, err := experiment.Run(ctx, rec, experiment.Options{ResumeDir: *resume, Out: os.Stdout, Progress: os.Stderr})
+	recipePath := *recipe
+	if recipePath == "" {
+		recipePath = filepath.Join(*resume, experiment.ResolvedRecipeFile)
+	}
+	dir, err := experiment.Run(ctx, rec, experiment.Options{ResumeDir: *resume, RecipePath: recipePath, Out: os.Stdout, Progress: os.Stderr})
 	if err != nil {
 		if dir != "" {
 			fmt.Fprintln(os.Stderr, "train: run directory:", dir)

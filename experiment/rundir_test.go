@@ -1,0 +1,161 @@
+package experiment
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/configs"
+)
+
+// lockChildEnv names the run directory a child test process locks (TestLockRunDirTwoProcesses).
+const lockChildEnv = "RAGTRAIN_TEST_LOCK_CHILD"
+
+// TestLockChild is the child of TestLockRunDirTwoProcesses: it locks the directory, says
+// "locked" and holds the lock until its stdin closes.
+func TestLockChild(t *testing.T) {
+	dir := os.Getenv(lockChildEnv)
+	if dir == "" {
+		t.Skip("the child process of TestLockRunDirTwoProcesses")
+	}
+	unlock, err := LockRunDir(dir)
+	if err != nil {
+		fmt.Println("error:", err)
+		os.Exit(3)
+	}
+	defer unlock()
+	fmt.Println("locked")
+	io.Copy(io.Discard, os.Stdin)
+}
+
+// startLockHolder runs this test binary as a child process holding the lock on dir; closing
+// the returned writer ends it.
+func startLockHolder(t *testing.T, dir string) (pid int, stop func()) {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLockChild$", "-test.count=1")
+	cmd.Env = append(os.Environ(), lockChildEnv+"="+dir)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil || strings.TrimSpace(line) != "locked" {
+		stdin.Close()
+		cmd.Wait()
+		t.Fatalf("child: %q, %v", line, err)
+	}
+	return cmd.Process.Pid, func() {
+		stdin.Close()
+		cmd.Wait()
+	}
+}
+
+// TestLockRunDirTwoProcesses: while another process holds a run directory's lock, locking it
+// fails at once naming the directory and that process's pid; once it exits, the lock is free.
+func TestLockRunDirTwoProcesses(t *testing.T) {
+	dir := t.TempDir()
+	pid, stop := startLockHolder(t, dir)
+	_, err := LockRunDir(dir)
+	if err == nil {
+		stop()
+		t.Fatal("a second process locked a locked run directory")
+	}
+	for _, w := range []string{dir, "process " + strconv.Itoa(pid)} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
+	}
+	stop()
+	unlock, err := LockRunDir(dir)
+	if err != nil {
+		t.Fatalf("after the holder exited: %v", err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, LockFile))
+	if got := strings.TrimSpace(string(b)); got != strconv.Itoa(os.Getpid()) {
+		t.Errorf("%s holds %q, want this pid %d", LockFile, got, os.Getpid())
+	}
+	// The same process cannot take it twice either (two Runs on one directory).
+	if _, err := LockRunDir(dir); err == nil || !strings.Contains(err.Error(), "(this one)") {
+		t.Errorf("second lock in one process: %v", err)
+	}
+	unlock()
+	unlock() // idempotent
+	unlock2, err := LockRunDir(dir)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	unlock2()
+}
+
+// TestResumeOfALockedRunFailsAtOnce: Run -resume on a run directory another process holds
+// fails before reading any data (the recipe's data directory does not even exist).
+func TestResumeOfALockedRunFailsAtOnce(t *testing.T) {
+	runDir := t.TempDir()
+	rec := configs.Defaults()
+	rec.Data.Dir = filepath.Join(runDir, "no-such-data")
+	rec.OutputDir = filepath.Join(runDir, "out")
+	if err := os.WriteFile(filepath.Join(runDir, ResolvedRecipeFile), []byte("kind = \"retriever\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pid, stop := startLockHolder(t, runDir)
+	defer stop()
+	_, err := Run(context.Background(), rec, Options{ResumeDir: runDir, Out: io.Discard, Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), runDir+" is in use by process "+strconv.Itoa(pid)) {
+		t.Fatalf("err = %v, want the run directory in use by process %d", err, pid)
+	}
+	// Without the holder the same call gets as far as the data.
+	stop()
+	_, err = Run(context.Background(), rec, Options{ResumeDir: runDir, Out: io.Discard, Progress: io.Discard})
+	if err == nil || strings.Contains(err.Error(), "in use") {
+		t.Fatalf("err = %v, want a data error", err)
+	}
+	// And Run released the lock when it returned.
+	unlock, err := LockRunDir(runDir)
+	if err != nil {
+		t.Fatalf("lock after Run returned: %v", err)
+	}
+	unlock()
+}
+
+// TestUnwritableOutputDirFailsFirst: an output_dir that cannot hold run directories is the
+// error before the data are read (data.dir does not exist here), naming the key, the recipe
+// file and the OS error.
+func TestUnwritableOutputDirFailsFirst(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := configs.Defaults()
+	rec.Data.Dir = filepath.Join(dir, "no-such-data")
+	rec.OutputDir = filepath.Join(file, "runs") // below a file: no directory can be made (even as root)
+	_, err := Run(context.Background(), rec, Options{RecipePath: "recipes/r.toml", Out: io.Discard, Progress: io.Discard})
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, w := range []string{"recipes/r.toml: output_dir:", rec.OutputDir, "not a directory"} {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error %q does not name %q", err, w)
+		}
+	}
+	if err := CheckOutputDir(&configs.Recipe{Name: "x", OutputDir: filepath.Join(dir, "ok")}, ""); err != nil {
+		t.Errorf("a writable output_dir: %v", err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "ok")); len(entries) != 0 {
+		t.Errorf("the check left %v", entries)
+	}
+}
