@@ -237,9 +237,20 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(broken, MetricsFile)); err == nil {
 				t.Fatal("an interrupted run wrote metrics.json")
 			}
+			// A run killed later would have logged steps after its checkpoint, replayed on resume.
+			logPath := filepath.Join(broken, LogFile)
+			f, err := os.OpenFile(logPath, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(f, "{\"phase\":%q,\"step\":40,\"loss\":1}\n", phase)
+			f.Close()
 			resumed, err := Run(context.Background(), rec, Options{Progress: io.Discard, ResumeDir: broken})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got, want := logSteps(t, filepath.Join(resumed, LogFile)), logSteps(t, filepath.Join(full, LogFile)); got != want {
+				t.Errorf("log.jsonl (phase, step) after resume:\n%s\nuninterrupted:\n%s", got, want)
 			}
 			before, _ := os.ReadFile(filepath.Join(resumed, MetricsFile))
 			again, err := Run(context.Background(), rec, Options{Progress: io.Discard, ResumeDir: resumed})
@@ -263,6 +274,29 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 			}
 		})
 	}
+}
+
+// logSteps lists the (phase, step) of every line of a log.jsonl, one a line.
+func logSteps(t *testing.T, path string) string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l struct {
+			Phase string `json:"phase"`
+			Step  int    `json:"step"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		fmt.Fprintf(&b, "%s %d\n", l.Phase, l.Step)
+	}
+	return b.String()
 }
 
 // skipUnderRace skips a long training run with no goroutines of its own when the race detector

@@ -244,7 +244,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		secondsBefore = ck.Trainer.TrainSeconds
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
 	}
-	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	openLog := trainer.OpenLog
+	if resume && state.LogBytes > 0 { // drop what was logged after the checkpoint: it is replayed
+		openLog = func(p string) (*trainer.Log, error) { return trainer.OpenLogAt(p, state.LogBytes) }
+	}
+	lg, err := openLog(filepath.Join(dir, LogFile))
 	if err != nil {
 		return dir, err
 	}
@@ -255,7 +259,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	save := func(phase string, opt *trainer.AdamW) func(done int) error {
 		return func(done int) error {
 			st := opt.State()
-			ts := checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed, TrainSeconds: trainSeconds()}
+			ts := checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed, TrainSeconds: trainSeconds(), LogBytes: lg.Size()}
 			if phase == "train" && smp != nil {
 				// Batches are a function of the step: the sampler's position is done·B examples
 				// into its stream of seeded epochs.

@@ -146,9 +146,12 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 
 // Log appends one JSON object per line to a file (log.jsonl in the run directory). Each line is
 // written with a single write call, so a crash never leaves half a line behind an earlier one.
+// Size is the file's length so far: a checkpoint records it (checkpoints.TrainerState.LogBytes)
+// and a resumed run reopens the log there (OpenLogAt), so the replayed steps are not logged twice.
 type Log struct {
-	mu sync.Mutex
-	f  *os.File
+	mu   sync.Mutex
+	f    *os.File
+	size int64
 }
 
 // OpenLog opens path for appending, creating it if needed.
@@ -157,7 +160,44 @@ func OpenLog(path string) (*Log, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Log{f: f}, nil
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Log{f: f, size: fi.Size()}, nil
+}
+
+// OpenLogAt opens path for appending after cutting it to its first size bytes: what was logged
+// after a checkpoint that recorded Size() = size is dropped, since the resumed run logs it
+// again. A size beyond the file's length is refused (the log is not the checkpoint's).
+func OpenLogAt(path string, size int64) (*Log, error) {
+	if size < 0 {
+		return nil, fmt.Errorf("%s: cannot reopen the log at byte %d", path, size)
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && size > fi.Size() {
+		err = fmt.Errorf("%s holds %d bytes, fewer than the %d the checkpoint recorded (not this run's log?)", path, fi.Size(), size)
+	}
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Log{f: f, size: size}, nil
+}
+
+// Size returns the bytes written to the file so far, its length.
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.size
 }
 
 // Write appends v as one JSON line.
@@ -168,7 +208,8 @@ func (l *Log) Write(v any) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	_, err = l.f.Write(append(b, '\n'))
+	n, err := l.f.Write(append(b, '\n'))
+	l.size += int64(n)
 	return err
 }
 
