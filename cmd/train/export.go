@@ -12,20 +12,36 @@ import (
 // runExport is `train export`: it writes a run's latest checkpoint (or a checkpoint directory)
 // in the serving layout of its model kind (package export) and prints the output directory.
 func runExport(args []string) error {
-	fs := flag.NewFlagSet("train export", flag.ContinueOnError)
-	run := fs.String("run", "", "run directory (its latest checkpoint is exported) or checkpoint directory")
-	out := fs.String("out", "", "new directory to write the export into (must not exist or be empty)")
-	embeddings := fs.Bool("embeddings", true, "bi-encoders: also write the corpus embeddings (embeddings/: embeddings.npy, ids.txt, manifest.json)")
-	if err := fs.Parse(args); err != nil {
+	var a exportArgs
+	fs := exportFlags(&a)
+	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if *run == "" || *out == "" || fs.NArg() > 0 {
+	if a.run == "" || a.out == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errors.New("export: -run and -out are required, and nothing else")
 	}
-	if err := export.Export(*run, *out, export.Options{Embeddings: *embeddings, Log: os.Stderr}); err != nil {
+	if err := export.Export(a.run, a.out, export.Options{Embeddings: a.embeddings, Log: os.Stderr}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
-	fmt.Println(*out)
+	fmt.Println(a.out)
 	return nil
+}
+
+// exportArgs are the flags of `train export`.
+type exportArgs struct {
+	run, out   string
+	embeddings bool
+}
+
+func exportFlags(a *exportArgs) *flag.FlagSet {
+	fs := flag.NewFlagSet("train export", flag.ContinueOnError)
+	fs.StringVar(&a.run, "run", "", "run directory (its latest checkpoint is exported) or checkpoint directory")
+	fs.StringVar(&a.out, "out", "", "new directory to write the export into (must not exist or be empty)")
+	fs.BoolVar(&a.embeddings, "embeddings", true, "bi-encoders: also write the corpus embeddings (embeddings/: embeddings.npy, ids.txt, manifest.json)")
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "Usage: train export -run RUN -out DIR [-embeddings=false]\n\nFlags of %s:\n", fs.Name())
+		fs.PrintDefaults()
+	}
+	return fs
 }

@@ -4,6 +4,7 @@
 //	train -recipe recipes/retriever-cranfield.toml
 //	train -recipe recipes/retriever-cranfield.toml -resume runs/retriever-cranfield-20261129-170000
 //	train export -run runs/retriever-cranfield-20261129-170000 -out exports/cranfield
+//	train -h                 (also --help, help, train export -h: usage and flags, exit status 0)
 package main
 
 import (
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -20,25 +22,91 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 )
 
+// usage is the help of `train -h`, `train --help` and `train help`; the flags of both
+// subcommands follow it.
+const usage = `train runs a TOML recipe (a retriever, reranker or reader, as its kind says), evaluates it,
+and prints the run directory as the last line of its output.
+
+Usage:
+  train -recipe R [-resume DIR]    train and evaluate recipe R (keys: configs/doc.go); with -resume, continue the run in DIR from its latest checkpoint
+  train export -run RUN -out DIR   write the latest checkpoint of run RUN into DIR in its model kind's serving layout
+  train help                       print this help (also -h, --help; train export -h for export's flags alone)
+`
+
 func main() {
+	os.Exit(mainArgs(os.Args[1:]))
+}
+
+// mainArgs runs the command line args (without the program name) and returns the exit status.
+func mainArgs(args []string) int {
 	cmd := run
-	if len(os.Args) > 1 && os.Args[1] == "export" {
-		cmd = runExport
-		os.Args = os.Args[1:]
+	if len(args) > 0 {
+		switch args[0] {
+		case "help", "-h", "-help", "--help":
+			printHelp(os.Stdout)
+			return 0
+		case "export":
+			cmd, args = runExport, args[1:]
+		}
 	}
-	if err := cmd(os.Args[1:]); err != nil {
+	if err := cmd(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
 		fmt.Fprintln(os.Stderr, "train:", err)
-		os.Exit(1)
+		return 1
+	}
+	return 0
+}
+
+// printHelp writes the usage and the flags of both subcommands.
+func printHelp(w io.Writer) {
+	fmt.Fprint(w, usage)
+	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs))} {
+		fmt.Fprintf(w, "\nFlags of %s:\n", fs.Name())
+		fs.SetOutput(w)
+		fs.PrintDefaults()
 	}
 }
 
-func run(args []string) error {
+// parse parses args into fs. -h prints fs's help to stdout (the exit status is then 0: the
+// error is flag.ErrHelp); any other error prints it to stderr.
+func parse(fs *flag.FlagSet, args []string) error {
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(os.Stdout)
+	} else {
+		fs.SetOutput(os.Stderr)
+	}
+	if err != nil {
+		fs.Usage()
+	}
+	return err
+}
+
+// runArgs are the flags of `train`.
+type runArgs struct{ recipe, resume string }
+
+func runFlags(a *runArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train", flag.ContinueOnError)
-	recipe := fs.String("recipe", "", "TOML recipe to run (see configs/doc.go for every key)")
-	resume := fs.String("resume", "", "run directory to continue from its latest checkpoint (its recipe.resolved.toml is used when -recipe is not given)")
-	if err := fs.Parse(args); err != nil {
+	fs.StringVar(&a.recipe, "recipe", "", "TOML recipe to run (see configs/doc.go for every key)")
+	fs.StringVar(&a.resume, "resume", "", "run directory to continue from its latest checkpoint (its recipe.resolved.toml is used when -recipe is not given)")
+	fs.Usage = func() { printHelp(fs.Output()) }
+	return fs
+}
+
+func run(args []string) error {
+	var a runArgs
+	fs := runFlags(&a)
+	if err := parse(fs, args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("unexpected argument %q (subcommands: export, help)", fs.Arg(0))
+	}
+	recipe, resume := &a.recipe, &a.resume
 	rec, err := loadRecipe(*recipe, *resume)
 	if err != nil {
 		if *recipe == "" && *resume == "" {
