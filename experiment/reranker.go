@@ -106,7 +106,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 			splits = append(splits, s)
 		}
 	}
-	ds, err := data.Load(rec.Data.Dir, splits...)
+	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
 	if err != nil {
 		return "", err
 	}

@@ -168,7 +168,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 			splits = append(splits, s)
 		}
 	}
-	ds, err := data.Load(rec.Data.Dir, splits...)
+	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
 	if err != nil {
 		return "", err
 	}

@@ -62,6 +62,10 @@ func TestBadInputIsOneLineNamingFileAndLine(t *testing.T) {
 			[]string{"test.tsv:4:", `"zz"`}},
 		{"unknown recipe key", goodCorpus, goodQrels, "[train]\nstpes = 10\n",
 			[]string{"recipe.toml:9:", "train.stpes"}},
+		{"test qrels judge nothing relevant", goodCorpus, "query-id\tcorpus-id\tscore\n1\ta\t0\n2\tb\t0\n", "",
+			[]string{"qrels/test.tsv: no query has a relevant document (2 rows, all scores <= 0)"}},
+		{"a section the kind does not read", goodCorpus, goodQrels, "[selfrag]\ntop_k = 3\n",
+			[]string{"recipe.toml:8:", `section [selfrag] is not read by kind "retriever"`}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
