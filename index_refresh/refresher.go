@@ -250,13 +250,6 @@ func (r *Refresher) SearchBatch(qs []float32, k int) ([][]index.Hit, Version) {
 	return s.flat.SearchBatch(qs, k), s.version
 }
 
-// Current returns the serving index and its version, for callers that search it several
-// times and need one version throughout. The index is immutable.
-func (r *Refresher) Current() (*index.Flat, Version) {
-	s := r.cur.Load()
-	return s.flat, s.version
-}
-
 // Serving returns the version of the serving index.
 func (r *Refresher) Serving() Version { return r.cur.Load().version }
 

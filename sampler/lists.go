@@ -206,9 +206,6 @@ func (l *Lists) negatives(q string, ranked []string) (negs []string, dropped, re
 	return negs, dropped, relevant, nil
 }
 
-// Queries returns the number of training queries Q.
-func (l *Lists) Queries() int { return len(l.queries) }
-
 // BatchesPerEpoch returns floor(Q / B).
 func (l *Lists) BatchesPerEpoch() int { return len(l.queries) / l.o.BatchSize }
 

@@ -156,9 +156,6 @@ func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 	return s, nil
 }
 
-// Len returns the number of examples E.
-func (s *Sampler) Len() int { return len(s.examples) }
-
 // BatchesPerEpoch returns K = floor(E / B).
 func (s *Sampler) BatchesPerEpoch() int { return len(s.examples) / s.opts.BatchSize }
 

@@ -30,16 +30,6 @@ func (r Relation) String() string {
 // ValueType names the type of the relation's values: "town", "plant" or "animal".
 func (r Relation) ValueType() string { return [NumRelations]string{"town", "plant", "animal"}[r] }
 
-// ParseRelation is the inverse of Relation.String.
-func ParseRelation(s string) (Relation, error) {
-	for _, r := range Relations {
-		if relationNames[r] == s {
-			return r, nil
-		}
-	}
-	return 0, fmt.Errorf("unknown relation %q, want lives_in, grows or keeps", s)
-}
-
 // factSentence states a fact: "Ines Ronus lives in Kelso ."
 func factSentence(name string, r Relation, value string) string {
 	switch r {
