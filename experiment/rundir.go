@@ -126,7 +126,8 @@ func beginRun(rec *configs.Recipe, o Options) (release func(dir string), err err
 }
 
 // CheckOutputDir checks that run directories can be created below output_dir: it creates
-// output_dir and creates and removes a file in it. The error names the key, the recipe file
+// output_dir and creates and removes a file in it, then removes the directories it created,
+// so that a run failing later leaves nothing behind. The error names the key, the recipe file
 // (recipePath, else the recipe's name) and the OS error.
 func CheckOutputDir(rec *configs.Recipe, recipePath string) error {
 	if recipePath == "" {
@@ -134,6 +135,22 @@ func CheckOutputDir(rec *configs.Recipe, recipePath string) error {
 	}
 	fail := func(err error) error {
 		return fmt.Errorf("%s: output_dir: cannot create run directories in %s: %w", recipePath, rec.OutputDir, err)
+	}
+	top := "" // the outermost directory the check creates
+	for p := filepath.Clean(rec.OutputDir); ; p = filepath.Dir(p) {
+		if _, err := os.Lstat(p); err == nil || filepath.Dir(p) == p {
+			break
+		}
+		top = p
+	}
+	if top != "" {
+		defer func() {
+			for p := filepath.Clean(rec.OutputDir); ; p = filepath.Dir(p) {
+				if os.Remove(p) != nil || p == top { // only empty directories go
+					break
+				}
+			}
+		}()
 	}
 	if err := os.MkdirAll(rec.OutputDir, 0o755); err != nil {
 		return fail(err)

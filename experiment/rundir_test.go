@@ -152,10 +152,21 @@ func TestUnwritableOutputDirFailsFirst(t *testing.T) {
 			t.Errorf("error %q does not name %q", err, w)
 		}
 	}
-	if err := CheckOutputDir(&configs.Recipe{Name: "x", OutputDir: filepath.Join(dir, "ok")}, ""); err != nil {
+	// A writable output_dir passes; the check leaves no file, and no directory it created.
+	if err := CheckOutputDir(&configs.Recipe{Name: "x", OutputDir: filepath.Join(dir, "new", "runs")}, ""); err != nil {
 		t.Errorf("a writable output_dir: %v", err)
 	}
-	if entries, _ := os.ReadDir(filepath.Join(dir, "ok")); len(entries) != 0 {
-		t.Errorf("the check left %v", entries)
+	if _, err := os.Stat(filepath.Join(dir, "new")); err == nil {
+		t.Error("the check left the directories it created")
+	}
+	existing := filepath.Join(dir, "existing")
+	if err := os.Mkdir(existing, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckOutputDir(&configs.Recipe{Name: "x", OutputDir: existing}, ""); err != nil {
+		t.Errorf("an existing output_dir: %v", err)
+	}
+	if entries, err := os.ReadDir(existing); err != nil || len(entries) != 0 {
+		t.Errorf("the check left %v (%v) in an existing output_dir", entries, err)
 	}
 }
