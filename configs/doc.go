@@ -70,7 +70,7 @@
 //	name                                ""             run name, no path separators; "" means the recipe file's name without ".toml"; runs are <output_dir>/<name>-<timestamp>
 //	seed                                42             seed of every random choice (init, sampling, dropout); >= 0
 //	output_dir                          "runs"         directory below which run directories are created
-//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required, except by kinds "rag", "replug" and "realm" (their data come from [world])
+//	data.dir                            ""             BEIR directory (corpus.jsonl, queries.jsonl, qrels/); required by the kinds reading [data] (retriever, reranker); the garden kinds (rag, selfrag, replug, realm) generate theirs from [world]
 //	data.train_split                    "train"        training judgements, qrels/<train_split>.tsv; required
 //	data.dev_split                      "dev"          development judgements (model selection, interpolation weight); "" for none
 //	data.test_split                     "test"         held-out judgements; "" for none
