@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"regexp"
 	"strconv"
@@ -60,7 +61,11 @@ func checkShape(path string, shape []int, n int) error {
 		if d < 0 {
 			return fmt.Errorf("%s: npy: negative dimension in shape %v", path, shape)
 		}
-		want *= d
+		hi, lo := bits.Mul64(uint64(want), uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return fmt.Errorf("%s: npy: shape %v holds more than 2^63 values, %d given", path, shape, n)
+		}
+		want = int(lo)
 	}
 	if want != n {
 		return fmt.Errorf("%s: npy: shape %v holds %d values, %d given", path, shape, want, n)
@@ -165,10 +170,16 @@ func readNPY(path string) (string, []int, []byte, error) {
 	return d[1], shape, buf[start+hlen:], nil
 }
 
+// npyCount returns the number of values of shape, checking with overflow-safe arithmetic,
+// before anything is allocated, that they fill the data section exactly (size bytes each).
 func npyCount(path string, shape []int, data []byte, size int) (int, error) {
 	n := 1
 	for _, d := range shape {
-		n *= d
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > math.MaxInt64/uint64(size) {
+			return 0, fmt.Errorf("%s: npy: shape %v holds more than 2^63 bytes of data, the file has %d", path, shape, len(data))
+		}
+		n = int(lo)
 	}
 	if n*size != len(data) {
 		return 0, fmt.Errorf("%s: npy: shape %v needs %d bytes of data, the file has %d (truncated?)", path, shape, n*size, len(data))
