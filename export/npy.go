@@ -127,6 +127,11 @@ func readNPY(path string) (string, []int, []byte, error) {
 	if err != nil {
 		return "", nil, nil, err
 	}
+	return parseNPY(path, buf)
+}
+
+// parseNPY is readNPY on the bytes of the file at path.
+func parseNPY(path string, buf []byte) (string, []int, []byte, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%s: npy: %s", path, fmt.Sprintf(format, a...))
 	}
@@ -194,6 +199,10 @@ func ReadNPYFloat32(path string) ([]float32, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeNPYFloat32(path, descr, shape, data)
+}
+
+func decodeNPYFloat32(path, descr string, shape []int, data []byte) ([]float32, []int, error) {
 	if descr != "<f4" {
 		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<f4' (little-endian float32)", path, descr)
 	}
@@ -214,6 +223,10 @@ func ReadNPYInt64(path string) ([]int64, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeNPYInt64(path, descr, shape, data)
+}
+
+func decodeNPYInt64(path, descr string, shape []int, data []byte) ([]int64, []int, error) {
 	if descr != "<i8" {
 		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<i8' (little-endian int64)", path, descr)
 	}

@@ -116,6 +116,11 @@ func Load(path string) (*Tokenizer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
+	return parse(path, data)
+}
+
+// parse is Load on the bytes of the file at path.
+func parse(path string, data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("tokenize: %s%s: %w", path, jsonLine(data, err), err)
