@@ -190,12 +190,26 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 // readTowerDir reads one tower directory: config.json (model_type "bert" or "ragtrain-bow"),
 // model.safetensors, and for BERT 1_Pooling/config.json when present.
 func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, error) {
+	cfg, bert, name, err := readTowerConfig(dir)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), bert)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	return &towerSource{set: set, name: name}, cfg, ignored, nil
+}
+
+// readTowerConfig reads and validates a tower directory's config.json (and, for BERT,
+// 1_Pooling/config.json): the encoder, whether it is a BERT, and the parameter naming.
+func readTowerConfig(dir string) (model.EncoderConfig, bool, func(string) string, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	var head struct {
 		ModelType string `json:"model_type"`
 	}
 	if err := readJSON(cfgPath, &head, false); err != nil {
-		return nil, model.EncoderConfig{}, nil, err
+		return model.EncoderConfig{}, false, nil, err
 	}
 	var cfg model.EncoderConfig
 	var name func(string) string
@@ -203,14 +217,14 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 	case modelTypeBert:
 		var bc bertConfig
 		if err := readJSON(cfgPath, &bc, false); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		var err error
 		if cfg, err = bc.encoderConfig(cfgPath); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		if cfg.Pooling, err = readPooling(dir); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		name = func(rest string) string {
 			n, err := model.HFBertName(model.PrefixShared + "." + rest)
@@ -222,15 +236,15 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 	case modelTypeBow:
 		var bc bowConfig
 		if err := readJSON(cfgPath, &bc, true); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		if bc.Pooling != model.PoolingMean {
-			return nil, cfg, nil, fmt.Errorf("%s: pooling = %q, a bow encoder averages its tokens (\"mean\")", cfgPath, bc.Pooling)
+			return cfg, false, nil, fmt.Errorf("%s: pooling = %q, a bow encoder averages its tokens (\"mean\")", cfgPath, bc.Pooling)
 		}
 		cfg = model.EncoderConfig{Encoder: model.EncoderBow, Vocab: bc.VocabSize, Hidden: bc.HiddenSize,
 			Dropout: bc.HiddenDropoutProb, Pooling: model.PoolingMean}
 		if err := cfg.Validate(); err != nil {
-			return nil, cfg, nil, fmt.Errorf("%s: %w", cfgPath, err)
+			return cfg, false, nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
 		name = func(rest string) string {
 			if n, ok := bowNames[rest]; ok {
@@ -239,13 +253,9 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 			return rest
 		}
 	default:
-		return nil, cfg, nil, fmt.Errorf("%s: model_type %q; this toolkit reads %q (transformer) and %q (bow)", cfgPath, head.ModelType, modelTypeBert, modelTypeBow)
+		return cfg, false, nil, fmt.Errorf("%s: model_type %q; this toolkit reads %q (transformer) and %q (bow)", cfgPath, head.ModelType, modelTypeBert, modelTypeBow)
 	}
-	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), head.ModelType == modelTypeBert)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	return &towerSource{set: set, name: name}, cfg, ignored, nil
+	return cfg, head.ModelType == modelTypeBert, name, nil
 }
 
 // readTensorSet reads model.safetensors, converting F16, BF16 and F64 tensors to float32. With

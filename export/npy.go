@@ -31,6 +31,7 @@ const (
 	npyMagic      = "\x93NUMPY"
 	npyAlign      = 64
 	npyGrowDigits = 21 // numpy's GROWTH_AXIS_MAX_DIGITS
+	npyMaxDims    = 64 // numpy's NPY_MAXDIMS (2.x; 32 before)
 )
 
 // npyHeader returns the magic, version and padded header of a C-order array.
@@ -55,7 +56,12 @@ func npyHeader(descr string, shape []int) []byte {
 	return append(out, h...)
 }
 
+// checkShape checks that shape (at most 64 dimensions, none negative) holds n values, without
+// overflow.
 func checkShape(path string, shape []int, n int) error {
+	if len(shape) > npyMaxDims {
+		return fmt.Errorf("%s: npy: shape %v has %d dimensions, numpy allows %d", path, shape, len(shape), npyMaxDims)
+	}
 	want := 1
 	for _, d := range shape {
 		if d < 0 {
@@ -171,6 +177,9 @@ func parseNPY(path string, buf []byte) (string, []int, []byte, error) {
 			return "", nil, nil, bad("shape (%s): %v", s[1], err)
 		}
 		shape = append(shape, n)
+	}
+	if len(shape) > npyMaxDims {
+		return "", nil, nil, bad("shape (%s) has %d dimensions, numpy allows %d", s[1], len(shape), npyMaxDims)
 	}
 	return d[1], shape, buf[start+hlen:], nil
 }
