@@ -8,6 +8,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // hfBertDir writes a plain Hugging Face BERT directory (config.json, model.safetensors,
@@ -81,5 +82,17 @@ func TestImportSentenceTransformersValues(t *testing.T) {
 	os.WriteFile(sb, []byte(strings.Replace(string(sbData), `16`, `null`, 1)), 0o644)
 	if d, err := OpenBiEncoder(dir); err != nil || d.Similarity != "dot" || d.MaxLength != 0 {
 		t.Errorf("dot, null: %+v, %v", d, err)
+	}
+}
+
+// TestReflectionTokenNegativeID: a reflection token with a negative id is refused, naming it.
+func TestReflectionTokenNegativeID(t *testing.T) {
+	name := tokenize.ReflectionTokens()[0]
+	path := filepath.Join(t.TempDir(), TokenizerFile)
+	mustWrite(t, path, []byte(`{"added_tokens":[{"id":-1,"content":"`+name+`","special":true}]}`))
+	for _, strict := range []bool{false, true} {
+		if _, err := reflectionTokenIDs(path, 10, strict); err == nil || !strings.Contains(err.Error(), path+": the reflection token "+name+" has negative id -1") {
+			t.Errorf("strict %v: %v", strict, err)
+		}
 	}
 }
