@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/memcheck"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -40,7 +41,9 @@ func TestImportDuplicateAfterPrefix(t *testing.T) {
 		}
 		return append(raw, extra)
 	})
-	_, err := InitBiEncoder(tinyModel(t, src.Cfg, true, 2), dir)
+	dst := tinyModel(t, src.Cfg, true, 2)
+	var err error
+	memcheck.Bounded(t, "duplicate after stripping", func() { _, err = InitBiEncoder(dst, dir) })
 	want := `tensors "bert.embeddings.word_embeddings.weight" and "embeddings.word_embeddings.weight" are both "embeddings.word_embeddings.weight" once the "bert." prefix is removed`
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, ModelFile)) || !strings.Contains(err.Error(), want) {
 		t.Errorf("duplicate after stripping: %v, want %q", err, want)
@@ -73,7 +76,9 @@ func TestImportSentenceTransformersValues(t *testing.T) {
 			t.Fatalf("%s lacks %s", c.file, c.from)
 		}
 		os.WriteFile(c.file, []byte(strings.Replace(string(b), c.from, c.to, 1)), 0o644)
-		if _, err := OpenBiEncoder(dir); err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
+		var err error
+		memcheck.Bounded(t, c.to, func() { _, err = OpenBiEncoder(dir) })
+		if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
 			t.Errorf("%s: %v, want one line containing %q", c.to, err, c.want)
 		}
 	}
