@@ -2,6 +2,7 @@ package export
 
 import (
 	"encoding/binary"
+	"encoding/json"
 	"math"
 	"os"
 	"path/filepath"
@@ -263,6 +264,46 @@ func FuzzBertTensors(f *testing.F) {
 			if name != "embeddings.position_ids" && !strings.HasPrefix(name, "pooler.") && !strings.HasPrefix(name, "cls.") {
 				t.Fatalf("ignored %q, which is not a documented non-encoder tensor", ig)
 			}
+		}
+	})
+}
+
+// FuzzGPT2Config reads arbitrary bytes as a reader's GPT-2 config.json. A config that loads
+// must validate as a causal GPT-2 and read back to the same encoder once written as this package
+// writes it.
+func FuzzGPT2Config(f *testing.F) {
+	tok := tinyTokenizer(f)
+	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 8, Layers: 1, Heads: 2,
+		FFN: 16, MaxPosition: 12, Dropout: 0.1, Causal: true, Arch: model.ArchGPT2}
+	dir := f.TempDir() // reused: a worker runs one input at a time
+	path := filepath.Join(dir, ConfigFile)
+	if err := writeJSON(path, newGPT2Config(cfg, tok)); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(readSeed(f, path))
+	f.Add([]byte(`{"model_type":"gpt2","vocab_size":8,"n_embd":4611686018427387904,"n_layer":1,"n_head":1,"n_positions":8,"activation_function":"gelu"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var c gpt2Config
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := readJSON(path, &c, false); err != nil {
+			return
+		}
+		got, err := c.readerConfig(path)
+		if err != nil {
+			return
+		}
+		if err := got.Validate(); err != nil || !got.Causal || got.Arch != model.ArchGPT2 {
+			t.Fatalf("loaded reader config %+v: %v", got, err)
+		}
+		var back gpt2Config
+		b, _ := json.Marshal(newGPT2Config(got, tok))
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatal(err)
+		}
+		if again, err := back.readerConfig(path); err != nil || again != got {
+			t.Fatalf("write then read: %+v, %v; want %+v", again, err, got)
 		}
 	})
 }
