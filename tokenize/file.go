@@ -108,9 +108,12 @@ type postJSON struct {
 // Load reads a Hugging Face tokenizer.json holding a BERT WordPiece
 // tokenizer: BertNormalizer, BertPreTokenizer, WordPiece model, and a
 // BertProcessing or TemplateProcessing post-processor with the layout
-// [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1. The file's truncation and
-// padding settings are not used: EncodeBatch fixes both per call. Every
-// error names the file, and the line for malformed JSON.
+// [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1. Ids of model.vocab and
+// added_tokens must be dense: each below the number of entries, which bounds
+// what Load allocates by the file's size. padding.pad_token names the pad
+// token ([PAD] when absent; padding.pad_id must agree); the rest of the
+// truncation and padding settings is not used: EncodeBatch fixes both per
+// call. Every error names the file, and the line for malformed JSON.
 func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
