@@ -274,6 +274,11 @@ func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
 		}
 		return nil, nil, err
 	}
+	return tensorSetOf(path, raw, bert)
+}
+
+// tensorSetOf is readTensorSet on the tensors raw of the file at path.
+func tensorSetOf(path string, raw []checkpoints.RawTensor, bert bool) (*tensorSet, []string, error) {
 	prefixed := false
 	for _, r := range raw {
 		if strings.HasPrefix(r.Name, "bert.embeddings.") {
