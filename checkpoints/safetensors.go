@@ -357,8 +357,8 @@ func ReadSafetensors(path string) ([]Tensor, map[string]string, error) {
 
 // ReadSafetensorsRaw reads a safetensors file, tensors in the order of their data offsets.
 // Errors name the file and, where one is at fault, the tensor: a file shorter than 8 bytes, a
-// header length beyond the file or above 100 MB, a header that is not a JSON object, a duplicate
-// name, a missing or unknown field, an unknown dtype, a negative or non-integer dimension, offsets
+// header length beyond the file or above 100 MB, a header that is not a JSON object, an empty
+// or duplicate name, a missing or unknown field, an unknown dtype, a negative or non-integer dimension, offsets
 // that do not match the shape, run past the data (a truncated file), overlap another tensor's or
 // leave a gap, and bytes after the last tensor.
 func ReadSafetensorsRaw(path string) ([]RawTensor, map[string]string, error) {
@@ -405,6 +405,9 @@ func parseSafetensors(buf []byte) ([]RawTensor, map[string]string, error) {
 			return nil, nil, fmt.Errorf("header: %w", err)
 		}
 		name := tok.(string)
+		if name == "" {
+			return nil, nil, errors.New("header names a tensor with an empty name")
+		}
 		if seen[name] {
 			return nil, nil, fmt.Errorf("header names %q twice", name)
 		}

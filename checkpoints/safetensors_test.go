@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ragtrain/ragtrain/internal/memcheck"
 )
 
 // reference builds a file by hand from the spec: 8-byte little-endian header length, the
@@ -276,6 +278,19 @@ func TestReadErrors(t *testing.T) {
 		{"not an object", reference(`[1,2]`), []string{"not a JSON object"}},
 		{"bad metadata", reference(`{"__metadata__":{"k":1}}`), []string{"__metadata__ must map strings to strings"}},
 		{"text after header", reference(`{} x`), []string{"after the JSON object"}},
+		// issue 19: the writer refuses an empty name, so the reader does too
+		{"empty name", reference(`{"":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, f32le(1)...),
+			[]string{"header names a tensor with an empty name"}},
+		{"shape overflow", reference(`{"a":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,8]}}`, f32le(1, 2)...),
+			[]string{`tensor "a"`, "shape [4611686018427387904 4] is too large"}},
+		{"huge shape", reference(`{"a":{"dtype":"F64","shape":[281474976710656],"data_offsets":[0,8]}}`, f32le(1, 2)...),
+			[]string{`tensor "a"`, "shape [281474976710656] of F64 needs 2251799813685248"}},
+		{"huge offsets", reference(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,9223372036854775807]}}`, f32le(1, 2)...),
+			[]string{`tensor "a"`, "run past the 8-byte data section"}},
+		{"fractional dim", reference(`{"a":{"dtype":"F32","shape":[1.5],"data_offsets":[0,8]}}`, f32le(1, 2)...),
+			[]string{`tensor "a"`, "cannot unmarshal number 1.5"}},
+		{"dim beyond int64", reference(`{"a":{"dtype":"F32","shape":[1e30],"data_offsets":[0,8]}}`, f32le(1, 2)...),
+			[]string{`tensor "a"`, "cannot unmarshal number 1e30"}},
 	}
 	dir := t.TempDir()
 	for _, c := range cases {
@@ -284,9 +299,13 @@ func TestReadErrors(t *testing.T) {
 			if err := os.WriteFile(path, c.file, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			_, _, err := ReadSafetensorsRaw(path)
+			var err error
+			memcheck.Bounded(t, c.name, func() { _, _, err = ReadSafetensorsRaw(path) })
 			if err == nil {
 				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error %q is not one line", err)
 			}
 			for _, w := range append([]string{path}, c.want...) {
 				if !strings.Contains(err.Error(), w) {

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ragtrain/ragtrain/internal/memcheck"
 )
 
 func TestLoadTiny(t *testing.T) {
@@ -120,6 +122,9 @@ func TestLoadErrors(t *testing.T) {
 		{corpus, "corpus_text_array.jsonl", `:1: field "text": want a string, got an array`},
 		{corpus, "corpus_not_object.jsonl", ":2: invalid JSON: line is a JSON array, want an object"},
 		{corpus, "corpus_trailing.jsonl", ":1: invalid JSON: invalid character '{' after top-level value"},
+		{corpus, "corpus_null_title.jsonl", `:2: field "title": want a string, got null`},
+		{corpus, "corpus_null_text.jsonl", `:1: field "text": want a string, got null`},
+		{queries, "queries_null_text.jsonl", `:1: field "text": want a string, got null`},
 		{queries, "queries_empty_text.jsonl", `:2: query "q2": field "text" is empty`},
 		{queries, "queries_duplicate.jsonl", `:2: duplicate _id "q1" (first at line 1)`},
 		{qrels, "qrels_columns.tsv", ":3: qrels: 2 columns, want 3 (query-id, corpus-id, score separated by tabs)"},
@@ -253,5 +258,23 @@ func TestCranfieldQuery1(t *testing.T) {
 	}
 	if ids := test.QueryIDs(); ids[0] != "1" || ids[1] != "4" || ids[len(ids)-1] != "223" {
 		t.Errorf("test QueryIDs = %v..., want numeric order 1, 4, ..., 223", ids[:3])
+	}
+}
+
+// TestNullFieldsBounded: issue 19's null title and text are one-line errors, cheaply.
+func TestNullFieldsBounded(t *testing.T) {
+	for _, c := range []struct {
+		file string
+		load func(string) error
+	}{
+		{"corpus_null_title.jsonl", func(p string) error { _, err := LoadCorpus(p); return err }},
+		{"corpus_null_text.jsonl", func(p string) error { _, err := LoadCorpus(p); return err }},
+		{"queries_null_text.jsonl", func(p string) error { _, err := LoadQueries(p); return err }},
+	} {
+		var err error
+		memcheck.Bounded(t, c.file, func() { err = c.load(filepath.Join("testdata", c.file)) })
+		if err == nil || !strings.Contains(err.Error(), "want a string, got null") || strings.Contains(err.Error(), "\n") {
+			t.Errorf("%s: %v", c.file, err)
+		}
 	}
 }

@@ -101,8 +101,10 @@ func parseRecord(b []byte, allowed []string) (record, error) {
 	return rec, nil
 }
 
+// stringField decodes a member that must be a JSON string; null, which encoding/json would
+// leave as "", is an error like any other non-string.
 func stringField(name string, raw json.RawMessage, dst *string) error {
-	if err := json.Unmarshal(raw, dst); err != nil {
+	if raw = bytes.TrimSpace(raw); len(raw) == 0 || raw[0] != '"' || json.Unmarshal(raw, dst) != nil {
 		return fmt.Errorf("field %q: want a string, got %s", name, jsonKind(raw))
 	}
 	return nil

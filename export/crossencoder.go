@@ -317,6 +317,9 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 		if man.Kind != KindCrossEncoder {
 			return nil, fmt.Errorf("%s: kind %q, want %q", filepath.Join(dir, ManifestFile), man.Kind, KindCrossEncoder)
 		}
+		if man.MaxLength < 0 {
+			return nil, fmt.Errorf("%s: max_length = %d, want a length >= 1 (or 0: not given)", filepath.Join(dir, ManifestFile), man.MaxLength)
+		}
 		d.Layout, d.MaxLength = LayoutExport, man.MaxLength
 	}
 	for _, r := range raw {

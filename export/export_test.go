@@ -24,7 +24,7 @@ var tinyTexts = []string{
 }
 
 // tinyTokenizer trains a small WordPiece vocabulary (deterministic).
-func tinyTokenizer(t *testing.T) *tokenize.Tokenizer {
+func tinyTokenizer(t testing.TB) *tokenize.Tokenizer {
 	t.Helper()
 	tok, err := tokenize.Train(tinyTexts, tokenize.TrainOptions{VocabSize: 150, MinFrequency: 1, Lowercase: true})
 	if err != nil {
@@ -41,7 +41,7 @@ func tinyConfig(encoder string, vocab int) model.EncoderConfig {
 		MaxPosition: 20, Dropout: 0.1, Pooling: model.PoolingCLS}
 }
 
-func tinyModel(t *testing.T, cfg model.EncoderConfig, shared bool, seed uint64) *model.BiEncoder {
+func tinyModel(t testing.TB, cfg model.EncoderConfig, shared bool, seed uint64) *model.BiEncoder {
 	t.Helper()
 	m, err := model.NewBiEncoder(cfg, shared, seed)
 	if err != nil {

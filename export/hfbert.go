@@ -269,7 +269,9 @@ func readPooling(dir string) (string, error) {
 	return "", fmt.Errorf("%s: pooling modes [%s]; this toolkit pools by exactly one of mean_tokens or cls_token", path, strings.Join(modes, ", "))
 }
 
-// readSimilarity reads similarity_fn_name from config_sentence_transformers.json ("" if none).
+// readSimilarity reads similarity_fn_name from config_sentence_transformers.json ("" if none):
+// "cosine" or "dot"; another function (sentence-transformers also knows "euclidean" and
+// "manhattan") is an error naming the file, field and value.
 func readSimilarity(dir string) (string, error) {
 	path := filepath.Join(dir, STConfigFile)
 	if _, err := os.Stat(path); err != nil {
@@ -277,6 +279,9 @@ func readSimilarity(dir string) (string, error) {
 	}
 	var c stConfig
 	if err := readJSON(path, &c, false); err != nil {
+		return "", err
+	}
+	if err := checkSimilarity(path, "similarity_fn_name", c.SimilarityFnName); err != nil {
 		return "", err
 	}
 	return c.SimilarityFnName, nil

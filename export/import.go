@@ -70,7 +70,9 @@ func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
 //   - a bow tower directory (config.json with model_type "ragtrain-bow");
 //   - a run directory (its latest checkpoint) or a checkpoint directory.
 //
-// Errors name the file and field at fault.
+// Errors name the file and field at fault. Two tensors whose names coincide once "bert." is
+// removed, a similarity (similarity_fn_name, ragtrain.json's similarity) other than "cosine" or
+// "dot", and a max_seq_length below 1 are errors.
 func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
@@ -107,6 +109,12 @@ func openExport(dir string) (*BiEncoderDir, error) {
 	}
 	if man.Kind != KindBiEncoder {
 		return nil, fmt.Errorf("%s: kind %q, want %q", path, man.Kind, KindBiEncoder)
+	}
+	if err := checkSimilarity(path, "similarity", man.Similarity); err != nil {
+		return nil, err
+	}
+	if man.MaxLength < 0 {
+		return nil, fmt.Errorf("%s: max_length = %d, want a length >= 1 (or 0: not given)", path, man.MaxLength)
 	}
 	d := &BiEncoderDir{Dir: dir, Layout: LayoutExport, Shared: man.SharedTowers, Similarity: man.Similarity, MaxLength: man.MaxLength}
 	towers := map[string]*towerSource{}
@@ -182,12 +190,26 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 // readTowerDir reads one tower directory: config.json (model_type "bert" or "ragtrain-bow"),
 // model.safetensors, and for BERT 1_Pooling/config.json when present.
 func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, error) {
+	cfg, bert, name, err := readTowerConfig(dir)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), bert)
+	if err != nil {
+		return nil, cfg, nil, err
+	}
+	return &towerSource{set: set, name: name}, cfg, ignored, nil
+}
+
+// readTowerConfig reads and validates a tower directory's config.json (and, for BERT,
+// 1_Pooling/config.json): the encoder, whether it is a BERT, and the parameter naming.
+func readTowerConfig(dir string) (model.EncoderConfig, bool, func(string) string, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	var head struct {
 		ModelType string `json:"model_type"`
 	}
 	if err := readJSON(cfgPath, &head, false); err != nil {
-		return nil, model.EncoderConfig{}, nil, err
+		return model.EncoderConfig{}, false, nil, err
 	}
 	var cfg model.EncoderConfig
 	var name func(string) string
@@ -195,14 +217,14 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 	case modelTypeBert:
 		var bc bertConfig
 		if err := readJSON(cfgPath, &bc, false); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		var err error
 		if cfg, err = bc.encoderConfig(cfgPath); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		if cfg.Pooling, err = readPooling(dir); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		name = func(rest string) string {
 			n, err := model.HFBertName(model.PrefixShared + "." + rest)
@@ -214,15 +236,15 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 	case modelTypeBow:
 		var bc bowConfig
 		if err := readJSON(cfgPath, &bc, true); err != nil {
-			return nil, cfg, nil, err
+			return cfg, false, nil, err
 		}
 		if bc.Pooling != model.PoolingMean {
-			return nil, cfg, nil, fmt.Errorf("%s: pooling = %q, a bow encoder averages its tokens (\"mean\")", cfgPath, bc.Pooling)
+			return cfg, false, nil, fmt.Errorf("%s: pooling = %q, a bow encoder averages its tokens (\"mean\")", cfgPath, bc.Pooling)
 		}
 		cfg = model.EncoderConfig{Encoder: model.EncoderBow, Vocab: bc.VocabSize, Hidden: bc.HiddenSize,
 			Dropout: bc.HiddenDropoutProb, Pooling: model.PoolingMean}
 		if err := cfg.Validate(); err != nil {
-			return nil, cfg, nil, fmt.Errorf("%s: %w", cfgPath, err)
+			return cfg, false, nil, fmt.Errorf("%s: %w", cfgPath, err)
 		}
 		name = func(rest string) string {
 			if n, ok := bowNames[rest]; ok {
@@ -231,18 +253,15 @@ func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, erro
 			return rest
 		}
 	default:
-		return nil, cfg, nil, fmt.Errorf("%s: model_type %q; this toolkit reads %q (transformer) and %q (bow)", cfgPath, head.ModelType, modelTypeBert, modelTypeBow)
+		return cfg, false, nil, fmt.Errorf("%s: model_type %q; this toolkit reads %q (transformer) and %q (bow)", cfgPath, head.ModelType, modelTypeBert, modelTypeBow)
 	}
-	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), head.ModelType == modelTypeBert)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	return &towerSource{set: set, name: name}, cfg, ignored, nil
+	return cfg, head.ModelType == modelTypeBert, name, nil
 }
 
 // readTensorSet reads model.safetensors, converting F16, BF16 and F64 tensors to float32. With
-// bert, a "bert." prefix (BertFor* checkpoints) is removed and the tensors that are not part of
-// BertModel's encoder (pooler.*, cls.*, embeddings.position_ids) are skipped and returned.
+// bert, a "bert." prefix (BertFor* checkpoints) is removed, and two tensors whose names then
+// coincide are an error naming both; the tensors that are not part of BertModel's encoder
+// (pooler.*, cls.*, embeddings.position_ids) are skipped and returned.
 func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
 	raw, _, err := checkpoints.ReadSafetensorsRaw(path)
 	if err != nil {
@@ -255,6 +274,11 @@ func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
 		}
 		return nil, nil, err
 	}
+	return tensorSetOf(path, raw, bert)
+}
+
+// tensorSetOf is readTensorSet on the tensors raw of the file at path.
+func tensorSetOf(path string, raw []checkpoints.RawTensor, bert bool) (*tensorSet, []string, error) {
 	prefixed := false
 	for _, r := range raw {
 		if strings.HasPrefix(r.Name, "bert.embeddings.") {
@@ -263,11 +287,16 @@ func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
 	}
 	set := &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}
 	var ignored []string
+	orig := make(map[string]string, len(raw)) // name after stripping -> name in the file
 	for _, r := range raw {
 		name := r.Name
 		if bert && prefixed {
 			name = strings.TrimPrefix(name, "bert.")
 		}
+		if first, dup := orig[name]; dup {
+			return nil, nil, fmt.Errorf("%s: tensors %q and %q are both %q once the \"bert.\" prefix is removed", path, first, r.Name, name)
+		}
+		orig[name] = r.Name
 		if bert && (name == "embeddings.position_ids" || strings.HasPrefix(name, "pooler.") || strings.HasPrefix(name, "cls.")) {
 			ignored = append(ignored, path+": "+r.Name)
 			continue
@@ -455,17 +484,36 @@ func (e *MismatchError) Error() string {
 	return b.String()
 }
 
-// readMaxLength reads max_seq_length from sentence_bert_config.json (0 when absent).
+// readMaxLength reads max_seq_length from sentence_bert_config.json (0 when the file or the
+// field is absent or null); a value below 1 is an error naming the file, field and value.
 func readMaxLength(dir string) (int, error) {
 	path := filepath.Join(dir, SentenceBertFile)
 	if !exists(path) {
 		return 0, nil
 	}
-	var c sentenceBertConfig
+	var c struct {
+		MaxSeqLength *int `json:"max_seq_length"`
+	}
 	if err := readJSON(path, &c, false); err != nil {
 		return 0, err
 	}
-	return c.MaxSeqLength, nil
+	if c.MaxSeqLength == nil {
+		return 0, nil
+	}
+	if *c.MaxSeqLength < 1 {
+		return 0, fmt.Errorf("%s: max_seq_length = %d, want a length >= 1", path, *c.MaxSeqLength)
+	}
+	return *c.MaxSeqLength, nil
+}
+
+// checkSimilarity accepts the similarities a bi-encoder of this toolkit computes ("" for a file
+// that does not say).
+func checkSimilarity(path, field, v string) error {
+	switch v {
+	case "", "cosine", "dot":
+		return nil
+	}
+	return fmt.Errorf("%s: %s = %q; this toolkit scores by \"cosine\" or \"dot\"", path, field, v)
 }
 
 func exists(path string) bool {

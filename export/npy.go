@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/bits"
 	"os"
 	"regexp"
 	"strconv"
@@ -30,6 +31,7 @@ const (
 	npyMagic      = "\x93NUMPY"
 	npyAlign      = 64
 	npyGrowDigits = 21 // numpy's GROWTH_AXIS_MAX_DIGITS
+	npyMaxDims    = 64 // numpy's NPY_MAXDIMS (2.x; 32 before)
 )
 
 // npyHeader returns the magic, version and padded header of a C-order array.
@@ -54,13 +56,22 @@ func npyHeader(descr string, shape []int) []byte {
 	return append(out, h...)
 }
 
+// checkShape checks that shape (at most 64 dimensions, none negative) holds n values, without
+// overflow.
 func checkShape(path string, shape []int, n int) error {
+	if len(shape) > npyMaxDims {
+		return fmt.Errorf("%s: npy: shape %v has %d dimensions, numpy allows %d", path, shape, len(shape), npyMaxDims)
+	}
 	want := 1
 	for _, d := range shape {
 		if d < 0 {
 			return fmt.Errorf("%s: npy: negative dimension in shape %v", path, shape)
 		}
-		want *= d
+		hi, lo := bits.Mul64(uint64(want), uint64(d))
+		if hi != 0 || lo > math.MaxInt64 {
+			return fmt.Errorf("%s: npy: shape %v holds more than 2^63 values, %d given", path, shape, n)
+		}
+		want = int(lo)
 	}
 	if want != n {
 		return fmt.Errorf("%s: npy: shape %v holds %d values, %d given", path, shape, want, n)
@@ -122,6 +133,11 @@ func readNPY(path string) (string, []int, []byte, error) {
 	if err != nil {
 		return "", nil, nil, err
 	}
+	return parseNPY(path, buf)
+}
+
+// parseNPY is readNPY on the bytes of the file at path.
+func parseNPY(path string, buf []byte) (string, []int, []byte, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%s: npy: %s", path, fmt.Sprintf(format, a...))
 	}
@@ -162,13 +178,22 @@ func readNPY(path string) (string, []int, []byte, error) {
 		}
 		shape = append(shape, n)
 	}
+	if len(shape) > npyMaxDims {
+		return "", nil, nil, bad("shape (%s) has %d dimensions, numpy allows %d", s[1], len(shape), npyMaxDims)
+	}
 	return d[1], shape, buf[start+hlen:], nil
 }
 
+// npyCount returns the number of values of shape, checking with overflow-safe arithmetic,
+// before anything is allocated, that they fill the data section exactly (size bytes each).
 func npyCount(path string, shape []int, data []byte, size int) (int, error) {
 	n := 1
 	for _, d := range shape {
-		n *= d
+		hi, lo := bits.Mul64(uint64(n), uint64(d))
+		if hi != 0 || lo > math.MaxInt64/uint64(size) {
+			return 0, fmt.Errorf("%s: npy: shape %v holds more than 2^63 bytes of data, the file has %d", path, shape, len(data))
+		}
+		n = int(lo)
 	}
 	if n*size != len(data) {
 		return 0, fmt.Errorf("%s: npy: shape %v needs %d bytes of data, the file has %d (truncated?)", path, shape, n*size, len(data))
@@ -183,6 +208,10 @@ func ReadNPYFloat32(path string) ([]float32, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeNPYFloat32(path, descr, shape, data)
+}
+
+func decodeNPYFloat32(path, descr string, shape []int, data []byte) ([]float32, []int, error) {
 	if descr != "<f4" {
 		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<f4' (little-endian float32)", path, descr)
 	}
@@ -203,6 +232,10 @@ func ReadNPYInt64(path string) ([]int64, []int, error) {
 	if err != nil {
 		return nil, nil, err
 	}
+	return decodeNPYInt64(path, descr, shape, data)
+}
+
+func decodeNPYInt64(path, descr string, shape []int, data []byte) ([]int64, []int, error) {
 	if descr != "<i8" {
 		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<i8' (little-endian int64)", path, descr)
 	}

@@ -207,6 +207,8 @@ func reflectionTokenIDsStrict(path string, vocab int) ([]TokenID, error) {
 			continue
 		case !a.Special:
 			return nil, fmt.Errorf("%s: the reflection token %s (id %d) is not a special token: %w", path, name, a.ID, errNotReflective)
+		case a.ID < 0:
+			return nil, fmt.Errorf("%s: the reflection token %s has negative id %d", path, name, a.ID)
 		case a.ID >= vocab:
 			return nil, fmt.Errorf("%s: the reflection token %s has id %d, but the reader has %d rows: its vocabulary was not grown by the reflection tokens (%w)", path, name, a.ID, vocab, errNotReflective)
 		}

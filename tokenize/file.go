@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 
@@ -32,6 +34,18 @@ type typedJSON struct {
 
 type paddingJSON struct {
 	PadToken string `json:"pad_token"`
+	PadID    *int   `json:"pad_id"`
+}
+
+// savePadding is the padding section Save writes when the pad token is not [PAD]: Hugging Face
+// tokenizers' PaddingParams with its defaults (pad to the longest row, on the right).
+type savePadding struct {
+	Strategy        string `json:"strategy"`
+	Direction       string `json:"direction"`
+	PadToMultipleOf *int   `json:"pad_to_multiple_of"`
+	PadID           int    `json:"pad_id"`
+	PadTypeID       int    `json:"pad_type_id"`
+	PadToken        string `json:"pad_token"`
 }
 
 type addedTokenJSON struct {
@@ -94,14 +108,22 @@ type postJSON struct {
 // Load reads a Hugging Face tokenizer.json holding a BERT WordPiece
 // tokenizer: BertNormalizer, BertPreTokenizer, WordPiece model, and a
 // BertProcessing or TemplateProcessing post-processor with the layout
-// [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1. The file's truncation and
-// padding settings are not used: EncodeBatch fixes both per call. Every
-// error names the file, and the line for malformed JSON.
+// [CLS] $A [SEP] / [CLS] $A [SEP] $B:1 [SEP]:1. Ids of model.vocab and
+// added_tokens must be dense: each below the number of entries, which bounds
+// what Load allocates by the file's size. padding.pad_token names the pad
+// token ([PAD] when absent; padding.pad_id must agree); the rest of the
+// truncation and padding settings is not used: EncodeBatch fixes both per
+// call. Every error names the file, and the line for malformed JSON.
 func Load(path string) (*Tokenizer, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}
+	return parse(path, data)
+}
+
+// parse is Load on the bytes of the file at path.
+func parse(path string, data []byte) (*Tokenizer, error) {
 	var f fileJSON
 	if err := json.Unmarshal(data, &f); err != nil {
 		return nil, fmt.Errorf("tokenize: %s%s: %w", path, jsonLine(data, err), err)
@@ -152,11 +174,18 @@ func fromFile(f *fileJSON) (*Tokenizer, error) {
 		t.maxChars = *m.MaxInputChars
 	}
 
-	// Ids: the model vocabulary plus added tokens, together dense from 0.
+	// Ids: the model vocabulary plus added tokens, together dense from 0. Dense ids are all
+	// below the number of entries, so an id at or above it is refused before anything is
+	// allocated from it (a file of a few bytes could otherwise ask for terabytes).
+	entries := len(m.Vocab) + len(f.AddedTokens)
 	size := 0
-	for tok, id := range m.Vocab {
+	for _, tok := range slices.Sorted(maps.Keys(m.Vocab)) {
+		id := m.Vocab[tok]
 		if id < 0 {
 			return nil, fmt.Errorf("model.vocab: token %q has negative id %d", tok, id)
+		}
+		if id >= entries {
+			return nil, fmt.Errorf("model.vocab: id %d of %q is out of range (ids must be dense: %d entries, so ids 0 to %d)", id, tok, entries, entries-1)
 		}
 		size = max(size, id+1)
 	}
@@ -166,6 +195,9 @@ func fromFile(f *fileJSON) (*Tokenizer, error) {
 		}
 		if a.ID < 0 {
 			return nil, fmt.Errorf("added_tokens[%d] %q: negative id %d", i, a.Content, a.ID)
+		}
+		if a.ID >= entries {
+			return nil, fmt.Errorf("added_tokens[%d] %q: id %d is out of range (ids must be dense: %d entries, so ids 0 to %d)", i, a.Content, a.ID, entries, entries-1)
 		}
 		if a.Normalized || a.LStrip || a.RStrip || a.SingleWord {
 			return nil, fmt.Errorf("added_tokens[%d] %q: normalized, lstrip, rstrip and single_word must be false (only raw-text matching is supported)", i, a.Content)
@@ -220,8 +252,11 @@ func fromFile(f *fileJSON) (*Tokenizer, error) {
 	if f.Padding != nil && f.Padding.PadToken != "" {
 		padTok = f.Padding.PadToken
 	}
-	if t.padID, err = t.need(padTok, "padding token"); err != nil {
+	if t.padID, err = t.need(padTok, "padding.pad_token"); err != nil {
 		return nil, err
+	}
+	if f.Padding != nil && f.Padding.PadID != nil && *f.Padding.PadID != t.padID {
+		return nil, fmt.Errorf("padding.pad_id: %d, but pad_token %q has id %d", *f.Padding.PadID, padTok, t.padID)
 	}
 	if t.maskID, err = t.need(maskToken, "mask token"); err != nil {
 		return nil, err
@@ -365,7 +400,9 @@ func (t *Tokenizer) template(p *postJSON) (cls, sep int, err error) {
 }
 
 // Save writes the tokenizer as a Hugging Face tokenizer.json (format
-// "1.0": truncation and padding null, added_tokens, BertNormalizer,
+// "1.0": truncation null; padding null when the pad token is [PAD], else
+// Hugging Face's default padding naming the pad token, so that Load gives it
+// back; added_tokens, BertNormalizer,
 // BertPreTokenizer, TemplateProcessing [CLS] $A [SEP] / [CLS] $A [SEP]
 // $B:1 [SEP]:1, WordPiece decoder, WordPiece model whose vocab lists every
 // id in order, added tokens included). strip_accents is written as an
@@ -387,7 +424,7 @@ func (t *Tokenizer) Save(path string) error {
 type saveJSON struct {
 	Version       string           `json:"version"`
 	Truncation    *struct{}        `json:"truncation"`
-	Padding       *struct{}        `json:"padding"`
+	Padding       *savePadding     `json:"padding"`
 	AddedTokens   []addedTokenJSON `json:"added_tokens"`
 	Normalizer    saveNormalizer   `json:"normalizer"`
 	PreTokenizer  typedJSON        `json:"pre_tokenizer"`
@@ -475,6 +512,9 @@ func (t *Tokenizer) marshal() ([]byte, error) {
 			MaxInputChars: t.maxChars,
 			Vocab:         vocab.Bytes(),
 		},
+	}
+	if pad := t.tokens[t.padID]; pad != padToken {
+		out.Padding = &savePadding{Strategy: "BatchLongest", Direction: "Right", PadID: t.padID, PadToken: pad}
 	}
 	for _, a := range t.added {
 		out.AddedTokens = append(out.AddedTokens, addedTokenJSON{ID: a.id, Content: a.content, Special: a.special})
