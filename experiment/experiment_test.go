@@ -273,3 +273,18 @@ func skipUnderRace(t *testing.T) {
 		t.Skip("long training run with no goroutines of its own, 10-20x slower under -race; runs without -race")
 	}
 }
+
+// TestRetrieverRefusesAListLoss: loss.name is read; a list loss cannot train a bi-encoder, and
+// the run stops before it writes a run directory.
+func TestRetrieverRefusesAListLoss(t *testing.T) {
+	dir := newSlice(t)
+	rec := smallRecipe(t, dir, "")
+	rec.Loss.Name = "pointwise"
+	_, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), `loss.name = "pointwise"`) {
+		t.Fatalf("err = %v, want loss.name refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+		t.Error("a run directory was created")
+	}
+}

@@ -13,7 +13,6 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -43,19 +42,6 @@ import (
 //
 // Everything prints as two tables and goes to metrics.json.
 
-// RAGConfig is the config.json of a rag checkpoint: the reader's and the bi-encoder's
-// architectures.
-type RAGConfig struct {
-	Kind         string              `json:"kind"` // "rag"
-	Reader       model.EncoderConfig `json:"reader"`
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-	ReaderLength int                 `json:"reader_max_length"`
-}
-
 // Dropout and sampling streams of the rag phases (XORed into the seed).
 const (
 	streamLM       = 0x6c6d7072 // "lmpr"
@@ -66,18 +52,14 @@ const (
 
 // ragRun holds what the phases of a rag run share.
 type ragRun struct {
-	rec      *configs.Recipe
-	o        Options
-	dir      string
-	seed     uint64
+	runEnv
 	world    *garden.World
 	tok      *tokenize.Tokenizer
-	tokPath  string
 	f        *readerFormat
 	reader   *model.Reader
 	enc      *model.BiEncoder
-	cfg      RAGConfig
-	lg       *trainer.Log
+	cfg      model.RAGConfig
+	loss     contrastiveLoss // the bi-encoder's [loss]
 	metrics  map[string]float64
 	trainSec float64
 	// retrievalNote, if set, replaces the training settings named above the retrieval table.
@@ -117,7 +99,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	if err := run.warmupRetriever(ctx, d.texts); err != nil {
 		return dir, err
 	}
-	x, err := newRAGIndex(run.enc, run.tok, d.ids, d.texts, bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := newRAGIndex(run.enc, run.tok, d.ids, d.texts, bm25, run.loss.cosine(), run.loss.tau, rec.Tokenizer.MaxLength)
 	if err != nil {
 		return dir, err
 	}
@@ -344,6 +326,9 @@ func (run *ragRun) models() error {
 	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
 		FFN: rd.FFN, MaxPosition: rd.MaxLength, Dropout: rd.Dropout, Causal: true}
 	var err error
+	if run.loss, err = newContrastiveLoss(rec); err != nil {
+		return err
+	}
 	if run.reader, err = model.NewReader(rcfg, run.seed); err != nil {
 		return fmt.Errorf("reader: %w", err)
 	}
@@ -352,7 +337,7 @@ func (run *ragRun) models() error {
 			return err
 		}
 	}
-	run.cfg = RAGConfig{Kind: "rag", Reader: run.reader.Cfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
+	run.cfg = model.RAGConfig{Kind: model.KindRAG, Reader: run.reader.Cfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
 	if run.enc, err = model.NewBiEncoder(run.cfg.Encoder, rec.Model.SharedTowers, run.seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)
@@ -365,29 +350,14 @@ func (run *ragRun) phase(ctx context.Context, task trainer.Task, name string, st
 	if steps == 0 {
 		return nil
 	}
-	rec := run.rec
-	opt := trainer.NewAdamW(rec.Train.WeightDecay)
-	res, err := trainer.Run(ctx, task, opt, trainer.Options{
-		Phase: name, Steps: steps,
-		Schedule: trainer.Schedule{Peak: lr, Warmup: min(rec.Train.WarmupSteps, steps/10+1), Total: steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, Log: run.lg, Progress: run.o.Progress,
-		Checkpoint: func(done int) error {
-			if done < steps {
-				return nil
-			}
-			return checkpoints.Save(run.dir, &checkpoints.Checkpoint{
-				Params: append(paramTensorsOf(run.reader.Params()), paramTensorsOf(run.enc.Params())...),
-				Config: run.cfg, TokenizerPath: run.tokPath,
-				Trainer: checkpoints.TrainerState{Step: done, Phase: name, Seed: run.seed},
-			})
-		},
-	})
+	res, _, err := run.runPhase(ctx, Phase{Name: name, Steps: steps, Task: task, LR: lr,
+		Warmup: shortWarmup(run.rec.Train.WarmupSteps, steps), EndOnly: true, NoOptimizer: true,
+		Params: append(run.reader.Params(), run.enc.Params()...), Config: run.cfg})
 	if err != nil {
 		return err
 	}
 	run.trainSec += res.Seconds
 	run.metrics["time/"+name+"_seconds"] = res.Seconds
-	fmt.Fprintf(run.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", name, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
 	return nil
 }
 
@@ -469,11 +439,7 @@ func (run *ragRun) warmupRetriever(ctx context.Context, texts []string) error {
 	if pt.Steps == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
-	task, err := newBiTask(run.enc, run.tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, rec.Loss.Temperature, sim, false,
+	task, err := newBiTask(run.enc, run.tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, run.loss, false,
 		run.seed, streamPretrain, func(step int) (pairBatch, error) {
 			cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.seed)
 			return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -492,12 +458,8 @@ func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragInde
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(run.rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
 	o := ragOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
-		BM25Depth: g.BM25Depth, Sim: sim, UpdateReader: g.UpdateReader}
+		BM25Depth: g.BM25Depth, Sim: run.loss.sim, UpdateReader: g.UpdateReader}
 	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, o, func(step int) []int {
 		return cycle(len(qs), g.BatchSize, step, run.seed^streamJoint)
 	})
@@ -546,16 +508,6 @@ func countTrue(b []bool) int {
 	return n
 }
 
-// paramTensorsOf copies parameters into checkpoint tensors.
-func paramTensorsOf(ps []*model.Param) []checkpoints.Tensor {
-	ts := make([]checkpoints.Tensor, len(ps))
-	for i, p := range ps {
-		ts[i] = checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
-			Data: append([]float32(nil), p.Value.Data().([]float32)...)}
-	}
-	return ts
-}
-
 // newGardenRun starts a run that cannot be resumed (kinds rag and selfrag): the world, its
 // variants and the run directory, the datastore chunked by chunking (heldOut: joint-training
 // questions apart, rag.held_out_questions), log.jsonl, the tokenizer and the models. A
@@ -585,7 +537,7 @@ func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut bool)
 	}
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d joint training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.ids), chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(start).Seconds())
-	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
+	run := &ragRun{runEnv: runEnv{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed)}, world: world, metrics: map[string]float64{}}
 	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
 		return nil, d, dir, err
 	}

@@ -46,17 +46,13 @@ func (s *study) replug(ctx context.Context, phase string, qs []ragQuestion, star
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(s.rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
 	scorer, err := newReplugScorer(s.reader, s.f, p.ScoreBatch)
 	if err != nil {
 		return err
 	}
 	defer scorer.Close()
 	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.rec.RAG.CandidateSource, BM25Depth: s.rec.RAG.BM25Depth,
-		TauLM: p.TauLM, Sim: sim, BothTowers: p.Towers == "both"}
+		TauLM: p.TauLM, Sim: s.loss.sim, BothTowers: p.Towers == "both"}
 	var li *liveIndex
 	if o.BothTowers {
 		mode, err := indexrefresh.ParseMode(s.rec.IndexRefresh.Mode)
@@ -76,7 +72,7 @@ func (s *study) replug(ctx context.Context, phase string, qs []ragQuestion, star
 		return err
 	}
 	defer task.Close()
-	_, sec, err := s.runPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
+	sec, err := s.systemPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
 	if err != nil {
 		return err
 	}

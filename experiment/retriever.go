@@ -16,7 +16,6 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -65,16 +64,6 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	}
 }
 
-// BiEncoderConfig is the config.json of a bi-encoder checkpoint.
-type BiEncoderConfig struct {
-	Kind         string              `json:"kind"` // "bi-encoder"
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-}
-
 // prepareRunDir creates a new run directory, or checks the one to resume.
 func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 	if o.ResumeDir == "" {
@@ -121,19 +110,6 @@ func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.To
 	return t, path, err
 }
 
-// loadTokenizer is prepareTokenizer then saveTokenizer.
-func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []string, out io.Writer) (*tokenize.Tokenizer, string, error) {
-	resumeDir := ""
-	if resume {
-		resumeDir = dir
-	}
-	t, err := prepareTokenizer(rec, resumeDir, passages, out)
-	if err != nil {
-		return nil, "", err
-	}
-	return saveTokenizer(t, dir, resume)
-}
-
 // finished reports whether a run directory holds the metrics of a completed run.
 func finished(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, MetricsFile))
@@ -155,6 +131,10 @@ const (
 )
 
 func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	loss, err := newContrastiveLoss(rec)
+	if err != nil {
+		return "", err
+	}
 	splits := []string{rec.Data.TrainSplit}
 	for _, s := range rec.Eval.Splits {
 		if !slices.Contains(splits, s) {
@@ -203,7 +183,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		return dir, err
 	}
 
-	cfg := BiEncoderConfig{Kind: "bi-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
+	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
 	seed := uint64(rec.Seed)
 	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, seed)
@@ -214,10 +194,6 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err := initFrom(m, rec.Model.InitFrom, o.Out); err != nil {
 			return dir, err
 		}
-	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return dir, err
 	}
 
 	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
@@ -245,20 +221,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 
 	segmentStart := time.Now()
 	trainSeconds := func() float64 { return secondsBefore + time.Since(segmentStart).Seconds() }
-	save := func(phase string, opt *trainer.AdamW) func(done int) error {
-		return func(done int) error {
-			st := opt.State()
-			ts := checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed, TrainSeconds: trainSeconds()}
-			if phase == "train" && smp != nil {
-				// Batches are a function of the step: the sampler's position is done·B examples
-				// into its stream of seeded epochs.
-				ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*rec.Train.BatchSize
-			}
-			return checkpoints.Save(dir, &checkpoints.Checkpoint{
-				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: tokPath,
-				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V}, Trainer: ts,
-			})
-		}
+	env := &runEnv{rec: rec, o: o, dir: dir, seed: seed, tokPath: tokPath, lg: lg}
+	phase := func(name string, steps, startStep int, task trainer.Task, warmup int) Phase {
+		return Phase{Name: name, Steps: steps, Task: task, LR: rec.Train.LR, Warmup: warmup, CheckpointEvery: rec.Train.CheckpointEvery,
+			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
 	}
 	L := rec.Tokenizer.MaxLength
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
@@ -269,7 +235,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, rec.Loss.Temperature, sim, false, seed, streamPretrain,
+		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, loss, false, seed, streamPretrain,
 			func(step int) (pairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -277,7 +243,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		_, err = runPhase(ctx, task, "pretrain", pt.Steps, startStep, optState, rec, lg, o, save)
+		_, _, err = env.runPhase(ctx, phase("pretrain", pt.Steps, startStep, task, shortWarmup(rec.Train.WarmupSteps, pt.Steps)))
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -298,7 +264,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, rec.Loss.Temperature, sim, masked, seed, streamTrain,
+		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, loss, masked, seed, streamTrain,
 			func(step int) (pairBatch, error) {
 				b, st, err := smp.Batch(step)
 				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
@@ -311,7 +277,13 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		_, err = runPhase(ctx, task, "train", tr.Steps, startStep, optState, rec, lg, o, save)
+		ph := phase("train", tr.Steps, startStep, task, rec.Train.WarmupSteps)
+		ph.State = func(done int, ts *checkpoints.TrainerState) {
+			// Batches are a function of the step: the sampler's position is done·B examples
+			// into its stream of seeded epochs.
+			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*tr.BatchSize
+		}
+		_, _, err = env.runPhase(ctx, ph)
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -329,41 +301,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, bm25, passages, dir, metrics, o.Out); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, loss.cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
 		return dir, err
 	}
 	return dir, WriteMetrics(dir, metrics)
-}
-
-// runPhase runs one training phase with a fresh AdamW (or the restored one when resuming).
-func runPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, optState *checkpoints.OptimizerState,
-	rec *configs.Recipe, lg *trainer.Log, o Options, save func(string, *trainer.AdamW) func(int) error) (trainer.Result, error) {
-	if o.interruptPhase == phase {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		task = &interrupter{Task: task, at: o.interruptAt, cancel: cancel}
-	}
-	opt := trainer.NewAdamW(rec.Train.WeightDecay)
-	if optState != nil && startStep > 0 {
-		if err := opt.SetState(trainer.OptimizerState{Step: optState.Step, M: optState.M, V: optState.V}); err != nil {
-			return trainer.Result{}, err
-		}
-	}
-	warm := min(rec.Train.WarmupSteps, steps/10+1)
-	if phase == "train" {
-		warm = rec.Train.WarmupSteps
-	}
-	res, err := trainer.Run(ctx, task, opt, trainer.Options{
-		Phase: phase, Steps: steps, StartStep: startStep,
-		Schedule: trainer.Schedule{Peak: rec.Train.LR, Warmup: warm, Total: steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: rec.Train.CheckpointEvery,
-		Log: lg, Progress: o.Progress, Checkpoint: save(phase, opt),
-	})
-	if err == nil {
-		fmt.Fprintf(o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", phase, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
-	}
-	return res, err
 }
 
 // retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
@@ -393,10 +334,10 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
-func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder,
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
 	start := time.Now()
-	dense, err := newDenseSearcher(m, tok, rec.Tokenizer.MaxLength, rec.Loss.Similarity == "cosine", ds.Corpus.IDs, passages)
+	dense, err := newDenseSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ds.Corpus.IDs, passages)
 	if err != nil {
 		return err
 	}

@@ -49,7 +49,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, er
 	if err != nil {
 		return dir, err
 	}
-	run.cfg.Kind = "selfrag"
+	run.cfg.Kind = model.KindSelfRAG
 	s := &selfragRun{ragRun: run, d: d, sr: rec.SelfRAG}
 	if err := s.formats(); err != nil {
 		return dir, err
@@ -656,7 +656,7 @@ func loadReflectiveReader(dir string) (*model.Reader, *tokenize.Tokenizer, error
 	if err != nil {
 		return nil, nil, err
 	}
-	var cfg RAGConfig
+	var cfg model.RAGConfig
 	if err := ck.DecodeConfig(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}
