@@ -42,7 +42,9 @@ type biTask struct {
 	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
 	graphParams
 	B, N    int
-	lastTru int // texts truncated in the last batch
+	lastTru int        // texts truncated in the last batch
+	qCut    truncCount // what truncation to L cut of the queries, over the steps run
+	pCut    truncCount // and of the passages
 }
 
 func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, loss contrastiveLoss, masked bool,
@@ -97,8 +99,8 @@ func (t *biTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	qb := t.tok.EncodeBatch(pb.Queries, t.L)
-	pbt := t.tok.EncodeBatch(pb.Passages, t.L)
+	qb := t.qCut.add(t.tok.EncodeBatch(pb.Queries, t.L))
+	pbt := t.pCut.add(t.tok.EncodeBatch(pb.Passages, t.L))
 	t.lastTru = qb.Truncated + pbt.Truncated
 	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
@@ -115,6 +117,10 @@ func (t *biTask) Step(step int) (float64, int, error) {
 }
 
 func (t *biTask) Close() { t.vm.Close() }
+
+func (t *biTask) truncation() (int, []truncPart) {
+	return t.L, []truncPart{{"queries", &t.qCut}, {"passages", &t.pCut}}
+}
 
 // contrastiveLoss is a bi-encoder's loss: loss.name from the losses table (a contrastive
 // one), loss.temperature and loss.similarity, parsed once per run.

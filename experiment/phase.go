@@ -120,6 +120,10 @@ func (e *runEnv) runPhase(ctx context.Context, ph Phase) (trainer.Result, float6
 	}
 	sec := seconds()
 	fmt.Fprintf(e.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", ph.Name, res.Steps, sec, res.FirstLoss, res.LastLoss)
+	if tr, ok := ph.Task.(truncReporter); ok {
+		L, parts := tr.truncation()
+		reportTruncation(e.o.Out, ph.Name, L, parts...)
+	}
 	return res, sec, nil
 }
 

@@ -103,6 +103,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 	if err != nil {
 		return dir, err
 	}
+	reportTruncation(o.Out, "datastore index", x.L, truncPart{"passages", &x.pCut})
 	if err := run.evaluateStart(ev, x); err != nil {
 		return dir, err
 	}

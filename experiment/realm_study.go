@@ -237,7 +237,11 @@ func (s *study) restoreTokenizer() error {
 // freshIndex encodes the datastore with the current passage tower.
 func (s *study) freshIndex() (*ragIndex, error) {
 	rec := s.rec
-	return newRAGIndex(s.enc, s.tok, s.d.ids, s.d.texts, s.bm25, s.loss.cosine(), s.loss.tau, rec.Tokenizer.MaxLength)
+	x, err := newRAGIndex(s.enc, s.tok, s.d.ids, s.d.texts, s.bm25, s.loss.cosine(), s.loss.tau, rec.Tokenizer.MaxLength)
+	if err == nil {
+		reportTruncation(s.o.Out, "datastore index", x.L, truncPart{"passages", &x.pCut})
+	}
+	return x, err
 }
 
 // readDone reads study.json, if any: the systems an earlier segment finished.

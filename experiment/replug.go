@@ -214,7 +214,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		}
 	}
 	if t.pIn != nil {
-		pb := t.tok.EncodeBatch(ptexts, t.x.L)
+		pb := t.pCut.add(t.tok.EncodeBatch(ptexts, t.x.L))
 		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
 			return 0, 0, err
 		}

@@ -462,7 +462,6 @@ func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.C
 		t.seconds += res.Seconds
 		t.pairs += res.Examples
 		t.cut += task.cut
-		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", ph.name, task.cut, res.Examples, rec.Tokenizer.MaxLength)
 	}
 	return m, t.save(final, m.Params(), cfg, nil, checkpoints.TrainerState{Step: ph.steps, Phase: ph.name, Seed: seed})
 }
@@ -490,8 +489,11 @@ type rerankTask struct {
 	out    *gorgonia.Node // the loss
 	labels *tensor.Dense  // [B,K] labels of a loss that reads them (graded or binary); else nil
 	graphParams
-	cut int // pairs whose passage was cut, over the steps run
+	cut   int        // pairs whose passage was cut, over the steps run
+	pairs truncCount // what truncation to L cut of the pairs, over the steps run
 }
+
+func (t *rerankTask) truncation() (int, []truncPart) { return t.L, []truncPart{{"pairs", &t.pairs}} }
 
 // newRerankTask builds the training graph: the B*K pair scores and the loss of the losses
 // table named loss, which must train on lists.
@@ -553,7 +555,7 @@ func (t *rerankTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	enc := t.tok.EncodePairBatch(lb.PairQueries(), lb.Passages, t.L)
+	enc := t.pairs.add(t.tok.EncodePairBatch(lb.PairQueries(), lb.Passages, t.L))
 	t.cut += enc.Truncated
 	if err := t.in.Let(enc.IDs, enc.Mask, enc.Types); err != nil {
 		return 0, 0, err
@@ -680,9 +682,11 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 			pp = append(pp, e.ds.Corpus.Passage(d, e.rec.Data.TitleField))
 		}
 	}
-	enc := e.tok.EncodePairBatch(pq, pp, L)
+	var pairs truncCount
+	enc := pairs.add(e.tok.EncodePairBatch(pq, pp, L))
 	runs.pairs, runs.cut = len(pq), enc.Truncated
-	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs; %d passages cut to fit %d tokens\n", split, len(qids), len(pq), enc.Truncated, L)
+	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs\n", split, len(qids), len(pq))
+	reportTruncation(e.o.Out, "eval "+split, L, truncPart{"pairs", &pairs})
 	for _, loss := range e.rec.Rerank.Losses {
 		start := time.Now()
 		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))

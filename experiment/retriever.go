@@ -342,6 +342,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		return err
 	}
 	encodeSeconds := time.Since(start).Seconds()
+	reportTruncation(out, "eval corpus", dense.L, truncPart{"passages", &dense.pCut})
 	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {
@@ -351,10 +352,12 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		for i, q := range qids {
 			texts[i], _ = ds.Queries.Text(q)
 		}
+		dense.qCut = truncCount{}
 		denseHits, err := dense.Search(texts, depth)
 		if err != nil {
 			return err
 		}
+		reportTruncation(out, "eval "+split, dense.L, truncPart{"queries", &dense.qCut})
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
 		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits
@@ -390,10 +393,13 @@ type denseSearcher struct {
 	L      int
 	cosine bool
 	flat   *index.Flat
+	// pCut counts what truncation to L cut of the corpus, qCut of the queries searched.
+	pCut, qCut truncCount
 }
 
 func newDenseSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine bool, ids, passages []string) (*denseSearcher, error) {
-	pv, err := encodeTexts(m.Passage, tok, passages, L)
+	var pCut truncCount
+	pv, err := encodeTexts(m.Passage, tok, passages, L, &pCut)
 	if err != nil {
 		return nil, err
 	}
@@ -404,12 +410,12 @@ func newDenseSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine
 	if err != nil {
 		return nil, err
 	}
-	return &denseSearcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat}, nil
+	return &denseSearcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat, pCut: pCut}, nil
 }
 
 // Search returns the depth best passages of each query text.
 func (d *denseSearcher) Search(texts []string, depth int) ([][]index.Hit, error) {
-	qv, err := encodeTexts(d.m.Query, d.tok, texts, d.L)
+	qv, err := encodeTexts(d.m.Query, d.tok, texts, d.L, &d.qCut)
 	if err != nil {
 		return nil, err
 	}
@@ -420,12 +426,13 @@ func (d *denseSearcher) Search(texts []string, depth int) ([][]index.Hit, error)
 }
 
 // encodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
-func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int) ([]float32, error) {
+// c, when not nil, counts what truncation to L cut.
+func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *truncCount) ([]float32, error) {
 	r, err := model.NewEncoderRunner(t, 64, L)
 	if err != nil {
 		return nil, err
 	}
-	b := tok.EncodeBatch(texts, L)
+	b := c.add(tok.EncodeBatch(texts, L))
 	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
 }
 
