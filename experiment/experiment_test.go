@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -286,5 +287,16 @@ func TestRetrieverRefusesAListLoss(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
 		t.Error("a run directory was created")
+	}
+}
+
+func TestKindsRegister(t *testing.T) {
+	want := []string{"rag", "realm", "replug", "reranker", "retriever", "selfrag"}
+	if got := Kinds(); !slices.Equal(got, want) {
+		t.Errorf("Kinds() = %v, want %v", got, want)
+	}
+	rec := &configs.Recipe{Kind: "colbert"}
+	if _, err := Run(context.Background(), rec, Options{}); err == nil || !strings.Contains(err.Error(), `"colbert" is not implemented`) {
+		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -66,6 +66,8 @@ type ragRun struct {
 	retrievalNote string
 }
 
+func init() { Register("rag", runRAG) }
+
 func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	start := time.Now()
 	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)

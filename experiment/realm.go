@@ -23,6 +23,8 @@ import (
 // Each system is then evaluated with a freshly encoded index: Recall@1/5 and the reader's exact
 // match over the top passage. log.jsonl has, per step, the serving index's version and
 // staleness; metrics.json "<system>/encoding_seconds" and "<system>/waited_seconds".
+func init() { Register("realm", runRealm) }
+
 func runRealm(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	return runStudy(ctx, rec, o, rec.Realm.Systems, (*study).realm, func(s *study) {
 		s.retrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)

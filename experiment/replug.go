@@ -29,6 +29,8 @@ import (
 //
 // Each system is then evaluated with a freshly encoded index (Recall@1/5 and the reader over
 // the top passage).
+func init() { Register("replug", runReplug) }
+
 func runReplug(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	replug := func(s *study, ctx context.Context, _, phase string, qs []ragQuestion, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return s.replug(ctx, phase, qs, startStep, opt, before)

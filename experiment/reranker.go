@@ -60,6 +60,8 @@ const alphaMetric = "nDCG@10"
 // FinalModelDir is the directory, inside a run directory, of the finished reranker of a loss.
 func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "reranker-"+loss) }
 
+func init() { Register("reranker", runReranker) }
+
 func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	rr := rec.Rerank
 	if rec.Model.Encoder != model.EncoderTransformer {

@@ -40,6 +40,8 @@ import (
 
 const streamSelfRAG = 0x73726167 // "srag"
 
+func init() { Register("selfrag", runSelfRAG) }
+
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	start := time.Now()
 	run, d, dir, err := newGardenRun(rec, o, "entry", false)
