@@ -73,6 +73,9 @@ type TrainerState struct {
 	TrainSeconds    float64 `json:"train_seconds"` // wall-clock training time so far, over every resumed segment
 	// RNG holds serialised generator states by name (e.g. rand.PCG.MarshalBinary), base64 in JSON.
 	RNG map[string][]byte `json:"rng,omitempty"`
+	// LogBytes is the length of the run's log.jsonl when the checkpoint was saved: a run
+	// resumed from it cuts the log back to that length (0: not recorded, the log is kept).
+	LogBytes int64 `json:"log_bytes,omitempty"`
 }
 
 // DecodeConfig decodes the architecture config into v (a pointer), whether Config came from Load

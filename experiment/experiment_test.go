@@ -262,7 +262,80 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 					t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
 				}
 			}
+			// The log was cut back to the checkpoint: every (phase, step) line once, as in
+			// the uninterrupted run.
+			if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+				t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
+			}
 		})
+	}
+}
+
+// logSteps lists the (phase, step) of log.jsonl's training lines, in order.
+func logSteps(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct {
+			Phase string   `json:"phase"`
+			Step  int      `json:"step"`
+			Loss  *float64 `json:"loss"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if l.Loss != nil {
+			out = append(out, fmt.Sprintf("%s/%d", l.Phase, l.Step))
+		}
+	}
+	return out
+}
+
+// TestResumeBeforeTheFirstCheckpoint: a run killed before its first checkpoint (simulated by
+// removing the checkpoint its interruption wrote) resumes by starting its first phase again,
+// and ends as the uninterrupted run does.
+func TestResumeBeforeTheFirstCheckpoint(t *testing.T) {
+	dir := newSlice(t)
+	rec := smallRecipe(t, dir, "")
+	full, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, err := Run(context.Background(), rec, Options{Progress: io.Discard, interruptPhase: "pretrain", interruptAt: 15})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	entries, _ := os.ReadDir(broken)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "checkpoint") || e.Name() == "latest" {
+			os.RemoveAll(filepath.Join(broken, e.Name()))
+		}
+	}
+	var out strings.Builder
+	resumed, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no checkpoint yet; starting from the first phase") {
+		t.Errorf("output does not say the run starts again:\n%s", out.String())
+	}
+	want, _ := ReadMetrics(full)
+	got, _ := ReadMetrics(resumed)
+	want, got = quality(want), quality(got)
+	if len(want) == 0 || len(want) != len(got) {
+		t.Fatalf("metrics: %v vs %v", want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
+		}
+	}
+	if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}
 }
 

@@ -104,6 +104,9 @@ func (e *runEnv) runPhase(ctx context.Context, ph Phase) (trainer.Result, float6
 				return nil
 			}
 			ts := checkpoints.TrainerState{Step: done, Phase: ph.Name, Seed: e.seed, TrainSeconds: ckSeconds()}
+			if e.lg != nil {
+				ts.LogBytes = e.lg.Size()
+			}
 			if ph.State != nil {
 				ph.State(done, &ts)
 			}

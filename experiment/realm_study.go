@@ -123,7 +123,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d retriever training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.ids), rec.RAG.Chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(t0).Seconds())
 	run := &ragRun{runEnv: runEnv{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed)}, world: world, metrics: map[string]float64{}}
-	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+	if run.lg, err = openRunLog(dir, resume, filepath.Join(dir, studyStartDir)); err != nil {
 		return nil, dir, err
 	}
 	s := &study{ragRun: run, d: d, t0: t0}
@@ -201,7 +201,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 		}
 	}
 	if !prepared["start"] {
-		if err := run.save(filepath.Join(dir, studyStartDir), all, run.cfg, nil, checkpoints.TrainerState{Phase: "start", Seed: run.seed}); err != nil {
+		if err := run.save(filepath.Join(dir, studyStartDir), all, run.cfg, nil, checkpoints.TrainerState{Phase: "start", Seed: run.seed, LogBytes: run.lg.Size()}); err != nil {
 			return s, dir, err
 		}
 	}
@@ -215,12 +215,6 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 	}
 	s.start = snapshot(all)
 	return s, dir, nil
-}
-
-// hasCheckpoint reports whether dir names a latest checkpoint.
-func hasCheckpoint(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, checkpoints.LatestFile))
-	return err == nil
 }
 
 // restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).

@@ -29,7 +29,6 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
-	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // The reranker recipe (kind = "reranker") trains one cross-encoder per loss of rerank.losses,
@@ -181,7 +180,9 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 			return dir, err
 		}
 	}
-	if resume {
+	if resume && !hasCheckpoint(dir) {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
+	} else if resume {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
 			return dir, err
@@ -189,7 +190,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		tr.resumeFrom = ck
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, ck.Trainer.Phase, ck.Trainer.Step)
 	}
-	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	lg, err := openRunLog(dir, resume)
 	if err != nil {
 		return dir, err
 	}

@@ -96,18 +96,22 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	if err != nil {
 		return dir, err
 	}
-	if rec.Model.InitFrom != "" && !resume {
+	fromCheckpoint := resume && hasCheckpoint(dir)
+	if rec.Model.InitFrom != "" && !fromCheckpoint {
 		if err := initFrom(m, rec.Model.InitFrom, o.Out); err != nil {
 			return dir, err
 		}
 	}
 
 	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
-	// checkpoint stopped.
+	// checkpoint stopped (at the first phase when it was stopped before its first checkpoint).
 	var state checkpoints.TrainerState
 	var optState *checkpoints.OptimizerState
 	var secondsBefore float64 // training time of the earlier segments of a resumed run
-	if resume {
+	if resume && !fromCheckpoint {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
+	}
+	if fromCheckpoint {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
 			return dir, err
@@ -119,7 +123,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		secondsBefore = ck.Trainer.TrainSeconds
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
 	}
-	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	lg, err := openRunLog(dir, resume)
 	if err != nil {
 		return dir, err
 	}

@@ -100,6 +100,39 @@ func finished(dir string) bool {
 	return err == nil
 }
 
+// hasCheckpoint reports whether dir names a latest checkpoint.
+func hasCheckpoint(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, checkpoints.LatestFile))
+	return err == nil
+}
+
+// openRunLog opens the run's log.jsonl for appending. A resumed run first cuts it back to the
+// length its latest checkpoint recorded (the longest among dir and the run's other checkpoint
+// directories ckDirs), or to empty when it has no checkpoint yet, so that the lines of the
+// steps it runs again appear once. A checkpoint that recorded no length (written before
+// log_bytes existed) leaves the log as it is.
+func openRunLog(dir string, resume bool, ckDirs ...string) (*trainer.Log, error) {
+	path := filepath.Join(dir, LogFile)
+	if !resume {
+		return trainer.OpenLog(path)
+	}
+	found, size := false, int64(0)
+	for _, d := range append([]string{dir}, ckDirs...) {
+		if !hasCheckpoint(d) {
+			continue
+		}
+		ck, err := checkpoints.Load(d)
+		if err != nil {
+			return nil, err
+		}
+		found, size = true, max(size, ck.Trainer.LogBytes)
+	}
+	if found && size == 0 {
+		return trainer.OpenLog(path)
+	}
+	return trainer.OpenLogTruncated(path, size)
+}
+
 // paramTensors copies a model's parameters into checkpoint tensors.
 func paramTensors(ps []*model.Param) []checkpoints.Tensor {
 	var ts []checkpoints.Tensor

@@ -172,5 +172,40 @@ func (l *Log) Write(v any) error {
 	return err
 }
 
+// OpenLogTruncated opens path for appending after cutting it to its first size bytes (a
+// resumed run drops the lines written after the checkpoint it resumes from, so no (phase,
+// step) line appears twice). A file shorter than size is an error; a missing one is created
+// when size is 0.
+func OpenLogTruncated(path string, size int64) (*Log, error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && st.Size() < size {
+		err = fmt.Errorf("%s: %d bytes, shorter than the %d its checkpoint recorded", path, st.Size(), size)
+	}
+	if err == nil {
+		err = f.Truncate(size)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &Log{f: f}, nil
+}
+
+// Size returns the length of the log in bytes (what a checkpoint records, so that a resumed
+// run can cut the log back to it).
+func (l *Log) Size() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	st, err := l.f.Stat()
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
 // Close closes the file.
 func (l *Log) Close() error { return l.f.Close() }

@@ -233,3 +233,26 @@ func TestResumedRunLogsTheSameSteps(t *testing.T) {
 		t.Fatalf("logged steps %q, want \"20 25 30\"", got)
 	}
 }
+
+func TestOpenLogTruncated(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "log.jsonl")
+	lg, err := OpenLog(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lg.Write(map[string]int{"step": 1})
+	size := lg.Size()
+	lg.Write(map[string]int{"step": 2})
+	lg.Close()
+	if lg, err = OpenLogTruncated(path, size); err != nil {
+		t.Fatal(err)
+	}
+	lg.Write(map[string]int{"step": 3})
+	lg.Close()
+	if b, _ := os.ReadFile(path); string(b) != "{\"step\":1}\n{\"step\":3}\n" {
+		t.Errorf("log %q", b)
+	}
+	if _, err := OpenLogTruncated(path, 1000); err == nil {
+		t.Error("cutting a log to more than its length succeeded")
+	}
+}
