@@ -76,6 +76,9 @@ type TrainerState struct {
 	// LogBytes is the length of the run's log.jsonl when the checkpoint was saved: a run
 	// resumed from it cuts the log back to that length (0: not recorded, the log is kept).
 	LogBytes int64 `json:"log_bytes,omitempty"`
+	// Counters are a task's counts accumulated over the steps so far (e.g. the contexts a rag
+	// phase cut to fit), by name, restored with the steps on resume.
+	Counters map[string]int `json:"counters,omitempty"`
 }
 
 // DecodeConfig decodes the architecture config into v (a pointer), whether Config came from Load

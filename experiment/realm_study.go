@@ -218,7 +218,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 }
 
 // restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).
-func (s *study) restoreTokenizer() error {
+func (s *ragRun) restoreTokenizer() error {
 	s.tokPath = filepath.Join(s.dir, checkpoints.TokenizerFile)
 	var err error
 	if s.tok, err = tokenize.Load(s.tokPath); err != nil {

@@ -44,7 +44,10 @@ func init() { Register("selfrag", runSelfRAG) }
 
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	start := time.Now()
-	run, d, dir, err := newGardenRun(rec, o, "entry", false)
+	if o.ResumeDir != "" {
+		return "", fmt.Errorf("-resume: kind = %q runs cannot be resumed yet; start the recipe again", rec.Kind)
+	}
+	run, d, dir, err := newGardenRun(rec, o, "entry", false, false)
 	if run != nil && run.lg != nil {
 		defer run.lg.Close()
 	}

@@ -461,8 +461,8 @@ func TestPairNegative(t *testing.T) {
 
 // TestGardenRunsRefuseResume: kinds rag and selfrag cannot be resumed; -resume says so by kind
 // before anything is written.
-func TestGardenRunsRefuseResume(t *testing.T) {
-	for _, kind := range []string{"rag", "selfrag"} {
+func TestSelfRAGRefusesResume(t *testing.T) {
+	for _, kind := range []string{"selfrag"} {
 		rec := smallSelfRAGRecipe(t, "")
 		rec.Kind = kind
 		resume := t.TempDir()
