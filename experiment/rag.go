@@ -90,7 +90,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error)
 			prog = &ragProgress{dir: o.ResumeDir}
 		}
 	}
-	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart)
+	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, false)
 	if run != nil && run.lg != nil {
 		defer run.lg.Close()
 	}
@@ -601,7 +601,9 @@ func countTrue(b []bool) int {
 // and the models. A resumed run keeps its world and tokenizer; its log is cut back to its saved
 // start and latest checkpoint (fromStart), or to empty when it starts again from its first
 // phase. A non-nil run holds an open log to close, even with an error.
-func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut, fromStart bool) (*ragRun, *ragData, string, error) {
+//
+// retrain trains the tokenizer again even when the resumed run directory holds one.
+func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut, fromStart, retrain bool) (*ragRun, *ragData, string, error) {
 	start := time.Now()
 	world, err := garden.Generate(rec.World)
 	if err != nil {
@@ -638,7 +640,7 @@ func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut, from
 	if err != nil {
 		return nil, d, dir, err
 	}
-	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && serr == nil {
+	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && !retrain && serr == nil {
 		err = run.restoreTokenizer()
 	} else {
 		err = run.tokenizer(d.vocabTexts(world))

@@ -44,10 +44,19 @@ func init() { Register("selfrag", runSelfRAG) }
 
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	start := time.Now()
-	if o.ResumeDir != "" {
-		return "", fmt.Errorf("-resume: kind = %q runs cannot be resumed yet; start the recipe again", rec.Kind)
+	// A resumed selfrag run starts again at its first phase in its run directory (world kept,
+	// tokenizer trained again: the run's tokenizer.json may hold the reflection tokens
+	// already, log.jsonl emptied): every phase is a function of the seed, so it ends as an
+	// uninterrupted run does. (Resuming mid-phase would need the plain reader, its Retrieve
+	// labels and evaluation saved beside the reflective reader's checkpoints.)
+	if o.ResumeDir != "" && finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, MetricsFile)
+		return o.ResumeDir, nil
 	}
-	run, d, dir, err := newGardenRun(rec, o, "entry", false, false)
+	if o.ResumeDir != "" {
+		fmt.Fprintf(o.Out, "resume: kind = %q starts again from its first phase in %s\n", rec.Kind, o.ResumeDir)
+	}
+	run, d, dir, err := newGardenRun(rec, o, "entry", false, false, true)
 	if run != nil && run.lg != nil {
 		defer run.lg.Close()
 	}
