@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // File names inside one checkpoint directory, and the pointer file in the run directory.
@@ -52,14 +53,12 @@ type Checkpoint struct {
 	Dir string
 }
 
-// OptimizerState is AdamW's state (Loshchilov & Hutter 2019): the number of updates taken (t in
-// the bias corrections 1-β^t) and the first and second moments per parameter name, each as long
-// as that parameter's data. In optimizer.safetensors the moments of parameter p are the F32
-// tensors "m.p" and "v.p" with p's shape, and Step is the metadata entry "step".
-type OptimizerState struct {
-	Step int
-	M, V map[string][]float32
-}
+// OptimizerState is the trainer's AdamW state (Loshchilov & Hutter 2019), one type for the
+// optimizer and its checkpoint: the number of updates taken (t in the bias corrections 1-β^t)
+// and the first and second moments per parameter name, each as long as that parameter's data.
+// In optimizer.safetensors the moments of parameter p are the F32 tensors "m.p" and "v.p" with
+// p's shape, and Step is the metadata entry "step".
+type OptimizerState = trainer.OptimizerState
 
 // TrainerState is the training loop's position, saved as trainer_state.json; with the step
 // counter the sampler and every seeded draw replay from where they stopped.
@@ -78,6 +77,9 @@ type TrainerState struct {
 	// (trainer.Log.Size); a resumed run reopens the log there (trainer.OpenLogAt) so the steps it
 	// replays are not logged twice. 0: not recorded (older checkpoints); the log is appended to.
 	LogBytes int64 `json:"log_bytes,omitempty"`
+	// Counters are a task's counts accumulated over the steps so far (e.g. the contexts a rag
+	// phase cut to fit), by name, restored with the steps on resume.
+	Counters map[string]int `json:"counters,omitempty"`
 }
 
 // DecodeConfig decodes the architecture config into v (a pointer), whether Config came from Load

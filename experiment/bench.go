@@ -27,7 +27,11 @@ type BiStep struct {
 // candidate mask, as false_negatives = "mask"), and AdamW with that weight decay; gradClip <= 0
 // disables clipping. seed seeds the dropout masks of each step.
 func NewBiStep(m *model.BiEncoder, B, N, L int, tau float64, sim losses.Similarity, masked bool, weightDecay, gradClip float64, seed uint64) (*BiStep, error) {
-	t, err := newBiTask(m, nil, B, N, L, tau, sim, masked, seed, streamTrain, nil)
+	loss, err := infoNCE(tau, sim)
+	if err != nil {
+		return nil, err
+	}
+	t, err := newBiTask(m, nil, B, N, L, loss, masked, seed, streamTrain, nil)
 	if err != nil {
 		return nil, err
 	}

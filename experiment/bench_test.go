@@ -33,7 +33,11 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := newBiTask(ref, tok, B, N, L, 0.05, losses.Cosine, true, seed, streamTrain, func(int) (pairBatch, error) { return pb, nil })
+	loss, err := infoNCE(0.05, losses.Cosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := newBiTask(ref, tok, B, N, L, loss, true, seed, streamTrain, func(int) (pairBatch, error) { return pb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,12 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -40,10 +42,12 @@ type biTask struct {
 	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
 	graphParams
 	B, N    int
-	lastTru int // texts truncated in the last batch
+	lastTru int        // texts truncated in the last batch
+	qCut    truncCount // what truncation to L cut of the queries, over the steps run
+	pCut    truncCount // and of the passages
 }
 
-func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau float64, sim losses.Similarity, masked bool,
+func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, loss contrastiveLoss, masked bool,
 	seed, stream uint64, next func(step int) (pairBatch, error)) (*biTask, error) {
 	t := &biTask{m: m, tok: tok, L: L, seed: seed, stream: stream, next: next, B: B, N: N}
 	t.g = gorgonia.NewGraph()
@@ -58,14 +62,12 @@ func newBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, tau flo
 	if err != nil {
 		return nil, err
 	}
+	in := losses.Inputs{Q: q, P: p, Tau: loss.tau, Sim: loss.sim}
 	if masked {
 		t.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(tensor.Float32))
-		mn := gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
-		t.loss, err = losses.InfoNCEMasked(q, p, mn, tau, sim)
-	} else {
-		t.loss, err = losses.InfoNCE(q, p, tau, sim)
+		in.Mask = gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
 	}
-	if err != nil {
+	if t.loss, err = loss.spec.Build(in); err != nil {
 		return nil, err
 	}
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
@@ -97,8 +99,8 @@ func (t *biTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	qb := t.tok.EncodeBatch(pb.Queries, t.L)
-	pbt := t.tok.EncodeBatch(pb.Passages, t.L)
+	qb := t.qCut.add(t.tok.EncodeBatch(pb.Queries, t.L))
+	pbt := t.pCut.add(t.tok.EncodeBatch(pb.Passages, t.L))
 	t.lastTru = qb.Truncated + pbt.Truncated
 	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
@@ -115,6 +117,45 @@ func (t *biTask) Step(step int) (float64, int, error) {
 }
 
 func (t *biTask) Close() { t.vm.Close() }
+
+func (t *biTask) truncation() (int, []truncPart) {
+	return t.L, []truncPart{{"queries", &t.qCut}, {"passages", &t.pCut}}
+}
+
+// contrastiveLoss is a bi-encoder's loss: loss.name from the losses table (a contrastive
+// one), loss.temperature and loss.similarity, parsed once per run.
+type contrastiveLoss struct {
+	spec losses.Spec
+	tau  float64
+	sim  losses.Similarity
+}
+
+// newContrastiveLoss reads the recipe's [loss]: a bi-encoder trains a contrastive loss.
+func newContrastiveLoss(rec *configs.Recipe) (contrastiveLoss, error) {
+	spec, err := losses.Lookup(rec.Loss.Name)
+	if err != nil {
+		return contrastiveLoss{}, fmt.Errorf("loss.name: %w", err)
+	}
+	if spec.Batch != losses.Contrastive {
+		return contrastiveLoss{}, fmt.Errorf("loss.name = %q: a %s loss, but a bi-encoder trains a %s one (%s); list losses train cross-encoders (kind = \"reranker\", rerank.losses)",
+			rec.Loss.Name, spec.Batch, losses.Contrastive, strings.Join(losses.Names(losses.Contrastive), ", "))
+	}
+	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
+	if err != nil {
+		return contrastiveLoss{}, fmt.Errorf("loss.similarity: %w", err)
+	}
+	return contrastiveLoss{spec: spec, tau: rec.Loss.Temperature, sim: sim}, nil
+}
+
+// infoNCE is the losses table's InfoNCE with temperature tau and similarity sim.
+func infoNCE(tau float64, sim losses.Similarity) (contrastiveLoss, error) {
+	spec, err := losses.Lookup("infonce")
+	return contrastiveLoss{spec: spec, tau: tau, sim: sim}, err
+}
+
+// cosine reports whether the loss compares L2-normalised embeddings (the index then holds
+// normalised rows).
+func (l contrastiveLoss) cosine() bool { return l.sim == losses.Cosine }
 
 // graphParams is the trainer's side of a training graph: the parameters bound in it, with the
 // gradients of the last run. A task embeds it for Params and AfterUpdate.

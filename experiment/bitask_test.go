@@ -23,7 +23,11 @@ func TestBiTaskGradients(t *testing.T) {
 		t.Fatal(err)
 	}
 	pb := pairBatch{Queries: []string{"wing", "heat"}, Passages: []string{"wing flutter", "heat transfer", "boundary layer"}}
-	task, err := newBiTask(m, tok, 2, 3, 8, 0.05, losses.Dot, false, 1, 1, func(int) (pairBatch, error) { return pb, nil })
+	infonce, err := infoNCE(0.05, losses.Dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := newBiTask(m, tok, 2, 3, 8, infonce, false, 1, 1, func(int) (pairBatch, error) { return pb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

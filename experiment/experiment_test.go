@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,9 +250,6 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := logSteps(t, filepath.Join(resumed, LogFile)), logSteps(t, filepath.Join(full, LogFile)); got != want {
-				t.Errorf("log.jsonl (phase, step) after resume:\n%s\nuninterrupted:\n%s", got, want)
-			}
 			before, _ := os.ReadFile(filepath.Join(resumed, MetricsFile))
 			again, err := Run(context.Background(), rec, Options{Progress: io.Discard, ResumeDir: resumed})
 			after, _ := os.ReadFile(filepath.Join(resumed, MetricsFile))
@@ -272,31 +270,81 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 					t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
 				}
 			}
+			// The log was cut back to the checkpoint: every (phase, step) line once, as in
+			// the uninterrupted run.
+			if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+				t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
+			}
 		})
 	}
 }
 
-// logSteps lists the (phase, step) of every line of a log.jsonl, one a line.
-func logSteps(t *testing.T, path string) string {
+// logSteps lists the (phase, step) of log.jsonl's training lines, in order.
+func logSteps(t *testing.T, dir string) []string {
 	t.Helper()
-	f, err := os.Open(path)
+	b, err := os.ReadFile(filepath.Join(dir, LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var b strings.Builder
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var l struct {
-			Phase string `json:"phase"`
-			Step  int    `json:"step"`
+			Phase string   `json:"phase"`
+			Step  int      `json:"step"`
+			Loss  *float64 `json:"loss"`
 		}
-		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
-			t.Fatalf("%s: %v", path, err)
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v", line, err)
 		}
-		fmt.Fprintf(&b, "%s %d\n", l.Phase, l.Step)
+		if l.Loss != nil {
+			out = append(out, fmt.Sprintf("%s/%d", l.Phase, l.Step))
+		}
 	}
-	return b.String()
+	return out
+}
+
+// TestResumeBeforeTheFirstCheckpoint: a run killed before its first checkpoint (simulated by
+// removing the checkpoint its interruption wrote) resumes by starting its first phase again,
+// and ends as the uninterrupted run does.
+func TestResumeBeforeTheFirstCheckpoint(t *testing.T) {
+	dir := newSlice(t)
+	rec := smallRecipe(t, dir, "")
+	full, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, err := Run(context.Background(), rec, Options{Progress: io.Discard, interruptPhase: "pretrain", interruptAt: 15})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	entries, _ := os.ReadDir(broken)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "checkpoint") || e.Name() == "latest" {
+			os.RemoveAll(filepath.Join(broken, e.Name()))
+		}
+	}
+	var out strings.Builder
+	resumed, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "no checkpoint yet; starting from the first phase") {
+		t.Errorf("output does not say the run starts again:\n%s", out.String())
+	}
+	want, _ := ReadMetrics(full)
+	got, _ := ReadMetrics(resumed)
+	want, got = quality(want), quality(got)
+	if len(want) == 0 || len(want) != len(got) {
+		t.Fatalf("metrics: %v vs %v", want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
+		}
+	}
+	if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
+	}
 }
 
 // skipUnderRace skips a long training run with no goroutines of its own when the race detector
@@ -305,5 +353,31 @@ func skipUnderRace(t *testing.T) {
 	t.Helper()
 	if raceDetector {
 		t.Skip("long training run with no goroutines of its own, 10-20x slower under -race; runs without -race")
+	}
+}
+
+// TestRetrieverRefusesAListLoss: loss.name is read; a list loss cannot train a bi-encoder, and
+// the run stops before it writes a run directory.
+func TestRetrieverRefusesAListLoss(t *testing.T) {
+	dir := newSlice(t)
+	rec := smallRecipe(t, dir, "")
+	rec.Loss.Name = "pointwise"
+	_, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), `loss.name = "pointwise"`) {
+		t.Fatalf("err = %v, want loss.name refused", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "runs")); err == nil {
+		t.Error("a run directory was created")
+	}
+}
+
+func TestKindsRegister(t *testing.T) {
+	want := []string{"rag", "realm", "replug", "reranker", "retriever", "selfrag"}
+	if got := Kinds(); !slices.Equal(got, want) {
+		t.Errorf("Kinds() = %v, want %v", got, want)
+	}
+	rec := &configs.Recipe{Kind: "colbert"}
+	if _, err := Run(context.Background(), rec, Options{}); err == nil || !strings.Contains(err.Error(), `"colbert" is not implemented`) {
+		t.Errorf("unknown kind: %v", err)
 	}
 }

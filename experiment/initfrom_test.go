@@ -174,7 +174,7 @@ hidden = 48`
 	for i := range passages {
 		passages[i] = corpus.Passage(i, true)
 	}
-	pv, err := encodeTexts(m.Passage, tok, passages, 32)
+	pv, err := encodeTexts(m.Passage, tok, passages, 32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -13,7 +14,6 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -43,19 +43,6 @@ import (
 //
 // Everything prints as two tables and goes to metrics.json.
 
-// RAGConfig is the config.json of a rag checkpoint: the reader's and the bi-encoder's
-// architectures.
-type RAGConfig struct {
-	Kind         string              `json:"kind"` // "rag"
-	Reader       model.EncoderConfig `json:"reader"`
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-	ReaderLength int                 `json:"reader_max_length"`
-}
-
 // Dropout and sampling streams of the rag phases (XORed into the seed).
 const (
 	streamLM       = 0x6c6d7072 // "lmpr"
@@ -66,75 +53,145 @@ const (
 
 // ragRun holds what the phases of a rag run share.
 type ragRun struct {
-	rec      *configs.Recipe
-	o        Options
-	dir      string
-	seed     uint64
+	runEnv
 	world    *garden.World
 	tok      *tokenize.Tokenizer
-	tokPath  string
 	f        *readerFormat
 	reader   *model.Reader
 	enc      *model.BiEncoder
-	cfg      RAGConfig
-	lg       *trainer.Log
+	cfg      model.RAGConfig
+	loss     contrastiveLoss // the bi-encoder's [loss]
 	metrics  map[string]float64
 	trainSec float64
 	// retrievalNote, if set, replaces the training settings named above the retrieval table.
 	retrievalNote string
 }
 
+func init() { Register("rag", runRAG) }
+
 func runRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	if o.ResumeDir != "" && finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, MetricsFile)
+		return o.ResumeDir, nil
+	}
 	start := time.Now()
-	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
+	// Where to start: a resumed run whose start and its evaluation were saved continues from
+	// there; any other run starts at the first phase.
+	var prog *ragProgress
+	fromStart := false
+	if o.ResumeDir != "" {
+		var err error
+		if prog, err = readRAGProgress(o.ResumeDir); err != nil {
+			return o.ResumeDir, err
+		}
+		_, saved := prog.done(studyStartDir)
+		fromStart = saved && hasCheckpoint(filepath.Join(o.ResumeDir, studyStartDir))
+		if !fromStart {
+			prog = &ragProgress{dir: o.ResumeDir}
+		}
+	}
+	run, d, dir, err := newGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, false)
 	if run != nil && run.lg != nil {
 		defer run.lg.Close()
 	}
 	if err != nil {
 		return dir, err
 	}
+	if prog == nil {
+		prog = &ragProgress{dir: dir}
+	}
 	world := run.world
 	ev := run.newEval(d)
+	all := append(run.reader.Params(), run.enc.Params()...)
+	bm25 := index.NewBM25(d.ids, d.texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 
-	// The reader: language-model pretraining, then fine-tuning on training questions.
-	rows, cutDocs := run.f.packDocuments(d.docs)
-	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
-		countParams(run.reader.Params()), len(rows), run.f.L, cutDocs)
-	if err := run.pretrainReader(ctx, rows); err != nil {
-		return dir, err
-	}
-	if rec.Reader.PretrainPasses > 0 {
-		if err := ev.addCloze(run.reader, "lm_cloze"); err != nil {
+	startDir := filepath.Join(dir, studyStartDir)
+	if fromStart {
+		ck, err := checkpoints.Load(startDir)
+		if err != nil {
+			return dir, err
+		}
+		if err := setParams(all, ck.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		st, _ := prog.done(studyStartDir)
+		prog.restore(run, ev, st)
+		fmt.Fprintf(o.Out, "resume: the start in %s\n", ck.Dir)
+	} else {
+		if o.ResumeDir != "" {
+			fmt.Fprintf(o.Out, "resume: %s has no saved start yet; starting from the first phase\n", dir)
+		}
+		prog.begin(run, ev)
+		// The reader: language-model pretraining, then fine-tuning on training questions.
+		rows, cutDocs := run.f.packDocuments(d.docs)
+		fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+			countParams(run.reader.Params()), len(rows), run.f.L, cutDocs)
+		if err := run.pretrainReader(ctx, rows); err != nil {
+			return dir, err
+		}
+		if rec.Reader.PretrainPasses > 0 {
+			if err := ev.addCloze(run.reader, "lm_cloze"); err != nil {
+				return dir, err
+			}
+		}
+		if err := run.finetuneReader(ctx, rows, d.finetuneQ, d.gold); err != nil {
+			return dir, err
+		}
+		// The retriever: label-free warm-up, then the index joint training starts from.
+		if err := run.warmupRetriever(ctx, d.texts); err != nil {
 			return dir, err
 		}
 	}
-	if err := run.finetuneReader(ctx, rows, d.finetuneQ, d.gold); err != nil {
-		return dir, err
-	}
-
-	// The retriever: label-free warm-up, then the index joint training starts from.
-	bm25 := index.NewBM25(d.ids, d.texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	if err := run.warmupRetriever(ctx, d.texts); err != nil {
-		return dir, err
-	}
-	x, err := newRAGIndex(run.enc, run.tok, d.ids, d.texts, bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := newRAGIndex(run.enc, run.tok, d.ids, d.texts, bm25, run.loss.cosine(), run.loss.tau, rec.Tokenizer.MaxLength)
 	if err != nil {
 		return dir, err
 	}
-	if err := run.evaluateStart(ev, x); err != nil {
-		return dir, err
+	reportTruncation(o.Out, "datastore index", x.L, truncPart{"passages", &x.pCut})
+	if !fromStart {
+		if err := run.evaluateStart(ev, x); err != nil {
+			return dir, err
+		}
+		if err := run.save(startDir, all, run.cfg, nil, checkpoints.TrainerState{Phase: "start", Seed: run.seed, LogBytes: run.lg.Size()}); err != nil {
+			return dir, err
+		}
+		if err := prog.finish(studyStartDir, run, ev); err != nil {
+			return dir, err
+		}
 	}
 
 	// Joint training, each objective from the same start.
-	startParams := snapshot(append(run.reader.Params(), run.enc.Params()...))
+	var resumeCk *checkpoints.Checkpoint
+	if fromStart && hasCheckpoint(dir) {
+		if resumeCk, err = checkpoints.Load(dir); err != nil {
+			return dir, err
+		}
+	}
+	startParams := snapshot(all)
 	qs := jointQuestions(world, d.jointQ, run.f)
 	for _, obj := range rec.RAG.Objectives {
-		restore(startParams)
 		name := "rag_" + obj
-		if err := run.joint(ctx, name, obj, x, qs); err != nil {
+		if st, ok := prog.done(name); ok {
+			prog.restore(run, ev, st)
+			fmt.Fprintf(o.Out, "%s: finished in an earlier segment\n", name)
+			continue
+		}
+		restore(startParams)
+		prog.begin(run, ev)
+		var from *checkpoints.Checkpoint
+		if resumeCk != nil && resumeCk.Trainer.Phase == name {
+			if err := setParams(all, resumeCk.Params); err != nil {
+				return dir, fmt.Errorf("%s: %w", resumeCk.Dir, err)
+			}
+			from = resumeCk
+			fmt.Fprintf(o.Out, "resume: %s at step %d\n", from.Dir, from.Trainer.Step)
+		}
+		if err := run.joint(ctx, name, obj, x, qs, from); err != nil {
 			return dir, err
 		}
 		if err := run.evaluateDense(ev, x, name); err != nil {
+			return dir, err
+		}
+		if err := prog.finish(name, run, ev); err != nil {
 			return dir, err
 		}
 	}
@@ -344,6 +401,9 @@ func (run *ragRun) models() error {
 	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
 		FFN: rd.FFN, MaxPosition: rd.MaxLength, Dropout: rd.Dropout, Causal: true}
 	var err error
+	if run.loss, err = newContrastiveLoss(rec); err != nil {
+		return err
+	}
 	if run.reader, err = model.NewReader(rcfg, run.seed); err != nil {
 		return fmt.Errorf("reader: %w", err)
 	}
@@ -352,7 +412,7 @@ func (run *ragRun) models() error {
 			return err
 		}
 	}
-	run.cfg = RAGConfig{Kind: "rag", Reader: run.reader.Cfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
+	run.cfg = model.RAGConfig{Kind: model.KindRAG, Reader: run.reader.Cfg, Encoder: encoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
 	if run.enc, err = model.NewBiEncoder(run.cfg.Encoder, rec.Model.SharedTowers, run.seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)
@@ -365,29 +425,14 @@ func (run *ragRun) phase(ctx context.Context, task trainer.Task, name string, st
 	if steps == 0 {
 		return nil
 	}
-	rec := run.rec
-	opt := trainer.NewAdamW(rec.Train.WeightDecay)
-	res, err := trainer.Run(ctx, task, opt, trainer.Options{
-		Phase: name, Steps: steps,
-		Schedule: trainer.Schedule{Peak: lr, Warmup: min(rec.Train.WarmupSteps, steps/10+1), Total: steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, Log: run.lg, Progress: run.o.Progress,
-		Checkpoint: func(done int) error {
-			if done < steps {
-				return nil
-			}
-			return checkpoints.Save(run.dir, &checkpoints.Checkpoint{
-				Params: append(paramTensorsOf(run.reader.Params()), paramTensorsOf(run.enc.Params())...),
-				Config: run.cfg, TokenizerPath: run.tokPath,
-				Trainer: checkpoints.TrainerState{Step: done, Phase: name, Seed: run.seed},
-			})
-		},
-	})
+	res, _, err := run.runPhase(ctx, Phase{Name: name, Steps: steps, Task: task, LR: lr,
+		Warmup: shortWarmup(run.rec.Train.WarmupSteps, steps), EndOnly: true, NoOptimizer: true,
+		Params: append(run.reader.Params(), run.enc.Params()...), Config: run.cfg})
 	if err != nil {
 		return err
 	}
 	run.trainSec += res.Seconds
 	run.metrics["time/"+name+"_seconds"] = res.Seconds
-	fmt.Fprintf(run.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", name, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
 	return nil
 }
 
@@ -469,11 +514,7 @@ func (run *ragRun) warmupRetriever(ctx context.Context, texts []string) error {
 	if pt.Steps == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
-	task, err := newBiTask(run.enc, run.tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, rec.Loss.Temperature, sim, false,
+	task, err := newBiTask(run.enc, run.tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, run.loss, false,
 		run.seed, streamPretrain, func(step int) (pairBatch, error) {
 			cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.seed)
 			return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -487,17 +528,15 @@ func (run *ragRun) warmupRetriever(ctx context.Context, texts []string) error {
 
 // joint trains the query tower (and the reader, unless rag.update_reader = false) with one RAG
 // objective on the training questions.
-func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragIndex, qs []ragQuestion) error {
+//
+// from, when not nil, is the checkpoint of this phase to resume (its parameters already set).
+func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragIndex, qs []ragQuestion, from *checkpoints.Checkpoint) error {
 	g := run.rec.RAG
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(run.rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
 	o := ragOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
-		BM25Depth: g.BM25Depth, Sim: sim, UpdateReader: g.UpdateReader}
+		BM25Depth: g.BM25Depth, Sim: run.loss.sim, UpdateReader: g.UpdateReader}
 	task, err := newRAGTask(run.enc, run.reader, run.tok, run.f, x, qs, o, func(step int) []int {
 		return cycle(len(qs), g.BatchSize, step, run.seed^streamJoint)
 	})
@@ -505,9 +544,19 @@ func (run *ragRun) joint(ctx context.Context, name, objective string, x *ragInde
 		return err
 	}
 	defer task.Close()
-	if err := run.phase(ctx, task, name, g.Steps, g.LR); err != nil {
+	ph := Phase{Name: name, Steps: g.Steps, Task: task, LR: g.LR, Warmup: shortWarmup(run.rec.Train.WarmupSteps, g.Steps),
+		CheckpointEvery: run.rec.Train.CheckpointEvery, Params: append(run.reader.Params(), run.enc.Params()...), Config: run.cfg,
+		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": task.cut} }}
+	if from != nil {
+		ph.Start, ph.Optimizer, ph.SecondsBefore = from.Trainer.Step, from.Optimizer, from.Trainer.TrainSeconds
+		task.cut = from.Trainer.Counters["contexts_cut"]
+	}
+	_, sec, err := run.runPhase(ctx, ph)
+	if err != nil {
 		return err
 	}
+	run.trainSec += sec
+	run.metrics["time/"+name+"_seconds"] = sec
 	if task.cut > 0 {
 		run.metrics[name+"/contexts_cut"] = float64(task.cut)
 	}
@@ -546,38 +595,32 @@ func countTrue(b []bool) int {
 	return n
 }
 
-// paramTensorsOf copies parameters into checkpoint tensors.
-func paramTensorsOf(ps []*model.Param) []checkpoints.Tensor {
-	ts := make([]checkpoints.Tensor, len(ps))
-	for i, p := range ps {
-		ts[i] = checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
-			Data: append([]float32(nil), p.Value.Data().([]float32)...)}
-	}
-	return ts
-}
-
-// newGardenRun starts a run that cannot be resumed (kinds rag and selfrag): the world, its
-// variants and the run directory, the datastore chunked by chunking (heldOut: joint-training
-// questions apart, rag.held_out_questions), log.jsonl, the tokenizer and the models. A
-// non-nil run holds an open log to close, even with an error.
-func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut bool) (*ragRun, *ragData, string, error) {
-	if o.ResumeDir != "" {
-		return nil, nil, "", fmt.Errorf("-resume: kind = %q runs cannot be resumed yet; start the recipe again", rec.Kind)
-	}
+// newGardenRun starts a garden run (kinds rag and selfrag), or reopens the one o.ResumeDir
+// names: the world, its variants and the run directory, the datastore chunked by chunking
+// (heldOut: joint-training questions apart, rag.held_out_questions), log.jsonl, the tokenizer
+// and the models. A resumed run keeps its world and tokenizer; its log is cut back to its saved
+// start and latest checkpoint (fromStart), or to empty when it starts again from its first
+// phase. A non-nil run holds an open log to close, even with an error.
+//
+// retrain trains the tokenizer again even when the resumed run directory holds one.
+func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut, fromStart, retrain bool) (*ragRun, *ragData, string, error) {
 	start := time.Now()
 	world, err := garden.Generate(rec.World)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("world: %w", err)
 	}
-	dir, err := NewRunDir(rec)
+	resume := o.ResumeDir != ""
+	dir, err := prepareRunDir(rec, o)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if err := world.Write(filepath.Join(dir, "world")); err != nil {
-		return nil, nil, dir, err
-	}
-	if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
-		return nil, nil, dir, err
+	if !resume {
+		if err := world.Write(filepath.Join(dir, "world")); err != nil {
+			return nil, nil, dir, err
+		}
+		if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
+			return nil, nil, dir, err
+		}
 	}
 	d, err := newRAGData(world, chunking, heldOut)
 	if err != nil {
@@ -585,11 +628,24 @@ func newGardenRun(rec *configs.Recipe, o Options, chunking string, heldOut bool)
 	}
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d joint training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.ids), chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(start).Seconds())
-	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
-	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+	run := &ragRun{runEnv: runEnv{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed)}, world: world, metrics: map[string]float64{}}
+	switch {
+	case fromStart:
+		run.lg, err = openRunLog(dir, true, filepath.Join(dir, studyStartDir))
+	case resume:
+		run.lg, err = trainer.OpenLogAt(filepath.Join(dir, LogFile), 0)
+	default:
+		run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile))
+	}
+	if err != nil {
 		return nil, d, dir, err
 	}
-	if err := run.tokenizer(d.vocabTexts(world)); err != nil {
+	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && !retrain && serr == nil {
+		err = run.restoreTokenizer()
+	} else {
+		err = run.tokenizer(d.vocabTexts(world))
+	}
+	if err != nil {
 		return run, d, dir, err
 	}
 	return run, d, dir, run.models()

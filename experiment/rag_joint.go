@@ -27,12 +27,14 @@ type ragIndex struct {
 	row        map[string]int
 	cosine     bool
 	tau        float64
-	L          int // tokens per query
+	L          int        // tokens per query
+	pCut       truncCount // what truncation to L cut of the passages encoded
 }
 
 // newRAGIndex encodes every passage with the passage tower of m.
 func newRAGIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, bm25 *index.BM25, cosine bool, tau float64, L int) (*ragIndex, error) {
-	vecs, err := encodeTexts(m.Passage, tok, texts, L)
+	var pCut truncCount
+	vecs, err := encodeTexts(m.Passage, tok, texts, L, &pCut)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +46,7 @@ func newRAGIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []strin
 	if err != nil {
 		return nil, err
 	}
-	x := &ragIndex{ids: ids, texts: texts, vecs: vecs, dim: dim, flat: flat, bm25: bm25, row: map[string]int{}, cosine: cosine, tau: tau, L: L}
+	x := &ragIndex{ids: ids, texts: texts, vecs: vecs, dim: dim, flat: flat, bm25: bm25, row: map[string]int{}, cosine: cosine, tau: tau, L: L, pCut: pCut}
 	for i, id := range ids {
 		x.row[id] = i
 	}
@@ -54,7 +56,7 @@ func newRAGIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []strin
 // encodeQueries encodes questions with the current query tower (no dropout), normalised when
 // cosine.
 func (x *ragIndex) encodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
-	qv, err := encodeTexts(m.Query, tok, texts, x.L)
+	qv, err := encodeTexts(m.Query, tok, texts, x.L, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +158,13 @@ type jointBatch struct {
 	source string
 	depth  int
 	qIn    *model.Inputs
+	// qCut and pCut count what truncation to x.L cut of the queries and of the passages the
+	// passage tower reads, over the steps run.
+	qCut, pCut truncCount
+}
+
+func (t *jointBatch) truncation() (int, []truncPart) {
+	return t.x.L, []truncPart{{"queries", &t.qCut}, {"passages", &t.pCut}}
 }
 
 // draw returns step's questions (indices into qs), their query vectors qv [B*dim] and each
@@ -181,7 +190,7 @@ func (t *jointBatch) draw(step int) ([]int, []float32, [][]int, error) {
 	} else {
 		cands = t.x.candidates(qv, texts, t.K, t.source, t.depth)
 	}
-	qb := t.tok.EncodeBatch(texts, t.x.L)
+	qb := t.qCut.add(t.tok.EncodeBatch(texts, t.x.L))
 	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return nil, nil, nil, err
 	}
@@ -363,7 +372,7 @@ func (t *ragTask) Step(step int) (float64, int, error) {
 		}
 	}
 	if t.pIn != nil {
-		pb := t.tok.EncodeBatch(ptexts, t.x.L)
+		pb := t.pCut.add(t.tok.EncodeBatch(ptexts, t.x.L))
 		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
 			return 0, 0, err
 		}

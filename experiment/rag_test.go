@@ -527,3 +527,76 @@ func TestRelevanceLossWeight(t *testing.T) {
 		t.Errorf("weight 1 left the loss at the unweighted %g", l1)
 	}
 }
+
+// TestRAGResume interrupts a small rag run in its second objective (after its checkpoint at
+// step 30; the interruption checkpoints step 46) and
+// resumes it, and stops another before its start is saved (in reader fine-tuning, whose phase
+// keeps no mid-phase checkpoint) and resumes that: both end with the metrics, TREC runs and
+// log lines of the uninterrupted run.
+func TestRAGResume(t *testing.T) {
+	skipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := smallRAGRecipe(t, "")
+	rec.Reader.FinetuneSteps, rec.Train.CheckpointEvery = 100, 30
+	full, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stop := range []struct {
+		phase string
+		at    int
+		says  []string // what the resumed run prints
+	}{
+		{"rag_token", 45, []string{"resume: the start in", "rag_sequence: finished in an earlier segment", "checkpoint-rag_token-46 at step 46"}},
+		{"reader_finetune", 50, []string{"no saved start yet; starting from the first phase"}},
+	} {
+		broken, err := Run(context.Background(), rec, Options{Progress: io.Discard, interruptPhase: stop.phase, interruptAt: stop.at})
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
+		}
+		var out strings.Builder
+		resumed, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", stop.phase, err, out.String())
+		}
+		for _, say := range stop.says {
+			if !strings.Contains(out.String(), say) {
+				t.Errorf("%s: the resumed run does not print %q:\n%s", stop.phase, say, out.String())
+			}
+		}
+		want, _ := ReadMetrics(full)
+		got, _ := ReadMetrics(resumed)
+		want, got = untimed(want), untimed(got)
+		if len(want) == 0 || len(want) != len(got) {
+			t.Fatalf("%s: metrics: %v vs %v", stop.phase, want, got)
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s: %s: resumed %v, uninterrupted %v", stop.phase, k, got[k], v)
+			}
+		}
+		runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
+		if len(runs) == 0 {
+			t.Fatal("no TREC runs")
+		}
+		for _, r := range runs {
+			sameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
+		}
+		if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+			t.Errorf("%s: log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", stop.phase, g, w)
+		}
+	}
+}
+
+// untimed drops the timing keys of metrics (names with "seconds").
+func untimed(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.Contains(k, "seconds") {
+			out[k] = v
+		}
+	}
+	return out
+}

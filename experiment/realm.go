@@ -7,7 +7,6 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
-	"github.com/ragtrain/ragtrain/losses"
 )
 
 // kind = "realm": REALM-style joint training (Guu et al. 2020) on the garden world. After the
@@ -24,6 +23,8 @@ import (
 // Each system is then evaluated with a freshly encoded index: Recall@1/5 and the reader's exact
 // match over the top passage. log.jsonl has, per step, the serving index's version and
 // staleness; metrics.json "<system>/encoding_seconds" and "<system>/waited_seconds".
+func init() { Register("realm", runRealm) }
+
 func runRealm(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	return runStudy(ctx, rec, o, rec.Realm.Systems, (*study).realm, func(s *study) {
 		s.retrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
@@ -38,14 +39,11 @@ func (s *study) realm(ctx context.Context, name, phase string, qs []ragQuestion,
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(s.rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
 	frozen := name == "frozen"
 	o := ragOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: "dense",
-		Sim: sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen}
+		Sim: s.loss.sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen}
 	var li *liveIndex
+	var err error
 	if !frozen {
 		if li, err = s.newLiveIndex(ctx, phase, refreshMode(name), startStep); err != nil {
 			return err
@@ -60,7 +58,7 @@ func (s *study) realm(ctx context.Context, name, phase string, qs []ragQuestion,
 		return err
 	}
 	defer task.Close()
-	_, sec, err := s.runPhase(ctx, task, phase, g.Steps, startStep, opt, before, g.LR)
+	sec, err := s.systemPhase(ctx, task, phase, g.Steps, startStep, opt, before, g.LR)
 	if err != nil {
 		return err
 	}

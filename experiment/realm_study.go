@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,7 +18,6 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -122,8 +122,8 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 	}
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d retriever training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.ids), rec.RAG.Chunking, len(world.Questions), len(d.finetuneQ), len(d.jointQ), len(d.testQ), time.Since(t0).Seconds())
-	run := &ragRun{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), world: world, metrics: map[string]float64{}}
-	if run.lg, err = trainer.OpenLog(filepath.Join(dir, LogFile)); err != nil {
+	run := &ragRun{runEnv: runEnv{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed)}, world: world, metrics: map[string]float64{}}
+	if run.lg, err = openRunLog(dir, resume, filepath.Join(dir, studyStartDir)); err != nil {
 		return nil, dir, err
 	}
 	s := &study{ragRun: run, d: d, t0: t0}
@@ -201,10 +201,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 		}
 	}
 	if !prepared["start"] {
-		if err := checkpoints.Save(filepath.Join(dir, studyStartDir), &checkpoints.Checkpoint{
-			Params: paramTensorsOf(all), Config: run.cfg, TokenizerPath: run.tokPath,
-			Trainer: checkpoints.TrainerState{Phase: "start", Seed: run.seed},
-		}); err != nil {
+		if err := run.save(filepath.Join(dir, studyStartDir), all, run.cfg, nil, checkpoints.TrainerState{Phase: "start", Seed: run.seed, LogBytes: run.lg.Size()}); err != nil {
 			return s, dir, err
 		}
 	}
@@ -220,14 +217,8 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o Options) (*study, 
 	return s, dir, nil
 }
 
-// hasCheckpoint reports whether dir names a latest checkpoint.
-func hasCheckpoint(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, checkpoints.LatestFile))
-	return err == nil
-}
-
 // restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).
-func (s *study) restoreTokenizer() error {
+func (s *ragRun) restoreTokenizer() error {
 	s.tokPath = filepath.Join(s.dir, checkpoints.TokenizerFile)
 	var err error
 	if s.tok, err = tokenize.Load(s.tokPath); err != nil {
@@ -240,7 +231,11 @@ func (s *study) restoreTokenizer() error {
 // freshIndex encodes the datastore with the current passage tower.
 func (s *study) freshIndex() (*ragIndex, error) {
 	rec := s.rec
-	return newRAGIndex(s.enc, s.tok, s.d.ids, s.d.texts, s.bm25, rec.Loss.Similarity == "cosine", rec.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := newRAGIndex(s.enc, s.tok, s.d.ids, s.d.texts, s.bm25, s.loss.cosine(), s.loss.tau, rec.Tokenizer.MaxLength)
+	if err == nil {
+		reportTruncation(s.o.Out, "datastore index", x.L, truncPart{"passages", &x.pCut})
+	}
+	return x, err
 }
 
 // readDone reads study.json, if any: the systems an earlier segment finished.
@@ -285,7 +280,7 @@ func (s *study) systems(names []string, train func(name, phase string, startStep
 			startStep, opt, before = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
 			fmt.Fprintf(s.o.Out, "resume: %s at step %d\n", ck.Dir, startStep)
 		}
-		metricsBefore := maps(s.metrics)
+		metricsBefore := maps.Clone(s.metrics)
 		nRows, nRetr, nTrain := len(s.ev.rows), len(s.ev.retrRows), len(s.trainRows)
 		if err := train(name, phase, startStep, opt, before); err != nil {
 			return err
@@ -309,56 +304,20 @@ func (s *study) systems(names []string, train func(name, phase string, startStep
 	return nil
 }
 
-func maps(m map[string]float64) map[string]float64 {
-	c := make(map[string]float64, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
-
-// runPhase runs one system phase with AdamW (restored from opt when resuming at startStep),
-// checkpointing every realm.checkpoint_every steps, at its end and when interrupted. It returns
-// the phase's wall-clock training seconds over every segment.
-func (s *study) runPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, opt *checkpoints.OptimizerState,
-	before float64, lr float64) (trainer.Result, float64, error) {
-	rec := s.rec
-	if s.o.interruptPhase == phase {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		task = &interrupter{Task: task, at: s.o.interruptAt, cancel: cancel}
-	}
-	adam := trainer.NewAdamW(rec.Train.WeightDecay)
-	if opt != nil && startStep > 0 {
-		if err := adam.SetState(trainer.OptimizerState{Step: opt.Step, M: opt.M, V: opt.V}); err != nil {
-			return trainer.Result{}, 0, err
-		}
-	}
-	segment := time.Now()
-	seconds := func() float64 { return before + time.Since(segment).Seconds() }
-	all := append(s.reader.Params(), s.enc.Params()...)
-	res, err := trainer.Run(ctx, task, adam, trainer.Options{
-		Phase: phase, Steps: steps, StartStep: startStep,
-		Schedule: trainer.Schedule{Peak: lr, Warmup: min(rec.Train.WarmupSteps, steps/10+1), Total: steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: rec.Realm.CheckpointEvery,
-		Log: s.lg, Progress: s.o.Progress,
-		Checkpoint: func(done int) error {
-			st := adam.State()
-			return checkpoints.Save(s.dir, &checkpoints.Checkpoint{
-				Params: paramTensorsOf(all), Config: s.cfg, TokenizerPath: s.tokPath,
-				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
-				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: s.seed, TrainSeconds: seconds()},
-			})
-		},
-	})
+// systemPhase runs one system phase with AdamW (restored from opt when resuming at startStep),
+// checkpointing every parameter every realm.checkpoint_every steps, at its end and when
+// interrupted. It returns the phase's wall-clock training seconds over every segment.
+func (s *study) systemPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, opt *checkpoints.OptimizerState,
+	before float64, lr float64) (float64, error) {
+	_, sec, err := s.runPhase(ctx, Phase{Name: phase, Steps: steps, Task: task, LR: lr,
+		Warmup: shortWarmup(s.rec.Train.WarmupSteps, steps), CheckpointEvery: s.rec.Realm.CheckpointEvery,
+		Params: append(s.reader.Params(), s.enc.Params()...), Config: s.cfg,
+		Start: startStep, Optimizer: opt, SecondsBefore: before})
 	if err != nil {
-		return res, 0, err
+		return 0, err
 	}
-	sec := seconds()
 	s.trainSec += sec
-	fmt.Fprintf(s.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", phase, res.Steps, sec, res.FirstLoss, res.LastLoss)
-	return res, sec, nil
+	return sec, nil
 }
 
 // supervised trains both towers with InfoNCE on the retriever-training questions and their
@@ -376,11 +335,7 @@ func (s *study) supervised(ctx context.Context, name, phase string, startStep in
 	if len(qs) < B {
 		return fmt.Errorf("supervised: %d training questions with a gold entry, fewer than train.batch_size = %d", len(qs), B)
 	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
-	task, err := newBiTask(s.enc, s.tok, B, B, rec.Tokenizer.MaxLength, rec.Loss.Temperature, sim, true, s.seed, streamTrain,
+	task, err := newBiTask(s.enc, s.tok, B, B, rec.Tokenizer.MaxLength, s.loss, true, s.seed, streamTrain,
 		func(step int) (pairBatch, error) {
 			pb := pairBatch{Mask: make([]float32, B*B)}
 			for _, j := range cycle(len(qs), B, step, s.seed^streamTrain) {
@@ -401,7 +356,7 @@ func (s *study) supervised(ctx context.Context, name, phase string, startStep in
 		return err
 	}
 	defer task.Close()
-	_, sec, err := s.runPhase(ctx, task, phase, rec.Train.Steps, startStep, opt, before, rec.Train.LR)
+	sec, err := s.systemPhase(ctx, task, phase, rec.Train.Steps, startStep, opt, before, rec.Train.LR)
 	if err != nil {
 		return err
 	}

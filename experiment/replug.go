@@ -29,6 +29,8 @@ import (
 //
 // Each system is then evaluated with a freshly encoded index (Recall@1/5 and the reader over
 // the top passage).
+func init() { Register("replug", runReplug) }
+
 func runReplug(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	replug := func(s *study, ctx context.Context, _, phase string, qs []ragQuestion, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return s.replug(ctx, phase, qs, startStep, opt, before)
@@ -46,17 +48,13 @@ func (s *study) replug(ctx context.Context, phase string, qs []ragQuestion, star
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sim, err := losses.ParseSimilarity(s.rec.Loss.Similarity)
-	if err != nil {
-		return err
-	}
 	scorer, err := newReplugScorer(s.reader, s.f, p.ScoreBatch)
 	if err != nil {
 		return err
 	}
 	defer scorer.Close()
 	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.rec.RAG.CandidateSource, BM25Depth: s.rec.RAG.BM25Depth,
-		TauLM: p.TauLM, Sim: sim, BothTowers: p.Towers == "both"}
+		TauLM: p.TauLM, Sim: s.loss.sim, BothTowers: p.Towers == "both"}
 	var li *liveIndex
 	if o.BothTowers {
 		mode, err := indexrefresh.ParseMode(s.rec.IndexRefresh.Mode)
@@ -76,7 +74,7 @@ func (s *study) replug(ctx context.Context, phase string, qs []ragQuestion, star
 		return err
 	}
 	defer task.Close()
-	_, sec, err := s.runPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
+	sec, err := s.systemPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
 	if err != nil {
 		return err
 	}
@@ -218,7 +216,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		}
 	}
 	if t.pIn != nil {
-		pb := t.tok.EncodeBatch(ptexts, t.x.L)
+		pb := t.pCut.add(t.tok.EncodeBatch(ptexts, t.x.L))
 		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
 			return 0, 0, err
 		}

@@ -29,7 +29,6 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
-	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // The reranker recipe (kind = "reranker") trains one cross-encoder per loss of rerank.losses,
@@ -54,38 +53,13 @@ import (
 // writes them), so a resumed run does not retrain them. `train export -run RUN/reranker-<loss>`
 // writes one as a Hugging Face BertForSequenceClassification.
 
-// CrossEncoderConfig is the config.json of a cross-encoder (reranker) checkpoint.
-type CrossEncoderConfig struct {
-	Kind      string              `json:"kind"` // "cross-encoder"
-	Encoder   model.EncoderConfig `json:"encoder"`
-	MaxLength int                 `json:"max_length"` // L of [CLS] query [SEP] passage [SEP]
-	// Loss is the training loss ("pairwise", "listwise", "pointwise").
-	Loss string `json:"loss"`
-	// FirstStage is what produced the training candidates: "bm25", the dense retriever's
-	// checkpoint directory, or the TREC run file.
-	FirstStage             string `json:"first_stage"`
-	TrainDepth             int    `json:"train_depth"` // N: candidates per training query
-	ListSize               int    `json:"list_size"`   // K: passages per training list
-	DropAboveFirstPositive bool   `json:"drop_above_first_positive"`
-	// PretrainSteps are the cropping-list steps (pretrain.steps) the model took before its
-	// supervised ones; InitFrom is the model.init_from directory its weights started from
-	// ("" for the seed's initialisation).
-	PretrainSteps int    `json:"pretrain_steps"`
-	InitFrom      string `json:"init_from,omitempty"`
-	// PretrainDepth and PretrainWindow are rerank.pretrain_depth and rerank.pretrain_window.
-	PretrainDepth  int `json:"pretrain_depth"`
-	PretrainWindow int `json:"pretrain_window"`
-	// MatchInit and MatchWordScale are rerank.match_init and rerank.match_word_scale, the
-	// term-matching prior of the initialisation (not used with InitFrom).
-	MatchInit      float64 `json:"match_init"`
-	MatchWordScale float64 `json:"match_word_scale"`
-}
-
 // alphaMetric chooses the interpolation weight on the dev split.
 const alphaMetric = "nDCG@10"
 
 // FinalModelDir is the directory, inside a run directory, of the finished reranker of a loss.
 func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "reranker-"+loss) }
+
+func init() { Register("reranker", runReranker) }
 
 func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	rr := rec.Rerank
@@ -190,11 +164,11 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 	fmt.Fprintf(o.Out, "lists: %d training queries, %d %s candidates (top %d), %d judged relevant; %d dropped as suspected false negatives; %d queries without a relevant candidate; %d short of %d negatives\n",
 		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
 
-	cfg := CrossEncoderConfig{Kind: "cross-encoder", Encoder: encCfg, MaxLength: rec.Tokenizer.MaxLength,
+	cfg := model.CrossEncoderConfig{Kind: model.KindCrossEncoder, Encoder: encCfg, MaxLength: rec.Tokenizer.MaxLength,
 		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive,
 		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: rr.PretrainDepth, PretrainWindow: rr.PretrainWindow,
 		InitFrom: rec.Model.InitFrom, MatchInit: rr.MatchInit, MatchWordScale: rr.MatchWordScale}
-	tr := &rerankTrainer{rec: rec, o: o, dir: dir, tok: tok, tokPath: tokPath, cfg: cfg, lists: lists}
+	tr := &rerankTrainer{runEnv: runEnv{rec: rec, o: o, dir: dir, seed: uint64(rec.Seed), tokPath: tokPath}, tok: tok, cfg: cfg, lists: lists}
 	if rec.Pretrain.Steps > 0 {
 		// Cropping lists draw their negatives from BM25, whatever the first stage: a run file
 		// cannot rank pseudo-queries, and BM25 is what their positives must beat.
@@ -206,7 +180,9 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 			return dir, err
 		}
 	}
-	if resume {
+	if resume && !hasCheckpoint(dir) {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
+	} else if resume {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
 			return dir, err
@@ -214,7 +190,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o Options) (string, e
 		tr.resumeFrom = ck
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, ck.Trainer.Phase, ck.Trainer.Step)
 	}
-	lg, err := trainer.OpenLog(filepath.Join(dir, LogFile))
+	lg, err := openRunLog(dir, resume)
 	if err != nil {
 		return dir, err
 	}
@@ -337,11 +313,11 @@ func denseFirstStage(runDir string, ds *data.Dataset, passages []string) (*first
 	if err != nil {
 		return nil, fmt.Errorf("rerank.first_stage: %w", err)
 	}
-	var cfg BiEncoderConfig
+	var cfg model.BiEncoderConfig
 	if err := ck.DecodeConfig(&cfg); err != nil {
 		return nil, fmt.Errorf("rerank.first_stage: %w", err)
 	}
-	if cfg.Kind != "bi-encoder" {
+	if cfg.Kind != model.KindBiEncoder {
 		return nil, fmt.Errorf("rerank.first_stage: %s holds a %q, want a bi-encoder", filepath.Join(ck.Dir, checkpoints.ConfigFile), cfg.Kind)
 	}
 	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, 0)
@@ -355,7 +331,11 @@ func denseFirstStage(runDir string, ds *data.Dataset, passages []string) (*first
 	if err != nil {
 		return nil, fmt.Errorf("rerank.first_stage: %w", err)
 	}
-	dense, err := newDenseSearcher(m, tok, cfg.MaxLength, cfg.Similarity == "cosine", ds.Corpus.IDs, passages)
+	sim, err := losses.ParseSimilarity(cfg.Similarity)
+	if err != nil {
+		return nil, fmt.Errorf("rerank.first_stage: %s: %w", filepath.Join(ck.Dir, checkpoints.ConfigFile), err)
+	}
+	dense, err := newDenseSearcher(m, tok, cfg.MaxLength, sim == losses.Cosine, ds.Corpus.IDs, passages)
 	if err != nil {
 		return nil, err
 	}
@@ -402,16 +382,12 @@ func readFirstStageRun(path string, ds *data.Dataset) (eval.Run, error) {
 
 // rerankTrainer trains the cross-encoders of a run, one loss at a time.
 type rerankTrainer struct {
-	rec        *configs.Recipe
-	o          Options
-	dir        string
+	runEnv
 	tok        *tokenize.Tokenizer
-	tokPath    string
-	cfg        CrossEncoderConfig
+	cfg        model.CrossEncoderConfig
 	lists      *sampler.Lists
 	crops      *sampler.CropLists      // cropping lists of the pretraining phase; nil without one
 	initDir    *export.CrossEncoderDir // model.init_from, nil for none (or when resuming)
-	lg         *trainer.Log
 	resumeFrom *checkpoints.Checkpoint // the run's latest checkpoint when resuming
 
 	seconds    float64
@@ -474,22 +450,14 @@ func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.C
 			startStep, optState = ck.Trainer.Step, ck.Optimizer
 		}
 	}
-	save := func(phase string, opt *trainer.AdamW) func(done int) error {
-		return func(done int) error {
-			st := opt.State()
-			return checkpoints.Save(t.dir, &checkpoints.Checkpoint{
-				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
-				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V},
-				Trainer:   checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed},
-			})
-		}
-	}
 	if startStep < ph.steps {
 		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
 		if err != nil {
 			return nil, err
 		}
-		res, err := runPhase(ctx, task, ph.name, ph.steps, startStep, optState, rec, t.lg, t.o, save)
+		res, _, err := t.runPhase(ctx, Phase{Name: ph.name, Steps: ph.steps, Task: task, LR: rec.Train.LR,
+			Warmup: shortWarmup(rec.Train.WarmupSteps, ph.steps), CheckpointEvery: rec.Train.CheckpointEvery,
+			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState})
 		task.Close()
 		if err != nil {
 			return nil, err
@@ -497,13 +465,8 @@ func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.C
 		t.seconds += res.Seconds
 		t.pairs += res.Examples
 		t.cut += task.cut
-		fmt.Fprintf(t.o.Out, "%s: %d of %d training pairs had their passage cut to fit %d tokens\n", ph.name, task.cut, res.Examples, rec.Tokenizer.MaxLength)
 	}
-	err = checkpoints.Save(final, &checkpoints.Checkpoint{
-		Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: t.tokPath,
-		Trainer: checkpoints.TrainerState{Step: ph.steps, Phase: ph.name, Seed: seed},
-	})
-	return m, err
+	return m, t.save(final, m.Params(), cfg, nil, checkpoints.TrainerState{Step: ph.steps, Phase: ph.name, Seed: seed})
 }
 
 // phaseStream is the dropout stream of a training phase, XORed into the seed.
@@ -518,7 +481,7 @@ func phaseStream(phase string) uint64 {
 type rerankTask struct {
 	m      *model.CrossEncoder
 	tok    *tokenize.Tokenizer
-	loss   string
+	loss   losses.Spec
 	B, K   int
 	L      int
 	seed   uint64
@@ -527,16 +490,26 @@ type rerankTask struct {
 	vm     gorgonia.VM
 	in     *model.Inputs
 	out    *gorgonia.Node // the loss
-	labels *tensor.Dense  // [B,K] listwise labels or pointwise targets; nil for pairwise
+	labels *tensor.Dense  // [B,K] labels of a loss that reads them (graded or binary); else nil
 	graphParams
-	cut int // pairs whose passage was cut, over the steps run
+	cut   int        // pairs whose passage was cut, over the steps run
+	pairs truncCount // what truncation to L cut of the pairs, over the steps run
 }
 
-// newRerankTask builds the training graph. Pairwise pairs slot 0 of each list (its
-// judged-relevant passage) with each of the K-1 others (its negatives): B*(K-1) pairs.
+func (t *rerankTask) truncation() (int, []truncPart) { return t.L, []truncPart{{"pairs", &t.pairs}} }
+
+// newRerankTask builds the training graph: the B*K pair scores and the loss of the losses
+// table named loss, which must train on lists.
 func newRerankTask(m *model.CrossEncoder, tok *tokenize.Tokenizer, loss string, B, K, L int, seed, stream uint64,
 	next func(step int) (sampler.ListBatch, error)) (*rerankTask, error) {
-	t := &rerankTask{m: m, tok: tok, loss: loss, B: B, K: K, L: L, seed: seed, stream: stream, next: next}
+	spec, err := losses.Lookup(loss)
+	if err != nil {
+		return nil, fmt.Errorf("rerank.losses: %w", err)
+	}
+	if spec.Batch != losses.Lists {
+		return nil, fmt.Errorf("rerank.losses: %q trains on %s batches, a cross-encoder on lists", loss, spec.Batch)
+	}
+	t := &rerankTask{m: m, tok: tok, loss: spec, B: B, K: K, L: L, seed: seed, stream: stream, next: next}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	t.in = model.NewInputs(g, B*K, L, "pair")
@@ -544,50 +517,11 @@ func newRerankTask(m *model.CrossEncoder, tok *tokenize.Tokenizer, loss string, 
 	if err != nil {
 		return nil, err
 	}
-	switch loss {
-	case "listwise", "pointwise":
-		a, err := gorgonia.Reshape(s, tensor.Shape{B, K})
-		if err != nil {
-			return nil, err
-		}
+	if spec.Labels != losses.NoLabels {
 		t.labels = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
-		y := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, K), gorgonia.WithValue(t.labels), gorgonia.WithName("labels"))
-		if loss == "listwise" {
-			t.out, err = losses.Listwise(a, y)
-		} else {
-			t.out, err = losses.Pointwise(a, y)
-		}
-		if err != nil {
-			return nil, err
-		}
-	case "pairwise":
-		col, err := gorgonia.Reshape(s, tensor.Shape{B * K, 1})
-		if err != nil {
-			return nil, err
-		}
-		pos, neg := make([]int, 0, B*(K-1)), make([]int, 0, B*(K-1))
-		for i := range B {
-			for j := 1; j < K; j++ {
-				pos, neg = append(pos, i*K), append(neg, i*K+j)
-			}
-		}
-		idx := func(v []int, name string) *gorgonia.Node {
-			return gorgonia.NewVector(g, tensor.Int, gorgonia.WithShape(len(v)), gorgonia.WithName(name),
-				gorgonia.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
-		}
-		aPos, err := model.Gather(col, idx(pos, "pairs.pos"))
-		if err != nil {
-			return nil, err
-		}
-		aNeg, err := model.Gather(col, idx(neg, "pairs.neg"))
-		if err != nil {
-			return nil, err
-		}
-		if t.out, err = losses.Pairwise(aPos, aNeg); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, fmt.Errorf("rerank.losses: unknown loss %q", loss)
+	}
+	if t.out, err = spec.Build(losses.Inputs{Scores: s, B: B, K: K, Labels: t.labels}); err != nil {
+		return nil, err
 	}
 	if _, err := gorgonia.Grad(t.out, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph: %w", err)
@@ -615,8 +549,8 @@ func (t *rerankTask) Step(step int) (float64, int, error) {
 		y := t.labels.Data().([]float32)
 		for i, l := range lb.Labels {
 			switch {
-			case t.loss == "listwise":
-				y[i] = float32(l) // graded; the loss normalises each row
+			case t.loss.Labels == losses.GradedLabels:
+				y[i] = float32(l) // the loss normalises each row
 			case l > 0:
 				y[i] = 1
 			default:
@@ -624,7 +558,7 @@ func (t *rerankTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	enc := t.tok.EncodePairBatch(lb.PairQueries(), lb.Passages, t.L)
+	enc := t.pairs.add(t.tok.EncodePairBatch(lb.PairQueries(), lb.Passages, t.L))
 	t.cut += enc.Truncated
 	if err := t.in.Let(enc.IDs, enc.Mask, enc.Types); err != nil {
 		return 0, 0, err
@@ -751,9 +685,11 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 			pp = append(pp, e.ds.Corpus.Passage(d, e.rec.Data.TitleField))
 		}
 	}
-	enc := e.tok.EncodePairBatch(pq, pp, L)
+	var pairs truncCount
+	enc := pairs.add(e.tok.EncodePairBatch(pq, pp, L))
 	runs.pairs, runs.cut = len(pq), enc.Truncated
-	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs; %d passages cut to fit %d tokens\n", split, len(qids), len(pq), enc.Truncated, L)
+	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs\n", split, len(qids), len(pq))
+	reportTruncation(e.o.Out, "eval "+split, L, truncPart{"pairs", &pairs})
 	for _, loss := range e.rec.Rerank.Losses {
 		start := time.Now()
 		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))

@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
 )
 
 // rerankRecipe writes a reranker recipe over the slice in dir (a tiny transformer that trains
@@ -119,7 +120,7 @@ func TestRerankerSliceOverfitsTrainingQueries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg CrossEncoderConfig
+	var cfg model.CrossEncoderConfig
 	if err := ck.DecodeConfig(&cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -320,7 +321,7 @@ func TestDenseFirstStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cfg CrossEncoderConfig
+	var cfg model.CrossEncoderConfig
 	if err := ck.DecodeConfig(&cfg); err != nil {
 		t.Fatal(err)
 	}
@@ -389,7 +390,7 @@ func TestRerankerInitFromExport(t *testing.T) {
 			}
 		}
 	}
-	var cfg CrossEncoderConfig
+	var cfg model.CrossEncoderConfig
 	if err := b.DecodeConfig(&cfg); err != nil || cfg.InitFrom != exp {
 		t.Errorf("init_from recorded as %q (%v), want %s", cfg.InitFrom, err, exp)
 	}

@@ -2,10 +2,8 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,136 +14,13 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// Options are the command-line side of a run.
-type Options struct {
-	// ResumeDir continues the run in that directory from its latest checkpoint.
-	ResumeDir string
-	// RecipePath is the recipe file, for messages ("" names the recipe by its name).
-	RecipePath string
-	// Out receives messages and the results table; Progress the progress bars.
-	Out, Progress io.Writer
-
-	// interruptPhase and interruptAt stop the run as SIGINT would, when that phase reaches that
-	// step (tests of resume).
-	interruptPhase string
-	interruptAt    int
-	// onEncode, when set, is called by every index-refresh worker before it encodes a shard
-	// (tests that interrupt a run mid-refresh).
-	onEncode func()
-}
-
-// Run runs the recipe and returns its run directory.
-func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err error) {
-	release, err := beginRun(rec, o) // output_dir writable, the run directory locked
-	if err != nil {
-		return "", err
-	}
-	defer func() { release(dir) }()
-	if o.Out == nil {
-		o.Out = io.Discard
-	}
-	if o.Progress == nil {
-		o.Progress = os.Stderr
-	}
-	switch rec.Kind {
-	case "retriever":
-		return runRetriever(ctx, rec, o)
-	case "reranker":
-		return runReranker(ctx, rec, o)
-	case "rag":
-		return runRAG(ctx, rec, o)
-	case "replug":
-		return runReplug(ctx, rec, o)
-	case "realm":
-		return runRealm(ctx, rec, o)
-	case "selfrag":
-		return runSelfRAG(ctx, rec, o)
-	default:
-		return "", fmt.Errorf("recipe kind %q is not implemented yet (implemented: retriever, reranker, rag, replug, realm, selfrag)", rec.Kind)
-	}
-}
-
-// BiEncoderConfig is the config.json of a bi-encoder checkpoint.
-type BiEncoderConfig struct {
-	Kind         string              `json:"kind"` // "bi-encoder"
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-}
-
-// prepareRunDir creates a new run directory, or checks the one to resume.
-func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
-	if o.ResumeDir == "" {
-		return NewRunDir(rec)
-	}
-	if _, err := os.Stat(filepath.Join(o.ResumeDir, ResolvedRecipeFile)); err != nil {
-		return "", fmt.Errorf("-resume %s: not a run directory: %w", o.ResumeDir, err)
-	}
-	return o.ResumeDir, nil
-}
-
-// prepareTokenizer returns the run's tokenizer without writing anything: the tokenizer.json of
-// resumeDir when resuming, else the recipe's file, the init_from directory's, or one trained
-// on the passages.
-func prepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
-	switch {
-	case resumeDir != "":
-		return tokenize.Load(filepath.Join(resumeDir, checkpoints.TokenizerFile))
-	case rec.Tokenizer.File != "":
-		return tokenize.Load(rec.Tokenizer.File)
-	case rec.Model.InitFrom != "":
-		return initFromTokenizer(rec.Model.InitFrom, out)
-	}
-	start := time.Now()
-	t, err := tokenize.Train(passages, tokenize.TrainOptions{
-		VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
-	if err == nil {
-		fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())
-	}
-	return t, err
-}
-
-// saveTokenizer writes t as the run directory's tokenizer.json (unless resuming, when it is
-// there already) and reloads it from there, so the run uses exactly what it ships.
-func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.Tokenizer, string, error) {
-	path := filepath.Join(dir, checkpoints.TokenizerFile)
-	if resume {
-		return t, path, nil
-	}
-	if err := t.Save(path); err != nil {
-		return nil, "", err
-	}
-	t, err := tokenize.Load(path)
-	return t, path, err
-}
-
-// loadTokenizer is prepareTokenizer then saveTokenizer.
-func loadTokenizer(rec *configs.Recipe, dir string, resume bool, passages []string, out io.Writer) (*tokenize.Tokenizer, string, error) {
-	resumeDir := ""
-	if resume {
-		resumeDir = dir
-	}
-	t, err := prepareTokenizer(rec, resumeDir, passages, out)
-	if err != nil {
-		return nil, "", err
-	}
-	return saveTokenizer(t, dir, resume)
-}
-
-// finished reports whether a run directory holds the metrics of a completed run.
-func finished(dir string) bool {
-	_, err := os.Stat(filepath.Join(dir, MetricsFile))
-	return err == nil
-}
+func init() { Register("retriever", runRetriever) }
 
 func encoderConfig(rec *configs.Recipe, vocab int) model.EncoderConfig {
 	return model.EncoderConfig{
@@ -162,6 +37,10 @@ const (
 )
 
 func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
+	loss, err := newContrastiveLoss(rec)
+	if err != nil {
+		return "", err
+	}
 	splits := []string{rec.Data.TrainSplit}
 	for _, s := range rec.Eval.Splits {
 		if !slices.Contains(splits, s) {
@@ -210,29 +89,29 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		return dir, err
 	}
 
-	cfg := BiEncoderConfig{Kind: "bi-encoder", Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
+	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: encoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
 	seed := uint64(rec.Seed)
 	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, seed)
 	if err != nil {
 		return dir, err
 	}
-	if rec.Model.InitFrom != "" && !resume {
+	fromCheckpoint := resume && hasCheckpoint(dir)
+	if rec.Model.InitFrom != "" && !fromCheckpoint {
 		if err := initFrom(m, rec.Model.InitFrom, o.Out); err != nil {
 			return dir, err
 		}
 	}
-	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
-	if err != nil {
-		return dir, err
-	}
 
 	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
-	// checkpoint stopped.
+	// checkpoint stopped (at the first phase when it was stopped before its first checkpoint).
 	var state checkpoints.TrainerState
 	var optState *checkpoints.OptimizerState
 	var secondsBefore float64 // training time of the earlier segments of a resumed run
-	if resume {
+	if resume && !fromCheckpoint {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
+	}
+	if fromCheckpoint {
 		ck, err := checkpoints.Load(dir)
 		if err != nil {
 			return dir, err
@@ -244,11 +123,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		secondsBefore = ck.Trainer.TrainSeconds
 		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
 	}
-	openLog := trainer.OpenLog
-	if resume && state.LogBytes > 0 { // drop what was logged after the checkpoint: it is replayed
-		openLog = func(p string) (*trainer.Log, error) { return trainer.OpenLogAt(p, state.LogBytes) }
-	}
-	lg, err := openLog(filepath.Join(dir, LogFile))
+	lg, err := openRunLog(dir, resume)
 	if err != nil {
 		return dir, err
 	}
@@ -256,20 +131,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 
 	segmentStart := time.Now()
 	trainSeconds := func() float64 { return secondsBefore + time.Since(segmentStart).Seconds() }
-	save := func(phase string, opt *trainer.AdamW) func(done int) error {
-		return func(done int) error {
-			st := opt.State()
-			ts := checkpoints.TrainerState{Step: done, Phase: phase, Seed: seed, TrainSeconds: trainSeconds(), LogBytes: lg.Size()}
-			if phase == "train" && smp != nil {
-				// Batches are a function of the step: the sampler's position is done·B examples
-				// into its stream of seeded epochs.
-				ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*rec.Train.BatchSize
-			}
-			return checkpoints.Save(dir, &checkpoints.Checkpoint{
-				Params: paramTensors(m.Params()), Config: cfg, TokenizerPath: tokPath,
-				Optimizer: &checkpoints.OptimizerState{Step: st.Step, M: st.M, V: st.V}, Trainer: ts,
-			})
-		}
+	env := &runEnv{rec: rec, o: o, dir: dir, seed: seed, tokPath: tokPath, lg: lg}
+	phase := func(name string, steps, startStep int, task trainer.Task, warmup int) Phase {
+		return Phase{Name: name, Steps: steps, Task: task, LR: rec.Train.LR, Warmup: warmup, CheckpointEvery: rec.Train.CheckpointEvery,
+			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
 	}
 	L := rec.Tokenizer.MaxLength
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
@@ -280,7 +145,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, rec.Loss.Temperature, sim, false, seed, streamPretrain,
+		task, err := newBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, loss, false, seed, streamPretrain,
 			func(step int) (pairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return pairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -288,7 +153,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		_, err = runPhase(ctx, task, "pretrain", pt.Steps, startStep, optState, rec, lg, o, save)
+		_, _, err = env.runPhase(ctx, phase("pretrain", pt.Steps, startStep, task, shortWarmup(rec.Train.WarmupSteps, pt.Steps)))
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -309,7 +174,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, rec.Loss.Temperature, sim, masked, seed, streamTrain,
+		task, err := newBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, loss, masked, seed, streamTrain,
 			func(step int) (pairBatch, error) {
 				b, st, err := smp.Batch(step)
 				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
@@ -322,7 +187,13 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 		if err != nil {
 			return dir, err
 		}
-		_, err = runPhase(ctx, task, "train", tr.Steps, startStep, optState, rec, lg, o, save)
+		ph := phase("train", tr.Steps, startStep, task, rec.Train.WarmupSteps)
+		ph.State = func(done int, ts *checkpoints.TrainerState) {
+			// Batches are a function of the step: the sampler's position is done·B examples
+			// into its stream of seeded epochs.
+			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*tr.BatchSize
+		}
+		_, _, err = env.runPhase(ctx, ph)
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -340,41 +211,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o Options) (string, 
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, bm25, passages, dir, metrics, o.Out); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, loss.cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
 		return dir, err
 	}
 	return dir, WriteMetrics(dir, metrics)
-}
-
-// runPhase runs one training phase with a fresh AdamW (or the restored one when resuming).
-func runPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, optState *checkpoints.OptimizerState,
-	rec *configs.Recipe, lg *trainer.Log, o Options, save func(string, *trainer.AdamW) func(int) error) (trainer.Result, error) {
-	if o.interruptPhase == phase {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithCancel(ctx)
-		defer cancel()
-		task = &interrupter{Task: task, at: o.interruptAt, cancel: cancel}
-	}
-	opt := trainer.NewAdamW(rec.Train.WeightDecay)
-	if optState != nil && startStep > 0 {
-		if err := opt.SetState(trainer.OptimizerState{Step: optState.Step, M: optState.M, V: optState.V}); err != nil {
-			return trainer.Result{}, err
-		}
-	}
-	warm := min(rec.Train.WarmupSteps, steps/10+1)
-	if phase == "train" {
-		warm = rec.Train.WarmupSteps
-	}
-	res, err := trainer.Run(ctx, task, opt, trainer.Options{
-		Phase: phase, Steps: steps, StartStep: startStep,
-		Schedule: trainer.Schedule{Peak: rec.Train.LR, Warmup: warm, Total: steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: rec.Train.CheckpointEvery,
-		Log: lg, Progress: o.Progress, Checkpoint: save(phase, opt),
-	})
-	if err == nil {
-		fmt.Fprintf(o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", phase, res.Steps, res.Seconds, res.FirstLoss, res.LastLoss)
-	}
-	return res, err
 }
 
 // retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
@@ -404,14 +244,15 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
-func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder,
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
 	start := time.Now()
-	dense, err := newDenseSearcher(m, tok, rec.Tokenizer.MaxLength, rec.Loss.Similarity == "cosine", ds.Corpus.IDs, passages)
+	dense, err := newDenseSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ds.Corpus.IDs, passages)
 	if err != nil {
 		return err
 	}
 	encodeSeconds := time.Since(start).Seconds()
+	reportTruncation(out, "eval corpus", dense.L, truncPart{"passages", &dense.pCut})
 	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {
@@ -421,10 +262,12 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		for i, q := range qids {
 			texts[i], _ = ds.Queries.Text(q)
 		}
+		dense.qCut = truncCount{}
 		denseHits, err := dense.Search(texts, depth)
 		if err != nil {
 			return err
 		}
+		reportTruncation(out, "eval "+split, dense.L, truncPart{"queries", &dense.qCut})
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
 		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits
@@ -460,10 +303,13 @@ type denseSearcher struct {
 	L      int
 	cosine bool
 	flat   *index.Flat
+	// pCut counts what truncation to L cut of the corpus, qCut of the queries searched.
+	pCut, qCut truncCount
 }
 
 func newDenseSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine bool, ids, passages []string) (*denseSearcher, error) {
-	pv, err := encodeTexts(m.Passage, tok, passages, L)
+	var pCut truncCount
+	pv, err := encodeTexts(m.Passage, tok, passages, L, &pCut)
 	if err != nil {
 		return nil, err
 	}
@@ -474,12 +320,12 @@ func newDenseSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine
 	if err != nil {
 		return nil, err
 	}
-	return &denseSearcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat}, nil
+	return &denseSearcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat, pCut: pCut}, nil
 }
 
 // Search returns the depth best passages of each query text.
 func (d *denseSearcher) Search(texts []string, depth int) ([][]index.Hit, error) {
-	qv, err := encodeTexts(d.m.Query, d.tok, texts, d.L)
+	qv, err := encodeTexts(d.m.Query, d.tok, texts, d.L, &d.qCut)
 	if err != nil {
 		return nil, err
 	}
@@ -490,65 +336,15 @@ func (d *denseSearcher) Search(texts []string, depth int) ([][]index.Hit, error)
 }
 
 // encodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
-func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int) ([]float32, error) {
+// c, when not nil, counts what truncation to L cut.
+func encodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *truncCount) ([]float32, error) {
 	r, err := model.NewEncoderRunner(t, 64, L)
 	if err != nil {
 		return nil, err
 	}
-	b := tok.EncodeBatch(texts, L)
+	b := c.add(tok.EncodeBatch(texts, L))
 	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
 }
 
 // normalizeRows is index.NormalizeRows (cosine similarity as inner product).
 var normalizeRows = index.NormalizeRows
-
-// paramTensors copies a model's parameters into checkpoint tensors.
-func paramTensors(ps []*model.Param) []checkpoints.Tensor {
-	var ts []checkpoints.Tensor
-	for _, p := range ps {
-		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
-			Data: append([]float32(nil), p.Value.Data().([]float32)...)})
-	}
-	return ts
-}
-
-// setParams copies checkpoint tensors into a model's parameters ps, which must have exactly
-// those names and shapes.
-func setParams(ps []*model.Param, ts []checkpoints.Tensor) error {
-	byName := map[string]checkpoints.Tensor{}
-	for _, t := range ts {
-		byName[t.Name] = t
-	}
-	var errs []error
-	for _, p := range ps {
-		t, ok := byName[p.Name]
-		if !ok {
-			errs = append(errs, fmt.Errorf("missing tensor %s", p.Name))
-			continue
-		}
-		delete(byName, p.Name)
-		if !slices.Equal(t.Shape, []int(p.Value.Shape())) {
-			errs = append(errs, fmt.Errorf("tensor %s has shape %v, the model wants %v", p.Name, t.Shape, p.Value.Shape()))
-			continue
-		}
-		copy(p.Value.Data().([]float32), t.Data)
-	}
-	for name := range byName {
-		errs = append(errs, fmt.Errorf("unexpected tensor %s", name))
-	}
-	return errors.Join(errs...)
-}
-
-// interrupter cancels the run's context when the wrapped task reaches step at.
-type interrupter struct {
-	trainer.Task
-	at     int
-	cancel context.CancelFunc
-}
-
-func (t *interrupter) Step(step int) (float64, int, error) {
-	if step == t.at {
-		t.cancel()
-	}
-	return t.Task.Step(step)
-}

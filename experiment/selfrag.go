@@ -40,16 +40,30 @@ import (
 
 const streamSelfRAG = 0x73726167 // "srag"
 
+func init() { Register("selfrag", runSelfRAG) }
+
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o Options) (string, error) {
 	start := time.Now()
-	run, d, dir, err := newGardenRun(rec, o, "entry", false)
+	// A resumed selfrag run starts again at its first phase in its run directory (world kept,
+	// tokenizer trained again: the run's tokenizer.json may hold the reflection tokens
+	// already, log.jsonl emptied): every phase is a function of the seed, so it ends as an
+	// uninterrupted run does. (Resuming mid-phase would need the plain reader, its Retrieve
+	// labels and evaluation saved beside the reflective reader's checkpoints.)
+	if o.ResumeDir != "" && finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, MetricsFile)
+		return o.ResumeDir, nil
+	}
+	if o.ResumeDir != "" {
+		fmt.Fprintf(o.Out, "resume: kind = %q starts again from its first phase in %s\n", rec.Kind, o.ResumeDir)
+	}
+	run, d, dir, err := newGardenRun(rec, o, "entry", false, false, true)
 	if run != nil && run.lg != nil {
 		defer run.lg.Close()
 	}
 	if err != nil {
 		return dir, err
 	}
-	run.cfg.Kind = "selfrag"
+	run.cfg.Kind = model.KindSelfRAG
 	s := &selfragRun{ragRun: run, d: d, sr: rec.SelfRAG}
 	if err := s.formats(); err != nil {
 		return dir, err
@@ -656,7 +670,7 @@ func loadReflectiveReader(dir string) (*model.Reader, *tokenize.Tokenizer, error
 	if err != nil {
 		return nil, nil, err
 	}
-	var cfg RAGConfig
+	var cfg model.RAGConfig
 	if err := ck.DecodeConfig(&cfg); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", dir, err)
 	}

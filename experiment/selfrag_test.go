@@ -461,20 +461,45 @@ func TestPairNegative(t *testing.T) {
 
 // TestGardenRunsRefuseResume: kinds rag and selfrag cannot be resumed; -resume says so by kind
 // before anything is written.
-func TestGardenRunsRefuseResume(t *testing.T) {
-	for _, kind := range []string{"rag", "selfrag"} {
-		rec := smallSelfRAGRecipe(t, "")
-		rec.Kind = kind
-		resume := t.TempDir()
-		dir, err := Run(context.Background(), rec, Options{Out: io.Discard, Progress: io.Discard, ResumeDir: resume})
-		want := `-resume: kind = "` + kind + `" runs cannot be resumed yet`
-		if err == nil || !strings.Contains(err.Error(), want) || dir != "" {
-			t.Errorf("%s: dir %q, err %v; want %q", kind, dir, err, want)
-		}
-		if entries, _ := os.ReadDir(resume); len(entries) != 0 {
-			t.Errorf("%s: the refused resume wrote %d entries into %s", kind, len(entries), resume)
+func TestSelfRAGResumeStartsAgain(t *testing.T) {
+	skipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := smallSelfRAGRecipe(t, "")
+	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 60, 60
+	full, err := Run(context.Background(), rec, Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped in the reflective phase, after the tokenizer gained the reflection tokens.
+	broken, err := Run(context.Background(), rec, Options{Progress: io.Discard, interruptPhase: "selfrag_finetune", interruptAt: 30})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	var out strings.Builder
+	resumed, err := Run(context.Background(), rec, Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil || resumed != broken {
+		t.Fatalf("resume: dir %s, err %v\n%s", resumed, err, out.String())
+	}
+	if !strings.Contains(out.String(), "starts again from its first phase") {
+		t.Errorf("output does not say the run starts again:\n%s", out.String())
+	}
+	want, _ := ReadMetrics(full)
+	got, _ := ReadMetrics(resumed)
+	want, got = untimed(want), untimed(got)
+	if len(want) == 0 || len(want) != len(got) {
+		t.Fatalf("metrics: %v vs %v", want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
 		}
 	}
+	if w, g := logSteps(t, full), logSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
+	}
+	sameFile(t, filepath.Join(full, "tokenizer.json"), filepath.Join(resumed, "tokenizer.json"))
 }
 
 // TestPairsTeachSurnameComparison: minimal-pair negatives (selfrag.pair_fraction = 1) are what

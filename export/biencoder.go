@@ -14,7 +14,7 @@ import (
 func init() { register(KindBiEncoder, exportBiEncoder) }
 
 // KindBiEncoder is the config.json "kind" of retriever checkpoints.
-const KindBiEncoder = "bi-encoder"
+const KindBiEncoder = model.KindBiEncoder
 
 // ManifestFormat is the format_version of ragtrain.json this package writes.
 const ManifestFormat = 1
@@ -45,20 +45,10 @@ type BiEncoderMeta struct {
 	MaxLength   int     // tokens per text, [CLS] and [SEP] included
 }
 
-// biEncoderConfig mirrors experiment.BiEncoderConfig, the config.json of retriever checkpoints.
-type biEncoderConfig struct {
-	Kind         string              `json:"kind"`
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-}
-
 // BiEncoder rebuilds the run's bi-encoder from its checkpoint: the architecture from
 // config.json, every parameter from model.safetensors (names and shapes must match exactly).
 func (r *Run) BiEncoder() (*model.BiEncoder, BiEncoderMeta, error) {
-	var c biEncoderConfig
+	var c model.BiEncoderConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, BiEncoderMeta{}, err
 	}

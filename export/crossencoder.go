@@ -14,7 +14,7 @@ import (
 func init() { register(KindCrossEncoder, exportCrossEncoder) }
 
 // KindCrossEncoder is the config.json "kind" of reranker checkpoints.
-const KindCrossEncoder = "cross-encoder"
+const KindCrossEncoder = model.KindCrossEncoder
 
 // ReadmeFile is the note a cross-encoder export carries about where its model came from.
 const ReadmeFile = "README.md"
@@ -31,7 +31,7 @@ type CrossEncoderManifest struct {
 }
 
 // CrossEncoderMeta is what a cross-encoder export records besides the weights and the
-// tokenizer: how the model was trained (experiment.CrossEncoderConfig).
+// tokenizer: how the model was trained (model.CrossEncoderConfig).
 type CrossEncoderMeta struct {
 	MaxLength  int    `json:"-"`           // tokens of [CLS] query [SEP] passage [SEP]
 	Loss       string `json:"loss"`        // "pairwise", "listwise" or "pointwise"
@@ -44,29 +44,10 @@ type CrossEncoderMeta struct {
 	InitFrom      string `json:"init_from,omitempty"`
 }
 
-// crossEncoderConfig mirrors experiment.CrossEncoderConfig, the config.json of reranker
-// checkpoints.
-type crossEncoderConfig struct {
-	Kind           string              `json:"kind"`
-	Encoder        model.EncoderConfig `json:"encoder"`
-	MaxLength      int                 `json:"max_length"`
-	Loss           string              `json:"loss"`
-	FirstStage     string              `json:"first_stage"`
-	TrainDepth     int                 `json:"train_depth"`
-	ListSize       int                 `json:"list_size"`
-	DropAbove      bool                `json:"drop_above_first_positive"`
-	PretrainSteps  int                 `json:"pretrain_steps"`
-	InitFrom       string              `json:"init_from"`
-	PretrainDepth  int                 `json:"pretrain_depth"`
-	PretrainWindow int                 `json:"pretrain_window"`
-	MatchInit      float64             `json:"match_init"`
-	MatchWordScale float64             `json:"match_word_scale"`
-}
-
 // CrossEncoder rebuilds the run's cross-encoder from its checkpoint: the architecture from
 // config.json, every parameter from model.safetensors (names and shapes must match exactly).
 func (r *Run) CrossEncoder() (*model.CrossEncoder, CrossEncoderMeta, error) {
-	var c crossEncoderConfig
+	var c model.CrossEncoderConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, CrossEncoderMeta{}, err
 	}
@@ -271,7 +252,7 @@ func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	if r.Kind != KindCrossEncoder {
 		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindCrossEncoder)
 	}
-	var c crossEncoderConfig
+	var c model.CrossEncoderConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}

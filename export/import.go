@@ -164,7 +164,7 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 	if r.Kind != KindBiEncoder {
 		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindBiEncoder)
 	}
-	var c biEncoderConfig
+	var c model.BiEncoderConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}

@@ -70,18 +70,6 @@ type ReaderMeta struct {
 	MaxAnswerTokens int // reader.max_answer_tokens
 }
 
-// ragConfig mirrors experiment.RAGConfig, the config.json of rag checkpoints.
-type ragConfig struct {
-	Kind         string              `json:"kind"`
-	Reader       model.EncoderConfig `json:"reader"`
-	Encoder      model.EncoderConfig `json:"encoder"`
-	SharedTowers bool                `json:"shared_towers"`
-	Similarity   string              `json:"similarity"`
-	Temperature  float64             `json:"temperature"`
-	MaxLength    int                 `json:"max_length"`
-	ReaderLength int                 `json:"reader_max_length"`
-}
-
 // RAG rebuilds a rag run's reader and bi-encoder from its checkpoint: the architectures from
 // config.json, every parameter from model.safetensors (names and shapes must match exactly),
 // max_answer_tokens from the run's recipe (its default when the recipe is missing). A checkpoint
@@ -90,9 +78,9 @@ func (r *Run) RAG() (*model.Reader, *model.BiEncoder, ReaderMeta, BiEncoderMeta,
 	return r.readerModels(KindRAG)
 }
 
-// readerModels is RAG for a checkpoint of the given kind (rag or selfrag: both write ragConfig).
+// readerModels is RAG for a checkpoint of the given kind (rag or selfrag: both write model.RAGConfig).
 func (r *Run) readerModels(kind string) (*model.Reader, *model.BiEncoder, ReaderMeta, BiEncoderMeta, error) {
-	var c ragConfig
+	var c model.RAGConfig
 	cfgPath := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, err
@@ -565,7 +553,7 @@ func openRunReader(dir string) (*ReaderDir, error) {
 	if r.Kind != KindRAG && r.Kind != KindSelfRAG {
 		return nil, fmt.Errorf("%s: holds a %s, not a %s or %s reader", r.Checkpoint.Dir, r.Kind, KindRAG, KindSelfRAG)
 	}
-	var c ragConfig
+	var c model.RAGConfig
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}

@@ -22,7 +22,7 @@ import (
 
 func init() { register(KindSelfRAG, exportSelfRAG) }
 
-// KindSelfRAG is the config.json "kind" of selfrag checkpoints (experiment.RAGConfig with a
+// KindSelfRAG is the config.json "kind" of selfrag checkpoints (model.RAGConfig with a
 // reader whose vocabulary holds the reflection tokens once the reflective phase has begun).
 const KindSelfRAG = "selfrag"
 

@@ -8,7 +8,10 @@ type Batch struct {
 	IDs       []int     // B*L token ids, row-major, padded with the [PAD] id
 	Mask      []float32 // B*L, 1 for real tokens, 0 for padding
 	Types     []int     // B*L segment ids (0 for single texts)
-	Truncated int       // how many texts were cut to L tokens
+	Truncated int       // how many texts (pairs) were cut to fit L tokens
+	// Tokens counts the texts' tokens before truncation and Dropped those cut off ([CLS],
+	// [SEP] and padding not counted): Dropped/Tokens is the share of the text lost to L.
+	Tokens, Dropped int
 }
 
 // Row returns the ids of row i (a slice of IDs, length L).
@@ -42,7 +45,9 @@ func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) Batch {
 	b := newBatch(len(texts), maxLen, t.padID)
 	for i, text := range texts {
 		ids := t.Encode(text)
+		b.Tokens += len(ids)
 		if len(ids) > maxLen-2 {
+			b.Dropped += len(ids) - (maxLen - 2)
 			ids = ids[:maxLen-2]
 			b.Truncated++
 		}
@@ -66,7 +71,8 @@ func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) Batch {
 // Truncation keeps the query whole and cuts the passage to the
 // maxLen-3-len(query) tokens left. Only a query longer than maxLen-3 tokens
 // is cut too (to maxLen-3), and its passage is then dropped entirely.
-// Truncated counts the pairs where anything was cut.
+// Truncated counts the pairs where anything was cut; Tokens and Dropped count query and
+// passage tokens together.
 // It panics if len(passages) != len(queries) or maxLen < 3.
 func (t *Tokenizer) EncodePairBatch(queries, passages []string, maxLen int) Batch {
 	if len(queries) != len(passages) {
@@ -79,12 +85,15 @@ func (t *Tokenizer) EncodePairBatch(queries, passages []string, maxLen int) Batc
 	budget := maxLen - 3
 	for i := range queries {
 		q, p := t.Encode(queries[i]), t.Encode(passages[i])
+		b.Tokens += len(q) + len(p)
 		cut := false
 		if len(q) > budget {
+			b.Dropped += len(q) - budget
 			q = q[:budget]
 			cut = true
 		}
 		if room := budget - len(q); len(p) > room {
+			b.Dropped += len(p) - room
 			p = p[:room]
 			cut = true
 		}

@@ -55,10 +55,11 @@ func TestEncodeBatchCranfield(t *testing.T) {
 	if b.B != len(texts) || len(b.IDs) != b.B*L || len(b.Mask) != b.B*L || len(b.Types) != b.B*L {
 		t.Fatalf("shape B %d L %d, lens %d %d %d", b.B, b.L, len(b.IDs), len(b.Mask), len(b.Types))
 	}
-	long := 0
+	long, tokens, dropped := 0, 0, 0
 	for i, text := range texts {
 		ids := tk.Encode(text)
 		n := min(len(ids), L-2)
+		tokens, dropped = tokens+len(ids), dropped+len(ids)-n
 		if len(ids) > L-2 {
 			long++
 		}
@@ -77,6 +78,9 @@ func TestEncodeBatchCranfield(t *testing.T) {
 	if b.Truncated != long || long == 0 {
 		t.Errorf("truncated %d, want %d (> 0)", b.Truncated, long)
 	}
+	if b.Tokens != tokens || b.Dropped != dropped || dropped == 0 {
+		t.Errorf("tokens %d dropped %d, want %d and %d (> 0)", b.Tokens, b.Dropped, tokens, dropped)
+	}
 }
 
 func TestEncodePairBatch(t *testing.T) {
@@ -88,19 +92,20 @@ func TestEncodePairBatch(t *testing.T) {
 		ids       []int
 		types     []int
 		truncated int
+		dropped   int // of the 6 tokens of q and p
 	}{
 		{"fits with padding", 11,
 			[]int{101, 7592, 2088, 102, 14477, 20961, 3468, 1060, 102, 0, 0},
-			[]int{0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, 0},
+			[]int{0, 0, 0, 0, 1, 1, 1, 1, 1, 0, 0}, 0, 0},
 		{"passage cut", 7,
 			[]int{101, 7592, 2088, 102, 14477, 20961, 102},
-			[]int{0, 0, 0, 0, 1, 1, 1}, 1},
+			[]int{0, 0, 0, 0, 1, 1, 1}, 1, 2},
 		{"passage dropped", 5,
 			[]int{101, 7592, 2088, 102, 102},
-			[]int{0, 0, 0, 0, 1}, 1},
+			[]int{0, 0, 0, 0, 1}, 1, 4},
 		{"query cut too", 4,
 			[]int{101, 7592, 102, 102},
-			[]int{0, 0, 0, 1}, 1},
+			[]int{0, 0, 0, 1}, 1, 5},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +120,9 @@ func TestEncodePairBatch(t *testing.T) {
 				!slices.Equal(b.Mask, wantMask) || b.Truncated != tt.truncated {
 				t.Errorf("B %d L %d ids %v types %v mask %v truncated %d\nwant ids %v types %v mask %v truncated %d",
 					b.B, b.L, b.IDs, b.Types, b.Mask, b.Truncated, tt.ids, tt.types, wantMask, tt.truncated)
+			}
+			if b.Tokens != 6 || b.Dropped != tt.dropped {
+				t.Errorf("tokens %d dropped %d, want 6 and %d", b.Tokens, b.Dropped, tt.dropped)
 			}
 		})
 	}

@@ -1,0 +1,192 @@
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// Options are the command-line side of a run.
+type Options struct {
+	// ResumeDir continues the run in that directory from its latest checkpoint.
+	ResumeDir string
+	// RecipePath is the recipe file, for messages ("" names the recipe by its name).
+	RecipePath string
+	// Out receives messages and the results table; Progress the progress bars.
+	Out, Progress io.Writer
+
+	// interruptPhase and interruptAt stop the run as SIGINT would, when that phase reaches that
+	// step (tests of resume).
+	interruptPhase string
+	interruptAt    int
+	// onEncode, when set, is called by every index-refresh worker before it encodes a shard
+	// (tests that interrupt a run mid-refresh).
+	onEncode func()
+}
+
+// Run runs the recipe and returns its run directory.
+func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err error) {
+	release, err := beginRun(rec, o) // output_dir writable, the run directory locked
+	if err != nil {
+		return "", err
+	}
+	defer func() { release(dir) }()
+	if o.Out == nil {
+		o.Out = io.Discard
+	}
+	if o.Progress == nil {
+		o.Progress = os.Stderr
+	}
+	run, err := lookupKind(rec.Kind)
+	if err != nil {
+		return "", err
+	}
+	return run(ctx, rec, o)
+}
+
+// prepareRunDir creates a new run directory, or checks the one to resume.
+func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
+	if o.ResumeDir == "" {
+		return NewRunDir(rec)
+	}
+	if _, err := os.Stat(filepath.Join(o.ResumeDir, ResolvedRecipeFile)); err != nil {
+		return "", fmt.Errorf("-resume %s: not a run directory: %w", o.ResumeDir, err)
+	}
+	return o.ResumeDir, nil
+}
+
+// prepareTokenizer returns the run's tokenizer without writing anything: the tokenizer.json of
+// resumeDir when resuming, else the recipe's file, the init_from directory's, or one trained
+// on the passages.
+func prepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
+	switch {
+	case resumeDir != "":
+		return tokenize.Load(filepath.Join(resumeDir, checkpoints.TokenizerFile))
+	case rec.Tokenizer.File != "":
+		return tokenize.Load(rec.Tokenizer.File)
+	case rec.Model.InitFrom != "":
+		return initFromTokenizer(rec.Model.InitFrom, out)
+	}
+	start := time.Now()
+	t, err := tokenize.Train(passages, tokenize.TrainOptions{
+		VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
+	if err == nil {
+		fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())
+	}
+	return t, err
+}
+
+// saveTokenizer writes t as the run directory's tokenizer.json (unless resuming, when it is
+// there already) and reloads it from there, so the run uses exactly what it ships.
+func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.Tokenizer, string, error) {
+	path := filepath.Join(dir, checkpoints.TokenizerFile)
+	if resume {
+		return t, path, nil
+	}
+	if err := t.Save(path); err != nil {
+		return nil, "", err
+	}
+	t, err := tokenize.Load(path)
+	return t, path, err
+}
+
+// finished reports whether a run directory holds the metrics of a completed run.
+func finished(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, MetricsFile))
+	return err == nil
+}
+
+// hasCheckpoint reports whether dir names a latest checkpoint.
+func hasCheckpoint(dir string) bool {
+	_, err := os.Stat(filepath.Join(dir, checkpoints.LatestFile))
+	return err == nil
+}
+
+// openRunLog opens the run's log.jsonl for appending. A resumed run first cuts it back to the
+// length its latest checkpoint recorded (the longest among dir and the run's other checkpoint
+// directories ckDirs), or to empty when it has no checkpoint yet, so that the lines of the
+// steps it runs again appear once. A checkpoint that recorded no length (written before
+// log_bytes existed) leaves the log as it is.
+func openRunLog(dir string, resume bool, ckDirs ...string) (*trainer.Log, error) {
+	path := filepath.Join(dir, LogFile)
+	if !resume {
+		return trainer.OpenLog(path)
+	}
+	found, size := false, int64(0)
+	for _, d := range append([]string{dir}, ckDirs...) {
+		if !hasCheckpoint(d) {
+			continue
+		}
+		ck, err := checkpoints.Load(d)
+		if err != nil {
+			return nil, err
+		}
+		found, size = true, max(size, ck.Trainer.LogBytes)
+	}
+	if found && size == 0 {
+		return trainer.OpenLog(path)
+	}
+	return trainer.OpenLogAt(path, size)
+}
+
+// paramTensors copies a model's parameters into checkpoint tensors.
+func paramTensors(ps []*model.Param) []checkpoints.Tensor {
+	var ts []checkpoints.Tensor
+	for _, p := range ps {
+		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
+			Data: append([]float32(nil), p.Value.Data().([]float32)...)})
+	}
+	return ts
+}
+
+// setParams copies checkpoint tensors into a model's parameters ps, which must have exactly
+// those names and shapes.
+func setParams(ps []*model.Param, ts []checkpoints.Tensor) error {
+	byName := map[string]checkpoints.Tensor{}
+	for _, t := range ts {
+		byName[t.Name] = t
+	}
+	var errs []error
+	for _, p := range ps {
+		t, ok := byName[p.Name]
+		if !ok {
+			errs = append(errs, fmt.Errorf("missing tensor %s", p.Name))
+			continue
+		}
+		delete(byName, p.Name)
+		if !slices.Equal(t.Shape, []int(p.Value.Shape())) {
+			errs = append(errs, fmt.Errorf("tensor %s has shape %v, the model wants %v", p.Name, t.Shape, p.Value.Shape()))
+			continue
+		}
+		copy(p.Value.Data().([]float32), t.Data)
+	}
+	for name := range byName {
+		errs = append(errs, fmt.Errorf("unexpected tensor %s", name))
+	}
+	return errors.Join(errs...)
+}
+
+// interrupter cancels the run's context when the wrapped task reaches step at.
+type interrupter struct {
+	trainer.Task
+	at     int
+	cancel context.CancelFunc
+}
+
+func (t *interrupter) Step(step int) (float64, int, error) {
+	if step == t.at {
+		t.cancel()
+	}
+	return t.Task.Step(step)
+}

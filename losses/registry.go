@@ -1,0 +1,175 @@
+package losses
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/model"
+)
+
+// Batch is the kind of batch a loss trains on, which decides the inputs its builder reads.
+type Batch string
+
+const (
+	// Contrastive: B queries and N >= B passages, passage i < B the positive of query i, every
+	// passage a candidate of every query (in-batch and hard negatives). Inputs Q [B,H], P [N,H],
+	// Mask [B,N] (optional: -Inf removes a candidate), Tau and Sim.
+	Contrastive Batch = "contrastive"
+	// Lists: B lists of K scored candidates, slot 0 of each the judged-relevant one. Inputs
+	// Scores [B*K] (list i at i*K..i*K+K-1), B, K and, when the loss takes labels, Labels [B,K].
+	Lists Batch = "lists"
+)
+
+// Labels says what a Lists loss reads from its candidates' relevance labels.
+type Labels int
+
+const (
+	NoLabels     Labels = iota // the loss reads only the slot order (slot 0 is the positive)
+	BinaryLabels               // Labels holds 1 for a judged-relevant candidate, 0 otherwise
+	GradedLabels               // Labels holds the graded qrels score
+)
+
+// Inputs are the graph nodes (and sizes) a loss builder reads; which are set depends on the
+// Spec's Batch.
+type Inputs struct {
+	// Contrastive.
+	Q, P, Mask *G.Node
+	Tau        float64
+	Sim        Similarity
+	// Lists.
+	Scores *G.Node
+	B, K   int
+	// Labels is the [B,K] tensor a Lists loss with labels reads; the caller fills it before
+	// every run, the builder wraps it in a node.
+	Labels *tensor.Dense
+}
+
+// Spec is one trainable loss: its name (loss.name, rerank.losses), the batch it needs, the
+// labels it reads and its builder, which returns the scalar loss node.
+type Spec struct {
+	Name   string
+	Batch  Batch
+	Labels Labels
+	Build  func(in Inputs) (*G.Node, error)
+}
+
+var (
+	registryMu sync.RWMutex
+	registry   = map[string]Spec{}
+)
+
+// Register makes a loss available by name (as image.RegisterFormat does image formats). It
+// panics if the name is taken or the spec is incomplete.
+func Register(s Spec) {
+	registryMu.Lock()
+	defer registryMu.Unlock()
+	if s.Name == "" || s.Build == nil || (s.Batch != Contrastive && s.Batch != Lists) {
+		panic(fmt.Sprintf("losses.Register: incomplete spec %+v", s))
+	}
+	if _, dup := registry[s.Name]; dup {
+		panic("losses.Register: loss " + s.Name + " registered twice")
+	}
+	registry[s.Name] = s
+}
+
+// Lookup returns the loss registered under name.
+func Lookup(name string) (Spec, error) {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	s, ok := registry[name]
+	if !ok {
+		return Spec{}, fmt.Errorf("losses: unknown loss %q (registered: %s)", name, strings.Join(names(""), ", "))
+	}
+	return s, nil
+}
+
+// Names returns the registered losses that train on batch (every loss for ""), sorted.
+func Names(batch Batch) []string {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return names(batch)
+}
+
+func names(batch Batch) []string {
+	var out []string
+	for n, s := range registry {
+		if batch == "" || s.Batch == batch {
+			out = append(out, n)
+		}
+	}
+	sort.Strings(out)
+	return slices.Clip(out)
+}
+
+// The losses of the recipes: InfoNCE for bi-encoders, the three list losses for cross-encoders.
+func init() {
+	Register(Spec{Name: "infonce", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
+		if in.Mask != nil {
+			return InfoNCEMasked(in.Q, in.P, in.Mask, in.Tau, in.Sim)
+		}
+		return InfoNCE(in.Q, in.P, in.Tau, in.Sim)
+	}})
+	Register(Spec{Name: "listwise", Batch: Lists, Labels: GradedLabels, Build: func(in Inputs) (*G.Node, error) {
+		a, y, err := listInputs(in)
+		if err != nil {
+			return nil, err
+		}
+		return Listwise(a, y)
+	}})
+	Register(Spec{Name: "pointwise", Batch: Lists, Labels: BinaryLabels, Build: func(in Inputs) (*G.Node, error) {
+		a, y, err := listInputs(in)
+		if err != nil {
+			return nil, err
+		}
+		return Pointwise(a, y)
+	}})
+	Register(Spec{Name: "pairwise", Batch: Lists, Build: buildPairwise})
+}
+
+// listInputs reshapes the scores to [B,K] and wraps the labels in a node.
+func listInputs(in Inputs) (*G.Node, *G.Node, error) {
+	a, err := G.Reshape(in.Scores, tensor.Shape{in.B, in.K})
+	if err != nil {
+		return nil, nil, err
+	}
+	if in.Labels == nil {
+		return nil, nil, fmt.Errorf("losses: a list loss with labels built without Inputs.Labels")
+	}
+	y := G.NewMatrix(in.Scores.Graph(), in.Labels.Dtype(), G.WithShape(in.B, in.K), G.WithValue(in.Labels), G.WithName("labels"))
+	return a, y, nil
+}
+
+// buildPairwise pairs each list's positive (slot 0) with each of its K-1 other candidates.
+func buildPairwise(in Inputs) (*G.Node, error) {
+	B, K := in.B, in.K
+	g := in.Scores.Graph()
+	col, err := G.Reshape(in.Scores, tensor.Shape{B * K, 1})
+	if err != nil {
+		return nil, err
+	}
+	pos, neg := make([]int, 0, B*(K-1)), make([]int, 0, B*(K-1))
+	for i := range B {
+		for j := 1; j < K; j++ {
+			pos, neg = append(pos, i*K), append(neg, i*K+j)
+		}
+	}
+	idx := func(v []int, name string) *G.Node {
+		return G.NewVector(g, tensor.Int, G.WithShape(len(v)), G.WithName(name),
+			G.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
+	}
+	aPos, err := model.Gather(col, idx(pos, "pairs.pos"))
+	if err != nil {
+		return nil, err
+	}
+	aNeg, err := model.Gather(col, idx(neg, "pairs.neg"))
+	if err != nil {
+		return nil, err
+	}
+	return Pairwise(aPos, aNeg)
+}
