@@ -37,6 +37,10 @@ type Options struct {
 
 // Run runs the recipe and returns its run directory.
 func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err error) {
+	run, err := lookupKind(rec.Kind)
+	if err != nil {
+		return "", err
+	}
 	release, err := beginRun(rec, o) // output_dir writable, the run directory locked
 	if err != nil {
 		return "", err
@@ -47,10 +51,6 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err e
 	}
 	if o.Progress == nil {
 		o.Progress = os.Stderr
-	}
-	run, err := lookupKind(rec.Kind)
-	if err != nil {
-		return "", err
 	}
 	return run(ctx, rec, o)
 }
