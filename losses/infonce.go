@@ -281,3 +281,14 @@ var addMaskOp = &fop{
 		return G.Nodes{g, nil}, nil
 	},
 }
+
+// infonce trains bi-encoders on contrastive batches (in-batch and hard negatives; a Mask removes
+// judged-relevant candidates of other queries).
+func init() {
+	Register(Spec{Name: "infonce", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
+		if in.Mask != nil {
+			return InfoNCEMasked(in.Q, in.P, in.Mask, in.Tau, in.Sim)
+		}
+		return InfoNCE(in.Q, in.P, in.Tau, in.Sim)
+	}})
+}

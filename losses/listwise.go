@@ -90,3 +90,14 @@ var labelDistOp = &fop{
 		return out, nil
 	},
 }
+
+// listwise trains cross-encoders on lists with graded labels.
+func init() {
+	Register(Spec{Name: "listwise", Batch: Lists, Labels: GradedLabels, Build: func(in Inputs) (*G.Node, error) {
+		a, y, err := listInputs(in)
+		if err != nil {
+			return nil, err
+		}
+		return Listwise(a, y)
+	}})
+}

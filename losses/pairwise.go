@@ -2,7 +2,9 @@ package losses
 
 import (
 	"github.com/pkg/errors"
+	"github.com/ragtrain/ragtrain/model"
 	G "gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // Pairwise is the RankNet loss: it raises the score of each positive above the score of the
@@ -40,4 +42,36 @@ func Pairwise(aPos, aNeg *G.Node) (*G.Node, error) {
 		return nil, errors.Wrap(err, "losses: Pairwise: mean")
 	}
 	return out, nil
+}
+
+// pairwise trains cross-encoders on lists whose slot 0 is the positive.
+func init() { Register(Spec{Name: "pairwise", Batch: Lists, Build: buildPairwise}) }
+
+// buildPairwise pairs each list's positive (slot 0) with each of its K-1 other candidates.
+func buildPairwise(in Inputs) (*G.Node, error) {
+	B, K := in.B, in.K
+	g := in.Scores.Graph()
+	col, err := G.Reshape(in.Scores, tensor.Shape{B * K, 1})
+	if err != nil {
+		return nil, err
+	}
+	pos, neg := make([]int, 0, B*(K-1)), make([]int, 0, B*(K-1))
+	for i := range B {
+		for j := 1; j < K; j++ {
+			pos, neg = append(pos, i*K), append(neg, i*K+j)
+		}
+	}
+	idx := func(v []int, name string) *G.Node {
+		return G.NewVector(g, tensor.Int, G.WithShape(len(v)), G.WithName(name),
+			G.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
+	}
+	aPos, err := model.Gather(col, idx(pos, "pairs.pos"))
+	if err != nil {
+		return nil, err
+	}
+	aNeg, err := model.Gather(col, idx(neg, "pairs.neg"))
+	if err != nil {
+		return nil, err
+	}
+	return Pairwise(aPos, aNeg)
 }

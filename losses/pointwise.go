@@ -75,3 +75,14 @@ func index(shape []int, i int) string {
 	}
 	return b.String()
 }
+
+// pointwise trains cross-encoders on lists with binary labels.
+func init() {
+	Register(Spec{Name: "pointwise", Batch: Lists, Labels: BinaryLabels, Build: func(in Inputs) (*G.Node, error) {
+		a, y, err := listInputs(in)
+		if err != nil {
+			return nil, err
+		}
+		return Pointwise(a, y)
+	}})
+}

@@ -9,8 +9,6 @@ import (
 
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
-
-	"github.com/ragtrain/ragtrain/model"
 )
 
 // Batch is the kind of batch a loss trains on, which decides the inputs its builder reads.
@@ -107,31 +105,6 @@ func names(batch Batch) []string {
 	return slices.Clip(out)
 }
 
-// The losses of the recipes: InfoNCE for bi-encoders, the three list losses for cross-encoders.
-func init() {
-	Register(Spec{Name: "infonce", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
-		if in.Mask != nil {
-			return InfoNCEMasked(in.Q, in.P, in.Mask, in.Tau, in.Sim)
-		}
-		return InfoNCE(in.Q, in.P, in.Tau, in.Sim)
-	}})
-	Register(Spec{Name: "listwise", Batch: Lists, Labels: GradedLabels, Build: func(in Inputs) (*G.Node, error) {
-		a, y, err := listInputs(in)
-		if err != nil {
-			return nil, err
-		}
-		return Listwise(a, y)
-	}})
-	Register(Spec{Name: "pointwise", Batch: Lists, Labels: BinaryLabels, Build: func(in Inputs) (*G.Node, error) {
-		a, y, err := listInputs(in)
-		if err != nil {
-			return nil, err
-		}
-		return Pointwise(a, y)
-	}})
-	Register(Spec{Name: "pairwise", Batch: Lists, Build: buildPairwise})
-}
-
 // listInputs reshapes the scores to [B,K] and wraps the labels in a node.
 func listInputs(in Inputs) (*G.Node, *G.Node, error) {
 	a, err := G.Reshape(in.Scores, tensor.Shape{in.B, in.K})
@@ -143,33 +116,4 @@ func listInputs(in Inputs) (*G.Node, *G.Node, error) {
 	}
 	y := G.NewMatrix(in.Scores.Graph(), in.Labels.Dtype(), G.WithShape(in.B, in.K), G.WithValue(in.Labels), G.WithName("labels"))
 	return a, y, nil
-}
-
-// buildPairwise pairs each list's positive (slot 0) with each of its K-1 other candidates.
-func buildPairwise(in Inputs) (*G.Node, error) {
-	B, K := in.B, in.K
-	g := in.Scores.Graph()
-	col, err := G.Reshape(in.Scores, tensor.Shape{B * K, 1})
-	if err != nil {
-		return nil, err
-	}
-	pos, neg := make([]int, 0, B*(K-1)), make([]int, 0, B*(K-1))
-	for i := range B {
-		for j := 1; j < K; j++ {
-			pos, neg = append(pos, i*K), append(neg, i*K+j)
-		}
-	}
-	idx := func(v []int, name string) *G.Node {
-		return G.NewVector(g, tensor.Int, G.WithShape(len(v)), G.WithName(name),
-			G.WithValue(tensor.New(tensor.WithShape(len(v)), tensor.WithBacking(v))))
-	}
-	aPos, err := model.Gather(col, idx(pos, "pairs.pos"))
-	if err != nil {
-		return nil, err
-	}
-	aNeg, err := model.Gather(col, idx(neg, "pairs.neg"))
-	if err != nil {
-		return nil, err
-	}
-	return Pairwise(aPos, aNeg)
 }
