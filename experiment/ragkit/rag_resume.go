@@ -15,7 +15,7 @@ import (
 )
 
 // Resume of a rag run. The start every objective trains from (every parameter after the
-// reader phases and the retriever warm-up) is saved in <run>/start/ (studyStartDir, as the
+// reader phases and the retriever warm-up) is saved in <run>/start/ (StudyStartDir, as the
 // retriever studies do), and the results of each finished stage (the start's evaluation, then
 // each objective's) go to <run>/rag.json. `train -resume` reloads the start and the finished
 // stages' results, and continues the interrupted objective from its latest checkpoint with its
