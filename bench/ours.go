@@ -10,7 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -83,10 +83,10 @@ func floats(v []int) []float32 {
 	return f
 }
 
-// biJob: one retriever training step (experiment.BiStep: both towers, masked InfoNCE with cosine
+// biJob: one retriever training step (dense.BiStep: both towers, masked InfoNCE with cosine
 // similarity, clipping, AdamW) per run.
 type biJob struct {
-	s       *experiment.BiStep
+	s       *dense.BiStep
 	q, p    []tokenize.Batch
 	keep    [][]float32
 	lr      float64
@@ -101,7 +101,7 @@ func newBiJob(d *Data, cfg model.EncoderConfig) (*biJob, error) {
 	if err != nil {
 		return nil, err
 	}
-	st, err := experiment.NewBiStep(m, s.BiB, 2*s.BiB, s.L, s.Tau, losses.Cosine, true, s.WD, s.Clip, 42)
+	st, err := dense.NewBiStep(m, s.BiB, 2*s.BiB, s.L, s.Tau, losses.Cosine, true, s.WD, s.Clip, 42)
 	if err != nil {
 		return nil, err
 	}

@@ -7,8 +7,8 @@ import (
 	"testing"
 )
 
-// The kinds this package's tests load, registered as experiment/kinds.go
-// registers the real ones (configs cannot import experiment).
+// The kinds this package's tests load, registered as the kind packages under experiment
+// register the real ones (configs cannot import experiment).
 func init() {
 	garden := []string{"world", "tokenizer", "reader", "model", "loss", "pretrain", "train", "index", "rag"}
 	RegisterKind("retriever", KindSpec{

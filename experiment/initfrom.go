@@ -28,8 +28,8 @@ func initFromTokenizer(dir string, out io.Writer) (*tokenize.Tokenizer, error) {
 	return tokenize.Load(d.Tokenizer)
 }
 
-// initFrom copies the weights of the model.init_from directory into m.
-func initFrom(m *model.BiEncoder, dir string, out io.Writer) error {
+// InitFrom copies the weights of the model.init_from directory into m.
+func InitFrom(m *model.BiEncoder, dir string, out io.Writer) error {
 	d, err := export.InitBiEncoder(m, dir)
 	if err != nil {
 		return fmt.Errorf("model.init_from: %w", err)

@@ -11,15 +11,15 @@ import (
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// runEnv is what every phase of a run shares: the recipe, the command-line options, the run
+// Env is what every phase of a run shares: the recipe, the command-line options, the run
 // directory, the seed, the tokenizer file its checkpoints copy and log.jsonl.
-type runEnv struct {
-	rec     *configs.Recipe
-	o       Options
-	dir     string
-	seed    uint64
-	tokPath string
-	lg      *trainer.Log
+type Env struct {
+	Rec           *configs.Recipe
+	Opts          Options
+	Dir           string
+	Seed          uint64
+	TokenizerPath string
+	Log           *trainer.Log
 }
 
 // Phase is one training phase, as every kind runs it: Task trained for Steps optimizer steps
@@ -32,7 +32,7 @@ type Phase struct {
 	Task  trainer.Task
 	LR    float64 // peak learning rate
 	// Warmup is the number of warm-up steps. Kinds differ: a retriever's "train" phase warms
-	// up for train.warmup_steps, every other phase for shortWarmup(train.warmup_steps, Steps).
+	// up for train.warmup_steps, every other phase for ShortWarmup(train.warmup_steps, Steps).
 	Warmup int
 	// CheckpointEvery saves every n steps (and at the end, and when interrupted); 0: only at the
 	// end and when interrupted.
@@ -61,22 +61,22 @@ type Phase struct {
 	State func(done int, ts *checkpoints.TrainerState)
 }
 
-// shortWarmup is the warm-up rule of every phase but a retriever's "train": train.warmup_steps,
+// ShortWarmup is the warm-up rule of every phase but a retriever's "train": train.warmup_steps,
 // at most a tenth of the phase (plus one step).
-func shortWarmup(warmup, steps int) int { return min(warmup, steps/10+1) }
+func ShortWarmup(warmup, steps int) int { return min(warmup, steps/10+1) }
 
-// runPhase runs ph: a fresh AdamW (or the restored one when resuming), the schedule, the
+// RunPhase runs ph: a fresh AdamW (or the restored one when resuming), the schedule, the
 // checkpoints (one save function for every kind) and the test interrupt hook. It prints one
 // line when the phase ends and returns the loop's result and the phase's training seconds over
 // every segment.
-func (e *runEnv) runPhase(ctx context.Context, ph Phase) (trainer.Result, float64, error) {
-	rec := e.rec
+func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, error) {
+	rec := e.Rec
 	task := ph.Task
-	if e.o.interruptPhase == ph.Name {
+	if e.Opts.InterruptPhase == ph.Name {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithCancel(ctx)
 		defer cancel()
-		task = &interrupter{Task: task, at: e.o.interruptAt, cancel: cancel}
+		task = &interrupter{Task: task, at: e.Opts.InterruptAt, cancel: cancel}
 	}
 	opt := trainer.NewAdamW(rec.Train.WeightDecay)
 	if ph.Optimizer != nil && ph.Start > 0 {
@@ -92,20 +92,20 @@ func (e *runEnv) runPhase(ctx context.Context, ph Phase) (trainer.Result, float6
 	}
 	dir := ph.Dir
 	if dir == "" {
-		dir = e.dir
+		dir = e.Dir
 	}
 	res, err := trainer.Run(ctx, task, opt, trainer.Options{
 		Phase: ph.Name, Steps: ph.Steps, StartStep: ph.Start,
 		Schedule: trainer.Schedule{Peak: ph.LR, Warmup: ph.Warmup, Total: ph.Steps, Kind: rec.Train.Schedule},
 		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: ph.CheckpointEvery,
-		Log: e.lg, Progress: e.o.Progress,
+		Log: e.Log, Progress: e.Opts.Progress,
 		Checkpoint: func(done int) error {
 			if ph.EndOnly && done < ph.Steps {
 				return nil
 			}
-			ts := checkpoints.TrainerState{Step: done, Phase: ph.Name, Seed: e.seed, TrainSeconds: ckSeconds()}
-			if e.lg != nil {
-				ts.LogBytes = e.lg.Size()
+			ts := checkpoints.TrainerState{Step: done, Phase: ph.Name, Seed: e.Seed, TrainSeconds: ckSeconds()}
+			if e.Log != nil {
+				ts.LogBytes = e.Log.Size()
 			}
 			if ph.State != nil {
 				ph.State(done, &ts)
@@ -115,25 +115,25 @@ func (e *runEnv) runPhase(ctx context.Context, ph Phase) (trainer.Result, float6
 				s := opt.State()
 				st = &s
 			}
-			return e.save(dir, ph.Params, ph.Config, st, ts)
+			return e.Save(dir, ph.Params, ph.Config, st, ts)
 		},
 	})
 	if err != nil {
 		return res, 0, err
 	}
 	sec := seconds()
-	fmt.Fprintf(e.o.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", ph.Name, res.Steps, sec, res.FirstLoss, res.LastLoss)
-	if tr, ok := ph.Task.(truncReporter); ok {
-		L, parts := tr.truncation()
-		reportTruncation(e.o.Out, ph.Name, L, parts...)
+	fmt.Fprintf(e.Opts.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", ph.Name, res.Steps, sec, res.FirstLoss, res.LastLoss)
+	if tr, ok := ph.Task.(TruncReporter); ok {
+		L, parts := tr.Truncation()
+		ReportTruncation(e.Opts.Out, ph.Name, L, parts...)
 	}
 	return res, sec, nil
 }
 
-// save writes a checkpoint of params (config.json: cfg, the run's tokenizer) into dir; the one
+// Save writes a checkpoint of params (config.json: cfg, the run's tokenizer) into dir; the one
 // place a run saves a checkpoint.
-func (e *runEnv) save(dir string, params []*model.Param, cfg any, opt *trainer.OptimizerState, ts checkpoints.TrainerState) error {
+func (e *Env) Save(dir string, params []*model.Param, cfg any, opt *trainer.OptimizerState, ts checkpoints.TrainerState) error {
 	return checkpoints.Save(dir, &checkpoints.Checkpoint{
-		Params: paramTensors(params), Config: cfg, TokenizerPath: e.tokPath, Optimizer: opt, Trainer: ts,
+		Params: ParamTensors(params), Config: cfg, TokenizerPath: e.TokenizerPath, Optimizer: opt, Trainer: ts,
 	})
 }

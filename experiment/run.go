@@ -26,13 +26,14 @@ type Options struct {
 	// Out receives messages and the results table; Progress the progress bars.
 	Out, Progress io.Writer
 
-	// interruptPhase and interruptAt stop the run as SIGINT would, when that phase reaches that
-	// step (tests of resume).
-	interruptPhase string
-	interruptAt    int
-	// onEncode, when set, is called by every index-refresh worker before it encodes a shard
+	// Test-only hooks, for the tests of the kind packages and of cmd/train; a program leaves them
+	// unset. InterruptPhase and InterruptAt stop the run as SIGINT would, when that phase reaches
+	// that step (tests of resume).
+	InterruptPhase string
+	InterruptAt    int
+	// OnEncode, when set, is called by every index-refresh worker before it encodes a shard
 	// (tests that interrupt a run mid-refresh).
-	onEncode func()
+	OnEncode func()
 }
 
 // Run runs the recipe and returns its run directory.
@@ -55,8 +56,8 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err e
 	return run(ctx, rec, o)
 }
 
-// prepareRunDir creates a new run directory, or checks the one to resume.
-func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
+// PrepareRunDir creates a new run directory, or checks the one to resume.
+func PrepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 	if o.ResumeDir == "" {
 		return NewRunDir(rec)
 	}
@@ -66,10 +67,10 @@ func prepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 	return o.ResumeDir, nil
 }
 
-// prepareTokenizer returns the run's tokenizer without writing anything: the tokenizer.json of
+// PrepareTokenizer returns the run's tokenizer without writing anything: the tokenizer.json of
 // resumeDir when resuming, else the recipe's file, the init_from directory's, or one trained
 // on the passages.
-func prepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
+func PrepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
 	switch {
 	case resumeDir != "":
 		return tokenize.Load(filepath.Join(resumeDir, checkpoints.TokenizerFile))
@@ -87,9 +88,9 @@ func prepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, 
 	return t, err
 }
 
-// saveTokenizer writes t as the run directory's tokenizer.json (unless resuming, when it is
+// SaveTokenizer writes t as the run directory's tokenizer.json (unless resuming, when it is
 // there already) and reloads it from there, so the run uses exactly what it ships.
-func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.Tokenizer, string, error) {
+func SaveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.Tokenizer, string, error) {
 	path := filepath.Join(dir, checkpoints.TokenizerFile)
 	if resume {
 		return t, path, nil
@@ -101,31 +102,31 @@ func saveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.To
 	return t, path, err
 }
 
-// finished reports whether a run directory holds the metrics of a completed run.
-func finished(dir string) bool {
+// Finished reports whether a run directory holds the metrics of a completed run.
+func Finished(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, MetricsFile))
 	return err == nil
 }
 
-// hasCheckpoint reports whether dir names a latest checkpoint.
-func hasCheckpoint(dir string) bool {
+// HasCheckpoint reports whether dir names a latest checkpoint.
+func HasCheckpoint(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, checkpoints.LatestFile))
 	return err == nil
 }
 
-// openRunLog opens the run's log.jsonl for appending. A resumed run first cuts it back to the
+// OpenRunLog opens the run's log.jsonl for appending. A resumed run first cuts it back to the
 // length its latest checkpoint recorded (the longest among dir and the run's other checkpoint
 // directories ckDirs), or to empty when it has no checkpoint yet, so that the lines of the
 // steps it runs again appear once. A checkpoint that recorded no length (written before
 // log_bytes existed) leaves the log as it is.
-func openRunLog(dir string, resume bool, ckDirs ...string) (*trainer.Log, error) {
+func OpenRunLog(dir string, resume bool, ckDirs ...string) (*trainer.Log, error) {
 	path := filepath.Join(dir, LogFile)
 	if !resume {
 		return trainer.OpenLog(path)
 	}
 	found, size := false, int64(0)
 	for _, d := range append([]string{dir}, ckDirs...) {
-		if !hasCheckpoint(d) {
+		if !HasCheckpoint(d) {
 			continue
 		}
 		ck, err := checkpoints.Load(d)
@@ -140,8 +141,8 @@ func openRunLog(dir string, resume bool, ckDirs ...string) (*trainer.Log, error)
 	return trainer.OpenLogAt(path, size)
 }
 
-// paramTensors copies a model's parameters into checkpoint tensors.
-func paramTensors(ps []*model.Param) []checkpoints.Tensor {
+// ParamTensors copies a model's parameters into checkpoint tensors.
+func ParamTensors(ps []*model.Param) []checkpoints.Tensor {
 	var ts []checkpoints.Tensor
 	for _, p := range ps {
 		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int(nil), p.Value.Shape()...),
@@ -150,9 +151,9 @@ func paramTensors(ps []*model.Param) []checkpoints.Tensor {
 	return ts
 }
 
-// setParams copies checkpoint tensors into a model's parameters ps, which must have exactly
+// SetParams copies checkpoint tensors into a model's parameters ps, which must have exactly
 // those names and shapes.
-func setParams(ps []*model.Param, ts []checkpoints.Tensor) error {
+func SetParams(ps []*model.Param, ts []checkpoints.Tensor) error {
 	byName := map[string]checkpoints.Tensor{}
 	for _, t := range ts {
 		byName[t.Name] = t

@@ -111,7 +111,7 @@
 //
 // # Self-RAG reader (selfrag runs)
 //
-// A selfrag run (experiment/selfrag.go) exports its reflective reader in the reader layout
+// A selfrag run (experiment/selfrag/selfrag.go) exports its reflective reader in the reader layout
 // above, its vocabulary grown by Self-RAG's seven reflection tokens (Asai et al. 2024;
 // tokenize.ReflectionTokens, model.GrowVocab), with no retriever/ (the run retrieves with BM25 and
 // never trains its bi-encoder):

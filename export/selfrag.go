@@ -13,7 +13,7 @@ import (
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
-// The reflective reader of a selfrag run (Self-RAG, Asai et al. 2024; experiment/selfrag.go) as
+// The reflective reader of a selfrag run (Self-RAG, Asai et al. 2024; experiment/selfrag/selfrag.go) as
 // transformers' GPT2LMHeadModel: the same layout as a rag reader (reader.go), its vocabulary
 // grown by the seven reflection tokens (model.GrowVocab), which tokenizer.json,
 // tokenizer_config.json and special_tokens_map.json list as added special tokens and
@@ -27,7 +27,7 @@ func init() { register(KindSelfRAG, exportSelfRAG) }
 const KindSelfRAG = "selfrag"
 
 // SelfRAGDecoding is the reflective decoding policy of a selfrag run (recipe keys selfrag.*,
-// experiment/selfrag_decode.go), recorded in ragtrain.json so that a serving stack can decode
+// experiment/selfrag/selfrag_decode.go), recorded in ragtrain.json so that a serving stack can decode
 // as the run evaluated.
 type SelfRAGDecoding struct {
 	RowLength          int     `json:"row_length"`          // L of one-passage sequences
@@ -37,7 +37,7 @@ type SelfRAGDecoding struct {
 	SupportWeight      float64 `json:"support_weight"`      // passage score = relevance + support_weight * support
 }
 
-// selfragPrompt documents the sequences of experiment/selfrag_data.go.
+// selfragPrompt documents the sequences of experiment/selfrag/selfrag_data.go.
 const selfragPrompt = "[CLS] <ctx> passage </ctx> question (an empty passage: closed-book), then the target and [SEP]: " +
 	"closed-book \"[Retrieve] | [No Retrieve] cloze answer\"; with a passage \"[Relevant] cloze answer [Fully supported] | [No support]\" " +
 	"or \"[Irrelevant]\". Encode text without special tokens (add_special_tokens=False; the reflection tokens are matched in raw text) and prepend [CLS] (bos)"

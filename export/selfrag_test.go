@@ -16,7 +16,7 @@ import (
 
 // selfragRun saves a fake selfrag run into a new directory: a tiny GPT-2 reader over the
 // tokenizer's vocabulary plus <ctx>, </ctx>, grown by the seven reflection tokens when grown
-// is set (model.GrowVocab, as experiment/selfrag.go does), and an untrained bow bi-encoder over
+// is set (model.GrowVocab, as experiment/selfrag/selfrag.go does), and an untrained bow bi-encoder over
 // the plain vocabulary. It returns the run directory, the reader and its tokenizer.
 func selfragRun(t *testing.T, grown bool) (string, *model.Reader, *tokenize.Tokenizer) {
 	t.Helper()

@@ -20,6 +20,8 @@ import (
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	// Every recipe kind, registered with experiment.Run and configs.Load.
+	_ "github.com/ragtrain/ragtrain/experiment/kinds"
 )
 
 // usage is the help of `train -h`, `train --help` and `train help`; the flags of both

@@ -35,7 +35,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/data"
 	// The recipe kinds, registered so that export.OpenRun reads the run's recipe.resolved.toml.
-	_ "github.com/ragtrain/ragtrain/experiment"
+	_ "github.com/ragtrain/ragtrain/experiment/kinds"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"

@@ -9,7 +9,7 @@ import (
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
-// A selfrag run's parity inputs: the reflective reader's sequences (experiment/selfrag_data.go),
+// A selfrag run's parity inputs: the reflective reader's sequences (experiment/selfrag/selfrag_data.go),
 // so that reflection tokens are both read and predicted, for each of the first n test questions
 // whose gardener has a datastore entry:
 //

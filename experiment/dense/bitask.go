@@ -1,0 +1,161 @@
+package dense
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strings"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// PairBatch is one contrastive batch in text: B queries and N >= B passages, passage i < B the
+// positive of query i, the rest hard negatives shared by every query.
+type PairBatch struct {
+	Queries, Passages []string
+	// Mask, when not nil, is B x N: 0 removes candidate j from query i's softmax (a passage
+	// judged relevant to query i that serves as another query's positive or negative).
+	Mask []float32
+}
+
+// BiTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries,
+// N passages, L tokens), built once and run every step.
+type BiTask struct {
+	m      *model.BiEncoder
+	tok    *tokenize.Tokenizer
+	L      int
+	seed   uint64
+	stream uint64 // dropout stream of the phase
+	next   func(step int) (PairBatch, error)
+	g      *gorgonia.ExprGraph
+	vm     gorgonia.VM
+	qIn    *model.Inputs
+	pIn    *model.Inputs
+	loss   *gorgonia.Node
+	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
+	experiment.GraphParams
+	B, N    int
+	lastTru int                   // texts truncated in the last batch
+	qCut    experiment.TruncCount // what truncation to L cut of the queries, over the steps run
+	pCut    experiment.TruncCount // and of the passages
+}
+
+// NewBiTask builds the graph of m for B queries and N passages of L tokens, InfoNCE by loss (with
+// a B x N candidate mask when masked); next(step) gives each step's batch in text, tok encodes
+// it, and stream XORed into seed seeds the step's dropout masks.
+func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, loss ContrastiveLoss, masked bool,
+	seed, stream uint64, next func(step int) (PairBatch, error)) (*BiTask, error) {
+	t := &BiTask{m: m, tok: tok, L: L, seed: seed, stream: stream, next: next, B: B, N: N}
+	t.g = gorgonia.NewGraph()
+	b := model.NewBinder(t.g)
+	t.qIn = model.NewInputs(t.g, B, L, "query")
+	t.pIn = model.NewInputs(t.g, N, L, "passage")
+	q, err := m.Query.Build(b, t.qIn, true)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.Passage.Build(b, t.pIn, true)
+	if err != nil {
+		return nil, err
+	}
+	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim}
+	if masked {
+		t.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(tensor.Float32))
+		in.Mask = gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
+	}
+	if t.loss, err = loss.spec.Build(in); err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("gradient graph: %w", err)
+	}
+	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
+	t.GraphParams = experiment.NewGraphParams(b, t.vm)
+	return t, nil
+}
+
+func (t *BiTask) Step(step int) (float64, int, error) {
+	pb, err := t.next(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
+		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
+			len(pb.Queries), len(pb.Passages), t.B, t.N)
+	}
+	if t.mask != nil {
+		m := t.mask.Data().([]float32)
+		if len(pb.Mask) != len(m) {
+			return 0, 0, fmt.Errorf("candidate mask of %d values, want %d", len(pb.Mask), len(m))
+		}
+		for i, keep := range pb.Mask {
+			m[i] = 0
+			if keep == 0 {
+				m[i] = float32(math.Inf(-1))
+			}
+		}
+	}
+	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.L))
+	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.L))
+	t.lastTru = qb.Truncated + pbt.Truncated
+	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
+		return 0, 0, err
+	}
+	if err := t.pIn.Let(pbt.IDs, pbt.Mask, pbt.Types); err != nil {
+		return 0, 0, err
+	}
+	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
+	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
+	if err := t.Run(); err != nil {
+		return 0, 0, err
+	}
+	return experiment.ScalarValue(t.loss), t.B, nil
+}
+
+func (t *BiTask) Close() { t.vm.Close() }
+
+func (t *BiTask) Truncation() (int, []experiment.TruncPart) {
+	return t.L, []experiment.TruncPart{{Name: "queries", Count: &t.qCut}, {Name: "passages", Count: &t.pCut}}
+}
+
+// ContrastiveLoss is a bi-encoder's loss: loss.name from the losses table (a contrastive
+// one), loss.temperature and loss.similarity, parsed once per run.
+type ContrastiveLoss struct {
+	spec losses.Spec
+	Tau  float64
+	Sim  losses.Similarity
+}
+
+// NewContrastiveLoss reads the recipe's [loss]: a bi-encoder trains a contrastive loss.
+func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
+	spec, err := losses.Lookup(rec.Loss.Name)
+	if err != nil {
+		return ContrastiveLoss{}, fmt.Errorf("loss.name: %w", err)
+	}
+	if spec.Batch != losses.Contrastive {
+		return ContrastiveLoss{}, fmt.Errorf("loss.name = %q: a %s loss, but a bi-encoder trains a %s one (%s); list losses train cross-encoders (kind = \"reranker\", rerank.losses)",
+			rec.Loss.Name, spec.Batch, losses.Contrastive, strings.Join(losses.Names(losses.Contrastive), ", "))
+	}
+	sim, err := losses.ParseSimilarity(rec.Loss.Similarity)
+	if err != nil {
+		return ContrastiveLoss{}, fmt.Errorf("loss.similarity: %w", err)
+	}
+	return ContrastiveLoss{spec: spec, Tau: rec.Loss.Temperature, Sim: sim}, nil
+}
+
+// infoNCE is the losses table's InfoNCE with temperature tau and similarity sim.
+func infoNCE(tau float64, sim losses.Similarity) (ContrastiveLoss, error) {
+	spec, err := losses.Lookup("infonce")
+	return ContrastiveLoss{spec: spec, Tau: tau, Sim: sim}, err
+}
+
+// Cosine reports whether the loss compares L2-normalised embeddings (the index then holds
+// normalised rows).
+func (l ContrastiveLoss) Cosine() bool { return l.Sim == losses.Cosine }

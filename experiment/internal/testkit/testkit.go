@@ -1,0 +1,336 @@
+// Package testkit holds what the tests of the kind packages share: the Cranfield slice and the
+// small recipes over it, the garden recipes of the retriever studies, and readers of a run's
+// log.jsonl and metrics. It is imported by tests only.
+package testkit
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/internal/racecheck"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// sliceCranfield writes a 200-passage slice of the shipped Cranfield collection into dir:
+// every passage judged relevant to the first train and test queries that fit, then others
+// in file order, with the qrels restricted to the slice.
+func sliceCranfield(t *testing.T, dir string, size int) {
+	t.Helper()
+	src := filepath.Join("..", "..", "datasets", "cranfield") // from the test of a kind package, experiment/<kind>
+	ds, err := data.Load(src, "train", "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	keep := map[string]bool{}
+	add := func(q data.Qrels) {
+		for _, qid := range q.QueryIDs() {
+			rel := q.Relevant(qid)
+			if len(keep)+len(rel) > size*2/3 {
+				continue
+			}
+			for _, d := range rel {
+				keep[d] = true
+			}
+		}
+	}
+	add(ds.Qrels["train"])
+	add(ds.Qrels["test"])
+	for _, id := range ds.Corpus.IDs {
+		if len(keep) >= size {
+			break
+		}
+		keep[id] = true
+	}
+	copyLines(t, filepath.Join(src, "corpus.jsonl"), filepath.Join(dir, "corpus.jsonl"), func(line string) bool {
+		var r struct {
+			ID string `json:"_id"`
+		}
+		json.Unmarshal([]byte(line), &r)
+		return keep[r.ID]
+	})
+	copyLines(t, filepath.Join(src, "queries.jsonl"), filepath.Join(dir, "queries.jsonl"), func(string) bool { return true })
+	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
+	for _, split := range []string{"train", "dev", "test"} {
+		first := true
+		copyLines(t, filepath.Join(src, "qrels", split+".tsv"), filepath.Join(dir, "qrels", split+".tsv"), func(line string) bool {
+			if first {
+				first = false
+				return true
+			}
+			return keep[strings.Split(line, "\t")[1]]
+		})
+	}
+}
+
+func copyLines(t *testing.T, from, to string, keep func(string) bool) {
+	t.Helper()
+	in, err := os.Open(from)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var b strings.Builder
+	sc := bufio.NewScanner(in)
+	sc.Buffer(make([]byte, 1<<20), 1<<24)
+	for sc.Scan() {
+		if keep(sc.Text()) {
+			b.WriteString(sc.Text() + "\n")
+		}
+	}
+	if err := os.WriteFile(to, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// SmallRecipe writes a recipe over the slice in dir and loads it.
+func SmallRecipe(t *testing.T, dir, extra string) *configs.Recipe {
+	t.Helper()
+	text := fmt.Sprintf(`kind = "retriever"
+name = "slice"
+seed = 3
+output_dir = %q
+[data]
+dir = %q
+[tokenizer]
+train = true
+vocab_size = 2000
+max_length = 48
+[model]
+encoder = "bow"
+hidden = 64
+[loss]
+similarity = "cosine"
+temperature = 0.05
+[pretrain]
+steps = 60
+batch_size = 32
+[train]
+steps = 60
+batch_size = 16
+lr = 2e-3
+warmup_steps = 5
+log_every = 10
+checkpoint_every = 20
+[eval]
+depth = 200
+metrics = ["nDCG@10", "MRR@10", "Recall@100", "MAP"]
+`, filepath.Join(dir, "runs"), filepath.Join(dir, "data")) + extra
+	p := filepath.Join(dir, "recipe.toml")
+	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// NewSlice writes a 200-passage slice of Cranfield into a temporary directory's data/ and
+// returns the directory.
+func NewSlice(t *testing.T) string {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "data"), 0o755)
+	sliceCranfield(t, filepath.Join(dir, "data"), 200)
+	return dir
+}
+
+// Quality drops the timing entries of metrics.json, which differ from run to run.
+func Quality(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if strings.HasPrefix(k, "train/") || strings.Contains(k, "per_second") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// LogSteps lists the (phase, step) of log.jsonl's training lines, in order.
+func LogSteps(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct {
+			Phase string   `json:"phase"`
+			Step  int      `json:"step"`
+			Loss  *float64 `json:"loss"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if l.Loss != nil {
+			out = append(out, fmt.Sprintf("%s/%d", l.Phase, l.Step))
+		}
+	}
+	return out
+}
+
+// SkipUnderRace is racecheck.SkipUnderRace.
+func SkipUnderRace(t *testing.T) {
+	t.Helper()
+	racecheck.SkipUnderRace(t)
+}
+
+// SameFile fails t unless the files a and b hold the same bytes.
+func SameFile(t *testing.T, a, b string) {
+	t.Helper()
+	x, err := os.ReadFile(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := os.ReadFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(x, y) {
+		t.Errorf("%s and %s differ", a, b)
+	}
+}
+
+// GardenTokenizer trains a small WordPiece vocabulary on garden-like text with the reader's
+// special tokens (specials).
+func GardenTokenizer(t *testing.T, specials ...string) *tokenize.Tokenizer {
+	t.Helper()
+	texts := []string{
+		"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog .",
+		"Kai Ligeku walked rabbit with Ada Besa .", "where does Ada Besa live ?",
+		"what does Kai Ligeku grow ?", "Kai Ligeku lives in Larkhill .",
+	}
+	tok, err := tokenize.Train(texts, tokenize.TrainOptions{VocabSize: 300, MinFrequency: 1, Lowercase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tok.AddSpecialTokens(specials); err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// Untimed drops the timing keys of metrics (names with "seconds").
+func Untimed(m map[string]float64) map[string]float64 {
+	out := map[string]float64{}
+	for k, v := range m {
+		if !strings.Contains(k, "seconds") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// LogLine is one line of log.jsonl as the realm phases write it.
+type LogLine struct {
+	Phase      string  `json:"phase"`
+	Step       int     `json:"step"`
+	IndexStep  *int    `json:"index_step"`
+	IndexHash  string  `json:"index_hash"`
+	Staleness  int     `json:"staleness"`
+	Refresh    string  `json:"refresh"`
+	Version    int     `json:"version_step"`
+	EncodeSecs float64 `json:"encoding_seconds"`
+}
+
+// StudyRecipe is a kind = "replug" or "realm" recipe over a small garden world (the reader
+// and retriever of the rag tests' recipe, shorter), small enough for a test run of a few seconds.
+func StudyRecipe(t *testing.T, kind, extra string) *configs.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, kind+"-small.toml")
+	text := `kind = "` + kind + `"
+seed = 3
+output_dir = "runs"
+[world]
+gardeners = 160
+biographies = 1600
+news = 1600
+datastore_news = 100
+[tokenizer]
+train = true
+vocab_size = 800
+min_frequency = 1
+max_length = 24
+[reader]
+hidden = 64
+layers = 2
+heads = 2
+ffn = 128
+dropout = 0.0
+max_length = 48
+pretrain_passes = 0
+finetune_steps = 400
+finetune_batch_size = 32
+finetune_lr = 3e-3
+replay = 0
+closed_book_fraction = 0.0
+counterfactual_fraction = 1.0
+max_answer_tokens = 3
+[model]
+encoder = "bow"
+hidden = 64
+shared_towers = false
+[pretrain]
+steps = 60
+batch_size = 32
+crop_min = 3
+crop_max = 8
+[train]
+steps = 60
+batch_size = 16
+lr = 1e-3
+warmup_steps = 5
+log_every = 10
+` + extra
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TinyStudyRecipe is StudyRecipe with a reader too small to read well: the tests using it
+// check the machinery (refresh, staleness, interruption, resume), not the accuracy.
+func TinyStudyRecipe(t *testing.T, kind, extra string) *configs.Recipe {
+	t.Helper()
+	rec := StudyRecipe(t, kind, extra)
+	rec.World.Gardeners, rec.World.Biographies, rec.World.News, rec.World.DatastoreNews = 80, 300, 300, 40
+	rec.Reader.Hidden, rec.Reader.Layers, rec.Reader.FFN, rec.Reader.FinetuneSteps = 32, 1, 64, 30
+	rec.Pretrain.Steps, rec.Train.Steps = 10, 10
+	return rec
+}
+
+// ReadLog reads the lines of the run directory dir's log.jsonl.
+func ReadLog(t *testing.T, dir string) []LogLine {
+	t.Helper()
+	f, err := os.Open(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []LogLine
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var l LogLine
+		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
+			t.Fatalf("log.jsonl: %v: %s", err, sc.Text())
+		}
+		lines = append(lines, l)
+	}
+	return lines
+}

@@ -1,0 +1,19 @@
+// Package kinds registers every recipe kind: a program that runs or loads recipes imports it for
+// its side effects,
+//
+//	import _ "github.com/ragtrain/ragtrain/experiment/kinds"
+//
+// as a program using database/sql imports its drivers. Each kind lives in its own package
+// over the shared base (package experiment) and registers itself in an init: its RunFunc with
+// experiment.Register, the recipe sections and losses it reads with configs.RegisterKind.
+// Adding a kind is a new package and one line here.
+package kinds
+
+import (
+	_ "github.com/ragtrain/ragtrain/experiment/rag"
+	_ "github.com/ragtrain/ragtrain/experiment/realm"
+	_ "github.com/ragtrain/ragtrain/experiment/replug"
+	_ "github.com/ragtrain/ragtrain/experiment/reranker"
+	_ "github.com/ragtrain/ragtrain/experiment/retriever"
+	_ "github.com/ragtrain/ragtrain/experiment/selfrag"
+)

@@ -1,0 +1,22 @@
+package kinds
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+)
+
+func TestKindsRegister(t *testing.T) {
+	want := []string{"rag", "realm", "replug", "reranker", "retriever", "selfrag"}
+	if got := experiment.Kinds(); !slices.Equal(got, want) {
+		t.Errorf("Kinds() = %v, want %v", got, want)
+	}
+	rec := &configs.Recipe{Kind: "colbert", OutputDir: t.TempDir()}
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{}); err == nil || !strings.Contains(err.Error(), `"colbert" is not implemented`) {
+		t.Errorf("unknown kind: %v", err)
+	}
+}

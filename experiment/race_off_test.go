@@ -1,5 +1,0 @@
-//go:build !race
-
-package experiment
-
-const raceDetector = false

@@ -1,0 +1,101 @@
+package ragkit
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+)
+
+// Resume of a rag run. The start every objective trains from (every parameter after the
+// reader phases and the retriever warm-up) is saved in <run>/start/ (StudyStartDir, as the
+// retriever studies do), and the results of each finished stage (the start's evaluation, then
+// each objective's) go to <run>/rag.json. `train -resume` reloads the start and the finished
+// stages' results, and continues the interrupted objective from its latest checkpoint with its
+// optimizer state; a run stopped before its start was saved begins again from its first phase.
+// Every batch, dropout mask and initialisation is a function of (seed, step), so the resumed
+// run ends with the metrics of an uninterrupted one.
+
+const ragProgressFile = "rag.json"
+
+// ragStage is one finished stage of a rag run, as rag.json keeps it: the metrics it set, the
+// table rows it added and its training seconds.
+type ragStage struct {
+	Name         string             `json:"name"`
+	Metrics      map[string]float64 `json:"metrics"`
+	Rows         []eval.Row         `json:"reader_rows"`
+	RetrRows     []eval.Row         `json:"retrieval_rows"`
+	TrainSeconds float64            `json:"train_seconds"`
+}
+
+// Progress records the stages of a rag run as they finish.
+type Progress struct {
+	Dir    string
+	stages []ragStage
+	// what the results held when the current stage began
+	metrics        map[string]float64
+	nRows, nRetr   int
+	trainSecBefore float64
+}
+
+// ReadProgress reads rag.json of a run directory (none: no stage finished).
+func ReadProgress(dir string) (*Progress, error) {
+	p := &Progress{Dir: dir}
+	b, err := os.ReadFile(filepath.Join(dir, ragProgressFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return p, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(b, &p.stages); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ragProgressFile), err)
+	}
+	return p, nil
+}
+
+// Done returns the finished stage of that name.
+func (p *Progress) Done(name string) (ragStage, bool) {
+	i := slices.IndexFunc(p.stages, func(s ragStage) bool { return s.Name == name })
+	if i < 0 {
+		return ragStage{}, false
+	}
+	return p.stages[i], true
+}
+
+// Restore puts a finished stage's results back into the run.
+func (p *Progress) Restore(run *GardenRun, ev *Eval, s ragStage) {
+	maps.Copy(run.Metrics, s.Metrics)
+	ev.Rows = append(ev.Rows, s.Rows...)
+	ev.retrRows = append(ev.retrRows, s.RetrRows...)
+	run.TrainSec += s.TrainSeconds
+}
+
+// Begin notes the results before a stage, so that finish can record what it added.
+func (p *Progress) Begin(run *GardenRun, ev *Eval) {
+	p.metrics, p.nRows, p.nRetr, p.trainSecBefore = maps.Clone(run.Metrics), len(ev.Rows), len(ev.retrRows), run.TrainSec
+}
+
+// Finish records the stage that began at begin and rewrites rag.json.
+func (p *Progress) Finish(name string, run *GardenRun, ev *Eval) error {
+	s := ragStage{Name: name, Metrics: map[string]float64{},
+		Rows: slices.Clone(ev.Rows[p.nRows:]), RetrRows: slices.Clone(ev.retrRows[p.nRetr:]), TrainSeconds: run.TrainSec - p.trainSecBefore}
+	for k, v := range run.Metrics {
+		if old, ok := p.metrics[k]; !ok || old != v {
+			s.Metrics[k] = v
+		}
+	}
+	p.stages = append(p.stages, s)
+	b, err := json.MarshalIndent(p.stages, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(p.Dir, ragProgressFile), b)
+}

@@ -1,0 +1,411 @@
+package ragkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// A retriever study (kind = "replug" and kind = "realm") runs the rag pipeline up to joint
+// training (rag.go: world, tokenizer, reader pretraining and fine-tuning, retriever warm-up by
+// cropping, the starting evaluation), then trains several retrievers from that one start and
+// compares them: one table of reader exact match, one of Recall@1/@5, one of training time.
+//
+// Resume: the start (every parameter after the preparation phases) is saved in <run>/start/;
+// each finished system's rows and metrics go to <run>/study.json; a system phase checkpoints
+// every realm.checkpoint_every steps and when interrupted. `train -resume` reloads the start
+// (or, before it exists, skips the preparation phases whose checkpoint is there), re-runs the
+// starting evaluation (deterministic), restores the finished systems' results and continues
+// the interrupted system from its latest checkpoint with its optimizer state.
+
+const (
+	StudyStartDir = "start"      // checkpoint of the start every system trains from
+	studyFile     = "study.json" // results of the finished systems
+)
+
+// studySystem is one finished system's results, as study.json keeps them.
+type studySystem struct {
+	Name      string             `json:"name"`
+	Metrics   map[string]float64 `json:"metrics"`
+	Rows      []eval.Row         `json:"reader_rows"`
+	RetrRows  []eval.Row         `json:"retrieval_rows"`
+	TrainRows []eval.Row         `json:"train_rows"`
+}
+
+// Study is a prepared retriever study.
+type Study struct {
+	*GardenRun
+	d      *Data
+	ev     *Eval
+	Index  *Index // the starting index (passage tower after warm-up)
+	bm25   *index.BM25
+	start  SavedParams
+	t0     time.Time
+	done   []studySystem
+	resume *checkpoints.Checkpoint // the latest checkpoint of an interrupted system phase
+	// trainRows is the training-time table: seconds, encoding, waiting, refreshes, staleness.
+	trainRows []eval.Row
+}
+
+// systemPhases are the phase names of the systems (checkpoint directories, log lines).
+var systemPhases = map[string]string{
+	"supervised": "supervised", "replug": "replug",
+	"async": "realm_async", "sync": "realm_sync", "off": "realm_off", "frozen": "realm_frozen",
+}
+
+// RunStudy runs a retriever study: the preparation (or its restoration), then each of systems
+// from the same start ("supervised" by s.supervised, every other by train), then note (settings
+// for the report) and the report.
+func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, systems []string,
+	train func(s *Study, ctx context.Context, name, phase string, qs []Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
+	note func(s *Study)) (string, error) {
+	if dir, ok := finishedStudy(o); ok {
+		return dir, nil
+	}
+	s, dir, err := prepareStudy(ctx, rec, o)
+	if s != nil && s.Log != nil {
+		defer s.Log.Close()
+	}
+	if err != nil {
+		return dir, err
+	}
+	qs := JointQuestions(s.World, s.d.JointQ, s.Format)
+	err = s.systems(systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+		if name == "supervised" {
+			return s.supervised(ctx, name, phase, startStep, opt, before)
+		}
+		return train(s, ctx, name, phase, qs, startStep, opt, before)
+	})
+	if err != nil {
+		return dir, err
+	}
+	note(s)
+	return dir, s.finish()
+}
+
+// prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training.
+func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
+	t0 := time.Now()
+	world, err := garden.Generate(rec.World)
+	if err != nil {
+		return nil, "", fmt.Errorf("world: %w", err)
+	}
+	resume := o.ResumeDir != ""
+	dir, err := experiment.PrepareRunDir(rec, o)
+	if err != nil {
+		return nil, "", err
+	}
+	if !resume {
+		if err := world.Write(filepath.Join(dir, "world")); err != nil {
+			return nil, dir, err
+		}
+	}
+	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
+	if err != nil {
+		return nil, dir, err
+	}
+	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d retriever training, %d test), in %.1fs\n",
+		len(world.Gardeners), len(world.Pretrain), len(d.IDs), rec.RAG.Chunking, len(world.Questions), len(d.FinetuneQ), len(d.JointQ), len(d.TestQ), time.Since(t0).Seconds())
+	run := &GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
+	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, StudyStartDir)); err != nil {
+		return nil, dir, err
+	}
+	s := &Study{GardenRun: run, d: d, t0: t0}
+	if resume {
+		err = s.restoreTokenizer()
+	} else {
+		err = run.tokenizer(d.vocabTexts(world))
+	}
+	if err != nil {
+		return s, dir, err
+	}
+	if err := run.models(); err != nil {
+		return s, dir, err
+	}
+	run.RAGConfig.Kind = rec.Kind
+	s.ev = run.NewEval(d)
+	all := append(run.Reader.Params(), run.Encoder.Params()...)
+
+	// Where to start: the saved start, or the phases a checkpoint says are done.
+	prepared := map[string]bool{}
+	if resume {
+		startDir := filepath.Join(dir, StudyStartDir)
+		if experiment.HasCheckpoint(startDir) {
+			ck, err := checkpoints.Load(startDir)
+			if err != nil {
+				return s, dir, err
+			}
+			if err := experiment.SetParams(all, ck.Params); err != nil {
+				return s, dir, fmt.Errorf("%s: %w", ck.Dir, err)
+			}
+			prepared = map[string]bool{"reader_lm": true, "reader_finetune": true, "retriever_warmup": true, "start": true}
+			fmt.Fprintf(o.Out, "resume: the start in %s\n", ck.Dir)
+			if experiment.HasCheckpoint(dir) {
+				if s.resume, err = checkpoints.Load(dir); err != nil {
+					return s, dir, err
+				}
+			}
+			if err := s.readDone(); err != nil {
+				return s, dir, err
+			}
+		} else if experiment.HasCheckpoint(dir) {
+			ck, err := checkpoints.Load(dir)
+			if err != nil {
+				return s, dir, err
+			}
+			order := []string{"reader_lm", "reader_finetune", "retriever_warmup"}
+			if i := slices.Index(order, ck.Trainer.Phase); i >= 0 {
+				if err := experiment.SetParams(all, ck.Params); err != nil {
+					return s, dir, fmt.Errorf("%s: %w", ck.Dir, err)
+				}
+				for _, p := range order[:i+1] {
+					prepared[p] = true
+				}
+				fmt.Fprintf(o.Out, "resume: %s (phases up to %s done)\n", ck.Dir, ck.Trainer.Phase)
+			}
+		}
+	}
+
+	rows, cutDocs := run.Format.PackDocuments(d.Docs)
+	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+		CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
+	if !prepared["reader_lm"] {
+		if err := run.PretrainReader(ctx, rows); err != nil {
+			return s, dir, err
+		}
+	}
+	if !prepared["reader_finetune"] {
+		if err := run.FinetuneReader(ctx, rows, d.FinetuneQ, d.Gold); err != nil {
+			return s, dir, err
+		}
+	}
+	if !prepared["retriever_warmup"] {
+		if err := run.WarmupRetriever(ctx, d.Texts); err != nil {
+			return s, dir, err
+		}
+	}
+	if !prepared["start"] {
+		if err := run.Save(filepath.Join(dir, StudyStartDir), all, run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
+			return s, dir, err
+		}
+	}
+
+	s.bm25 = index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	if s.Index, err = s.freshIndex(); err != nil {
+		return s, dir, err
+	}
+	if err := run.EvaluateStart(s.ev, s.Index); err != nil {
+		return s, dir, err
+	}
+	s.start = Snapshot(all)
+	return s, dir, nil
+}
+
+// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).
+func (s *GardenRun) restoreTokenizer() error {
+	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
+	var err error
+	if s.Tok, err = tokenize.Load(s.TokenizerPath); err != nil {
+		return err
+	}
+	s.Format, err = NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
+	return err
+}
+
+// freshIndex encodes the datastore with the current passage tower.
+func (s *Study) freshIndex() (*Index, error) {
+	rec := s.Rec
+	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Tau, rec.Tokenizer.MaxLength)
+	if err == nil {
+		experiment.ReportTruncation(s.Opts.Out, "datastore index", x.L, experiment.TruncPart{Name: "passages", Count: &x.PassageCut})
+	}
+	return x, err
+}
+
+// readDone reads study.json, if any: the systems an earlier segment finished.
+func (s *Study) readDone() error {
+	b, err := os.ReadFile(filepath.Join(s.Dir, studyFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, &s.done); err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(s.Dir, studyFile), err)
+	}
+	return nil
+}
+
+// systems runs every system in order from the start: done ones are restored from study.json,
+// the others trained by train(name, phase, startStep, optimizer state) and evaluated.
+func (s *Study) systems(names []string, train func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error) error {
+	for _, name := range names {
+		if i := slices.IndexFunc(s.done, func(d studySystem) bool { return d.Name == name }); i >= 0 {
+			d := s.done[i]
+			for k, v := range d.Metrics {
+				s.Metrics[k] = v
+			}
+			s.TrainSec += d.Metrics[systemPhases[name]+"/train_seconds"]
+			s.ev.Rows = append(s.ev.Rows, d.Rows...)
+			s.ev.retrRows = append(s.ev.retrRows, d.RetrRows...)
+			s.trainRows = append(s.trainRows, d.TrainRows...)
+			fmt.Fprintf(s.Opts.Out, "%s: finished in an earlier segment\n", name)
+			continue
+		}
+		Restore(s.start)
+		phase := systemPhases[name]
+		startStep, before := 0, 0.0
+		var opt *checkpoints.OptimizerState
+		if ck := s.resume; ck != nil && ck.Trainer.Phase == phase {
+			if err := experiment.SetParams(append(s.Reader.Params(), s.Encoder.Params()...), ck.Params); err != nil {
+				return fmt.Errorf("%s: %w", ck.Dir, err)
+			}
+			startStep, opt, before = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
+			fmt.Fprintf(s.Opts.Out, "resume: %s at step %d\n", ck.Dir, startStep)
+		}
+		metricsBefore := maps.Clone(s.Metrics)
+		nRows, nRetr, nTrain := len(s.ev.Rows), len(s.ev.retrRows), len(s.trainRows)
+		if err := train(name, phase, startStep, opt, before); err != nil {
+			return err
+		}
+		d := studySystem{Name: name, Metrics: map[string]float64{},
+			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.retrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
+		for k, v := range s.Metrics {
+			if old, ok := metricsBefore[k]; !ok || old != v {
+				d.Metrics[k] = v
+			}
+		}
+		s.done = append(s.done, d)
+		b, err := json.MarshalIndent(s.done, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(s.Dir, studyFile), b); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SystemPhase runs one system phase with AdamW (restored from opt when resuming at startStep),
+// checkpointing every parameter every realm.checkpoint_every steps, at its end and when
+// interrupted. It returns the phase's wall-clock training seconds over every segment.
+func (s *Study) SystemPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, opt *checkpoints.OptimizerState,
+	before float64, lr float64) (float64, error) {
+	_, sec, err := s.RunPhase(ctx, experiment.Phase{Name: phase, Steps: steps, Task: task, LR: lr,
+		Warmup: experiment.ShortWarmup(s.Rec.Train.WarmupSteps, steps), CheckpointEvery: s.Rec.Realm.CheckpointEvery,
+		Params: append(s.Reader.Params(), s.Encoder.Params()...), Config: s.RAGConfig,
+		Start: startStep, Optimizer: opt, SecondsBefore: before})
+	if err != nil {
+		return 0, err
+	}
+	s.TrainSec += sec
+	return sec, nil
+}
+
+// supervised trains both towers with InfoNCE on the retriever-training questions and their
+// gold entries (passage labels: the ceiling), train.steps steps of train.batch_size questions,
+// in-batch negatives, a passage that is another question's gold entry too masked out.
+func (s *Study) supervised(ctx context.Context, name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	rec := s.Rec
+	var qs []int
+	for _, i := range s.d.JointQ {
+		if s.d.Gold[i] != "" {
+			qs = append(qs, i)
+		}
+	}
+	B := rec.Train.BatchSize
+	if len(qs) < B {
+		return fmt.Errorf("supervised: %d training questions with a gold entry, fewer than train.batch_size = %d", len(qs), B)
+	}
+	task, err := dense.NewBiTask(s.Encoder, s.Tok, B, B, rec.Tokenizer.MaxLength, s.Loss, true, s.Seed, dense.StreamTrain,
+		func(step int) (dense.PairBatch, error) {
+			pb := dense.PairBatch{Mask: make([]float32, B*B)}
+			for _, j := range Cycle(len(qs), B, step, s.Seed^dense.StreamTrain) {
+				q := &s.World.Questions[qs[j]]
+				pb.Queries = append(pb.Queries, q.Trained)
+				pb.Passages = append(pb.Passages, s.d.Gold[qs[j]])
+			}
+			for i := range B {
+				for j := range B {
+					if i == j || pb.Passages[i] != pb.Passages[j] {
+						pb.Mask[i*B+j] = 1
+					}
+				}
+			}
+			return pb, nil
+		})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	sec, err := s.SystemPhase(ctx, task, phase, rec.Train.Steps, startStep, opt, before, rec.Train.LR)
+	if err != nil {
+		return err
+	}
+	s.AddTrainRow(phase, sec, nil)
+	return s.EvaluateSystem(phase)
+}
+
+// EvaluateSystem re-encodes the datastore with the system's passage tower and evaluates
+// Recall@1/5 ("dense+<name>") and the reader over the top passage ("<name>_top1").
+func (s *Study) EvaluateSystem(name string) error {
+	x, err := s.freshIndex()
+	if err != nil {
+		return err
+	}
+	return s.EvaluateDense(s.ev, x, name)
+}
+
+// AddTrainRow records the system's training wall time (and its refresher's counters).
+func (s *Study) AddTrainRow(name string, seconds float64, extra map[string]float64) {
+	row := eval.Row{System: name, Scores: map[string]float64{"seconds": seconds}}
+	s.Metrics[name+"/train_seconds"] = seconds
+	for k, v := range extra {
+		row.Scores[k] = v
+		s.Metrics[name+"/"+k] = v
+	}
+	s.trainRows = append(s.trainRows, row)
+}
+
+// trainColumns are the columns of the training-time table.
+var trainColumns = []string{"seconds", "encoding_seconds", "waited_seconds", "refreshes", "mean_staleness", "max_staleness"}
+
+// finish prints the tables, writes metrics.json and reports the run's time.
+func (s *Study) finish() error {
+	s.Metrics["train/seconds"] = s.TrainSec
+	s.Metrics["run/seconds"] = time.Since(s.t0).Seconds()
+	s.Report(s.ev)
+	fmt.Fprintf(s.Opts.Out, "\ntraining wall-clock time of each system (seconds; encoding: time spent re-encoding the corpus, waited: time training was blocked by the refresher; staleness in steps):\n%s",
+		eval.FormatTable(trainColumns, s.trainRows))
+	fmt.Fprintf(s.Opts.Out, "run: %.0fs\n", time.Since(s.t0).Seconds())
+	return experiment.WriteMetrics(s.Dir, s.Metrics)
+}
+
+// finishedStudy reports a resumed study that has nothing left to do.
+func finishedStudy(o experiment.Options) (string, bool) {
+	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
+		return o.ResumeDir, true
+	}
+	return "", false
+}

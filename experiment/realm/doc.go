@@ -1,0 +1,5 @@
+// Package realm is the recipe kind "realm": a retriever study (ragkit.RunStudy) whose systems
+// train retriever and reader jointly over an index refreshed during training (async, sync,
+// off or frozen). It registers itself with experiment.Register and configs.RegisterKind in an
+// init.
+package realm

@@ -1,0 +1,79 @@
+package realm
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
+)
+
+// kind = "realm": REALM-style joint training (Guu et al. 2020) on the garden world. After the
+// rag pipeline's preparation (ragkit/realm_study.go), each system of realm.systems trains from the
+// same start on the retriever-training questions:
+//
+//   - "supervised": both towers with InfoNCE on the gold entries (the ceiling);
+//   - "async", "sync", "off": RAG-Sequence updating the query tower, the passage tower (over
+//     the candidates' texts, in the graph) and the reader (realm.update_reader), each question's
+//     K candidates retrieved from the serving index of an index_refresh.Refresher that
+//     re-encodes the datastore every index_refresh.refresh_every steps in that mode;
+//   - "frozen": the same with the passage tower frozen: the starting index stays exact.
+//
+// Each system is then evaluated with a freshly encoded index: Recall@1/5 and the reader's exact
+// match over the top passage. log.jsonl has, per step, the serving index's version and
+// staleness; metrics.json "<system>/encoding_seconds" and "<system>/waited_seconds".
+func init() {
+	experiment.Register("realm", runRealm)
+	configs.RegisterKind("realm", configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Losses: []string{"infonce"}})
+}
+
+func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
+	return ragkit.RunStudy(ctx, rec, o, rec.Realm.Systems, trainRealm, func(s *ragkit.Study) {
+		s.RetrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
+		s.Metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
+		s.Metrics["realm/top_k"] = float64(rec.Realm.TopK)
+	})
+}
+
+// trainRealm trains one REALM system (name "async", "sync", "off" or "frozen").
+func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	g := s.Rec.Realm
+	if g.Steps == 0 || len(qs) == 0 {
+		return nil
+	}
+	frozen := name == "frozen"
+	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: "dense",
+		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen}
+	var li *ragkit.LiveIndex
+	var err error
+	if !frozen {
+		if li, err = s.NewLiveIndex(ctx, phase, ragkit.RefreshMode(name), startStep); err != nil {
+			return err
+		}
+		defer li.Close()
+		o.Retrieve = li.Retrieve(g.TopK)
+	}
+	task, err := ragkit.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
+		return ragkit.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	sec, err := s.SystemPhase(ctx, task, phase, g.Steps, startStep, opt, before, g.LR)
+	if err != nil {
+		return err
+	}
+	var extra map[string]float64
+	if li != nil {
+		extra = li.Close()
+		if err := li.Refresher.Err(); err != nil && ragkit.RefreshMode(name) != indexrefresh.ModeOff {
+			fmt.Fprintf(s.Opts.Out, "%s: the last refresh failed (the index before it kept serving): %v\n", phase, err)
+		}
+	}
+	s.AddTrainRow(phase, sec, extra)
+	return s.EvaluateSystem(phase)
+}

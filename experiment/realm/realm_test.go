@@ -1,0 +1,182 @@
+package realm
+
+import (
+	"context"
+	"errors"
+	"io"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// tinyRealmRecipe is a kind = "realm" recipe whose reader is too small to read well: the tests
+// using it check the machinery (refresh, staleness, interruption, resume), not the accuracy.
+func tinyRealmRecipe(t *testing.T, realm string) *configs.Recipe {
+	t.Helper()
+	return testkit.TinyStudyRecipe(t, "realm", realm)
+}
+
+// TestRealmRefreshStaleness runs REALM joint training with sync and async (swap_after = 2)
+// refresh every 5 steps: every step logs the version of the index it searched, and the
+// staleness follows the refresh schedule exactly: step % 5 in sync mode; in async mode the
+// refresh started at step s serves from step s+2 on.
+func TestRealmRefreshStaleness(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyRealmRecipe(t, `[realm]
+systems = ["sync", "async", "frozen"]
+steps = 20
+batch_size = 8
+top_k = 3
+[index_refresh]
+refresh_every = 5
+swap_after = 2
+workers = 2
+`)
+	var out strings.Builder
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	hashes := map[string]map[int]string{} // phase -> version step -> hash
+	seen := map[string]int{}
+	for _, l := range testkit.ReadLog(t, dir) {
+		if l.IndexStep == nil {
+			continue
+		}
+		v := *l.IndexStep
+		want := 5 * (l.Step / 5) // sync
+		if l.Phase == "realm_async" {
+			want = 0
+			if l.Step >= 7 {
+				want = 5 * ((l.Step - 2) / 5)
+			}
+		}
+		if v != want || l.Staleness != l.Step-v {
+			t.Errorf("%s step %d: index of step %d, staleness %d; want the index of step %d", l.Phase, l.Step, v, l.Staleness, want)
+		}
+		if hashes[l.Phase] == nil {
+			hashes[l.Phase] = map[int]string{}
+		}
+		if h, ok := hashes[l.Phase][v]; ok && h != l.IndexHash {
+			t.Errorf("%s: version step %d has hashes %s and %s", l.Phase, v, h, l.IndexHash)
+		}
+		hashes[l.Phase][v] = l.IndexHash
+		seen[l.Phase]++
+	}
+	for _, p := range []string{"realm_sync", "realm_async"} {
+		if seen[p] != 20 || len(hashes[p]) != 4 {
+			t.Errorf("%s: %d steps logged with %d index versions, want 20 with 4 (steps 0, 5, 10, 15)", p, seen[p], len(hashes[p]))
+		}
+	}
+	if seen["realm_frozen"] != 0 {
+		t.Errorf("the frozen document tower logged %d index versions; its index never changes", seen["realm_frozen"])
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"realm_sync", "realm_async"} {
+		if m[p+"/refreshes"] != 3 || !(m[p+"/encoding_seconds"] > 0) || m[p+"/max_staleness"] != map[string]float64{"realm_sync": 4, "realm_async": 6}[p] {
+			t.Errorf("%s: refreshes %v, encoding %vs, max staleness %v", p, m[p+"/refreshes"], m[p+"/encoding_seconds"], m[p+"/max_staleness"])
+		}
+		for _, k := range []string{"/Recall@1", "/Recall@5"} {
+			if _, ok := m["dense+"+p+k]; !ok {
+				t.Errorf("metrics.json lacks dense+%s%s", p, k)
+			}
+		}
+	}
+	// Sync refresh blocks training for the whole encoding, async only for the snapshots.
+	if !(m["realm_sync/waited_seconds"] >= m["realm_sync/encoding_seconds"]*0.9) {
+		t.Errorf("sync: waited %vs for %vs of encoding", m["realm_sync/waited_seconds"], m["realm_sync/encoding_seconds"])
+	}
+}
+
+// TestRealmInterruptMidRefreshAndResume cancels a REALM run (as SIGINT does) while a sync
+// refresh is encoding: the run stops with an interruption, no goroutine is left, the latest
+// checkpoint loads and holds the completed steps, and -resume finishes the run, taking the
+// finished supervised system from study.json.
+func TestRealmInterruptMidRefreshAndResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyRealmRecipe(t, `[realm]
+systems = ["supervised", "sync"]
+steps = 30
+batch_size = 8
+top_k = 3
+checkpoint_every = 4
+[index_refresh]
+refresh_every = 5
+`)
+	baseline := runtime.NumGoroutine()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var encodes atomic.Int32
+	var out strings.Builder
+	// Encoding 1 is the starting index, 2 the refresh at step 5, 3 the one at step 10.
+	dir, err := experiment.Run(ctx, rec, experiment.Options{Out: &out, Progress: io.Discard, OnEncode: func() {
+		if encodes.Add(1) == 3 {
+			cancel()
+		}
+	}})
+	if !errors.Is(err, trainer.ErrInterrupted) {
+		t.Fatalf("interrupted run: err = %v\n%s", err, out.String())
+	}
+	if experiment.Finished(dir) {
+		t.Fatal("an interrupted run wrote metrics.json")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > baseline && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > baseline {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines left, %d before the run:\n%s", n, baseline, buf[:runtime.Stack(buf, true)])
+	}
+	ck, err := checkpoints.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Trainer.Phase != "realm_sync" || ck.Trainer.Step != 11 || ck.Optimizer == nil {
+		t.Errorf("latest checkpoint: %s step %d (optimizer %t), want realm_sync step 11 with the optimizer", ck.Trainer.Phase, ck.Trainer.Step, ck.Optimizer != nil)
+	}
+	// The refresh cut short left the index of step 5 serving at step 10.
+	for _, l := range testkit.ReadLog(t, dir) {
+		if l.Phase == "realm_sync" && l.Step == 10 && l.IndexStep != nil && *l.IndexStep != 5 {
+			t.Errorf("step 10 searched the index of step %d, want 5 (the cancelled refresh must not swap in)", *l.IndexStep)
+		}
+	}
+
+	out.Reset()
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: dir}); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out.String())
+	}
+	for _, want := range []string{"supervised: finished in an earlier segment", "at step 11"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("resumed output lacks %q:\n%s", want, out.String())
+		}
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"dense+supervised/Recall@1", "dense+realm_sync/Recall@1", "realm_sync/train_seconds", "supervised/train_seconds"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics.json lacks %s", k)
+		}
+	}
+	ck, err = checkpoints.Load(dir)
+	if err != nil || ck.Trainer.Phase != "realm_sync" || ck.Trainer.Step != 30 {
+		t.Errorf("after resume the latest checkpoint is %+v (%v), want realm_sync step 30", ck.Trainer, err)
+	}
+}

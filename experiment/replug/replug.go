@@ -1,0 +1,339 @@
+package replug
+
+import (
+	"context"
+	"fmt"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// kind = "replug": RePlug LSR (Shi et al. 2023) on the garden world. After the rag pipeline's
+// preparation (ragkit/realm_study.go), each system of replug.systems trains from the same start:
+//
+//   - "supervised": both towers with InfoNCE on the gold entries (passage labels; the ceiling);
+//   - "replug": the retriever alone, from the frozen fine-tuned reader: for each question its
+//     K dense candidates z_k, the reader's log p(y | z_k, x) of the answer (computed in batches
+//     with the reader's graph, no gradient, cached per question, passage and reader hash) and
+//     losses.RePlugKL between the reader's preference and the retriever's distribution. The
+//     query tower trains (replug.towers = "query"; the index stays exact) or both towers
+//     ("both"; the index is refreshed by [index_refresh]). No passage label is used.
+//
+// Each system is then evaluated with a freshly encoded index (Recall@1/5 and the reader over
+// the top passage).
+func init() {
+	experiment.Register("replug", runReplug)
+	// replug reads realm.checkpoint_every (its phase's resume points) and [index_refresh] with
+	// replug.towers = "both".
+	configs.RegisterKind("replug", configs.KindSpec{Sections: ragkit.Sections("replug", "realm", "index_refresh"), Losses: []string{"infonce"}})
+}
+
+func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
+	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
+	}
+	return ragkit.RunStudy(ctx, rec, o, rec.Replug.Systems, train, func(s *ragkit.Study) {
+		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, rec.Replug.TopK, rec.Replug.TauLM, rec.Replug.Towers)
+		s.Metrics["replug/top_k"] = float64(rec.Replug.TopK)
+		s.Metrics["replug/tau_lm"] = rec.Replug.TauLM
+	})
+}
+
+// trainReplug trains the retriever by RePlug from the frozen reader.
+func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	p := s.Rec.Replug
+	if p.Steps == 0 || len(qs) == 0 {
+		return nil
+	}
+	scorer, err := newReplugScorer(s.Reader, s.Format, p.ScoreBatch)
+	if err != nil {
+		return err
+	}
+	defer scorer.Close()
+	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.Rec.RAG.CandidateSource, BM25Depth: s.Rec.RAG.BM25Depth,
+		TauLM: p.TauLM, Sim: s.Loss.Sim, BothTowers: p.Towers == "both"}
+	var li *ragkit.LiveIndex
+	if o.BothTowers {
+		mode, err := indexrefresh.ParseMode(s.Rec.IndexRefresh.Mode)
+		if err != nil {
+			return err
+		}
+		if li, err = s.NewLiveIndex(ctx, phase, mode, startStep); err != nil {
+			return err
+		}
+		defer li.Close()
+		o.Retrieve = li.Retrieve(p.TopK)
+	}
+	task, err := newReplugTask(s.Encoder, s.Tok, s.Index, scorer, qs, o, func(step int) []int {
+		return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	sec, err := s.SystemPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
+	if err != nil {
+		return err
+	}
+	extra := map[string]float64{"reader_scored": float64(task.misses), "reader_cache_hits": float64(task.hits)}
+	if li != nil {
+		for k, v := range li.Close() {
+			extra[k] = v
+		}
+	}
+	fmt.Fprintf(s.Opts.Out, "%s: the reader scored %d (question, passage) pairs, %d more came from the cache\n", phase, task.misses, task.hits)
+	s.AddTrainRow(phase, sec, extra)
+	return s.EvaluateSystem(phase)
+}
+
+// streamReplug is the batch stream of RePlug training (XORed into the seed).
+const streamReplug = 0x72706c67 // "rplg"
+
+// replugOptions are the settings of a RePlug task.
+type replugOptions struct {
+	B, K       int    // questions per step, candidates per question
+	Source     string // "dense" or "bm25+dense" (rag.candidate_source; dense only with BothTowers)
+	BM25Depth  int    // BM25 hits rescored under "bm25+dense"
+	TauLM      float64
+	Sim        losses.Similarity
+	BothTowers bool // train the passage tower too (over the candidates' texts, in the graph)
+	// Retrieve, if set, returns the candidates at step (the refresher's index); nil: x's
+	// dense top K.
+	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
+}
+
+// replugTask trains the retriever with losses.RePlugKL: per step, B questions, each with its K
+// candidates retrieved with the current query tower; the retrieval logits s [B,K]
+// (losses.RetrievalLogits, tau = loss.temperature) against the frozen reader's log-likelihoods
+// of the answer given each candidate, lm [B,K] (a constant). Both towers run without dropout,
+// so the scores match the index's.
+type replugTask struct {
+	ragkit.JointBatch
+	sc    *replugScorer
+	dvec  *tensor.Dense // [B*K,H] candidate vectors (query tower only)
+	pIn   *model.Inputs // B*K candidate passages (both towers)
+	lm    *tensor.Dense // [B,K]
+	loss  *gorgonia.Node
+	cache map[replugKey]float64
+	experiment.GraphParams
+
+	hits, misses int // cache hits and reader-scored pairs
+}
+
+// replugKey names one cached reader likelihood: question, datastore row, reader parameters.
+type replugKey struct {
+	q, row int
+	reader string // indexrefresh.HashParams of the reader
+}
+
+func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *replugScorer, qs []ragkit.Question, o replugOptions,
+	next func(step int) []int) (*replugTask, error) {
+	B, K := o.B, o.K
+	t := &replugTask{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, Depth: o.BM25Depth},
+		sc: sc, cache: map[replugKey]float64{}}
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	t.QueryIn = model.NewInputs(g, B, x.L, "replug.query")
+	q, err := m.Query.Build(b, t.QueryIn, false)
+	if err != nil {
+		return nil, err
+	}
+	var d *gorgonia.Node
+	if o.BothTowers {
+		t.pIn = model.NewInputs(g, B*K, x.L, "replug.passages")
+		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
+			return nil, err
+		}
+	} else {
+		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
+		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("replug.candidates"))
+	}
+	s, err := losses.RetrievalLogits(q, d, K, x.Tau, o.Sim)
+	if err != nil {
+		return nil, err
+	}
+	t.lm = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
+	lm := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, K), gorgonia.WithValue(t.lm), gorgonia.WithName("replug.lm_loglik"))
+	// s already holds sim / tau, so the retriever's temperature in RePlugKL is 1.
+	if t.loss, err = losses.RePlugKL(s, lm, 1, o.TauLM); err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("replug gradient graph: %w", err)
+	}
+	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	return t, nil
+}
+
+func (t *replugTask) Step(step int) (float64, int, error) {
+	batch, _, cands, err := t.Draw(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	// The reader's log-likelihoods: cached pairs, the others scored in batches.
+	var todo []replugPair
+	var where []int
+	lm := t.lm.Data().([]float32)
+	for b, qi := range batch {
+		if len(cands[b]) < t.K {
+			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", t.Qs[qi].Query, len(cands[b]), t.K)
+		}
+		for k, row := range cands[b] {
+			if v, ok := t.cache[replugKey{qi, row, t.sc.hash}]; ok {
+				lm[b*t.K+k] = float32(v)
+				t.hits++
+				continue
+			}
+			q := t.Qs[qi]
+			todo = append(todo, replugPair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+			where = append(where, b*t.K+k)
+		}
+	}
+	if len(todo) > 0 {
+		ll, err := t.sc.score(todo)
+		if err != nil {
+			return 0, 0, err
+		}
+		for i, v := range ll {
+			j := where[i]
+			lm[j] = float32(v)
+			t.cache[replugKey{batch[j/t.K], cands[j/t.K][j%t.K], t.sc.hash}] = v
+		}
+		t.misses += len(todo)
+	}
+	dim := t.Index.Dim
+	var ptexts []string
+	for b := range batch {
+		for k, row := range cands[b] {
+			if t.dvec != nil {
+				copy(t.dvec.Data().([]float32)[(b*t.K+k)*dim:], t.Index.Vecs[row*dim:(row+1)*dim])
+			} else {
+				ptexts = append(ptexts, t.Index.Texts[row])
+			}
+		}
+	}
+	if t.pIn != nil {
+		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
+		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := t.Run(); err != nil {
+		return 0, 0, err
+	}
+	return experiment.ScalarValue(t.loss), t.B, nil
+}
+
+func (t *replugTask) Close() { t.VM.Close() }
+
+var _ trainer.Task = (*replugTask)(nil)
+
+// replugPair is one reader input to score: the answer's tokens after "<ctx> passage </ctx>
+// prompt".
+type replugPair struct {
+	passage, prompt string
+	answer          []int
+}
+
+// replugScorer computes a frozen reader's log p(answer | passage, question), the sum of the
+// answer tokens' log-probabilities, for batches of B rows: one inference graph (no dropout,
+// no gradient) built once. hash names the reader's parameters (indexrefresh.HashParams) when
+// the scorer was made; the reader must not change while it is used.
+type replugScorer struct {
+	f    *ragkit.ReaderFormat
+	B, T int
+	in   *model.Inputs
+	tg   *model.Targets
+	logp *gorgonia.Node
+	vm   gorgonia.VM
+	hash string
+
+	ids      []int
+	mask     []float32
+	pos, tgt []int
+}
+
+// replugAnswerTokens is T, the most answer tokens (with [SEP]) a scored answer may have.
+const replugAnswerTokens = 8
+
+func newReplugScorer(r *model.Reader, f *ragkit.ReaderFormat, B int) (*replugScorer, error) {
+	hash, err := indexrefresh.HashParams(r.Params())
+	if err != nil {
+		return nil, err
+	}
+	T, L := replugAnswerTokens, f.L
+	sc := &replugScorer{f: f, B: B, T: T, hash: hash, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*T), tgt: make([]int, B*T)}
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	sc.in = model.NewInputs(g, B, L, "scorer.reader")
+	sc.tg = model.NewTargets(g, B*T, "scorer.answer")
+	if sc.logp, err = r.BuildLogProbs(b, sc.in, sc.tg, false); err != nil {
+		return nil, err
+	}
+	sc.vm = gorgonia.NewTapeMachine(g)
+	return sc, nil
+}
+
+// score returns log p(answer | passage, prompt) of every pair, in nats.
+func (sc *replugScorer) score(pairs []replugPair) ([]float64, error) {
+	out := make([]float64, len(pairs))
+	L := sc.f.L
+	for start := 0; start < len(pairs); start += sc.B {
+		end := min(start+sc.B, len(pairs))
+		clear(sc.ids)
+		clear(sc.mask)
+		for i := range sc.pos {
+			sc.pos[i], sc.tgt[i] = -1, 0
+		}
+		for r, p := range pairs[start:end] {
+			if len(p.answer) > sc.T {
+				return nil, fmt.Errorf("reader scorer: answer of %d tokens, at most %d", len(p.answer), sc.T)
+			}
+			prompt, _, err := sc.f.Prompt(p.passage, p.prompt, len(p.answer))
+			if err != nil {
+				return nil, err
+			}
+			seq := append(prompt, p.answer...)
+			copy(sc.ids[r*L:], seq)
+			for j := range seq {
+				sc.mask[r*L+j] = 1
+			}
+			for j, a := range p.answer {
+				sc.pos[r*sc.T+j] = r*L + len(prompt) - 1 + j
+				sc.tgt[r*sc.T+j] = a
+			}
+		}
+		if err := sc.in.Let(sc.ids, sc.mask, nil); err != nil {
+			return nil, err
+		}
+		if err := sc.tg.Let(sc.pos, sc.tgt); err != nil {
+			return nil, err
+		}
+		if err := sc.vm.RunAll(); err != nil {
+			return nil, err
+		}
+		lp := sc.logp.Value().Data().([]float32)
+		for r := range end - start {
+			var sum float64
+			for j := range sc.T {
+				sum += float64(lp[r*sc.T+j])
+			}
+			out[start+r] = sum
+		}
+		sc.vm.Reset()
+	}
+	return out, nil
+}
+
+// Close releases the scorer's machine.
+func (sc *replugScorer) Close() { sc.vm.Close() }

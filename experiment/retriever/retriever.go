@@ -1,0 +1,291 @@
+package retriever
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/sampler"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// The retriever kind: configs.Load accepts the sections it reads and the one loss that trains a
+// bi-encoder.
+func init() {
+	experiment.Register("retriever", runRetriever)
+	configs.RegisterKind("retriever", configs.KindSpec{
+		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "pretrain", "train", "index", "eval"},
+		Losses:   []string{"infonce"},
+	})
+}
+
+func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
+	loss, err := dense.NewContrastiveLoss(rec)
+	if err != nil {
+		return "", err
+	}
+	splits := []string{rec.Data.TrainSplit}
+	for _, s := range rec.Eval.Splits {
+		if !slices.Contains(splits, s) {
+			splits = append(splits, s)
+		}
+	}
+	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
+	if err != nil {
+		return "", err
+	}
+	resume := o.ResumeDir != ""
+	if resume && experiment.Finished(o.ResumeDir) {
+		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
+		return o.ResumeDir, nil
+	}
+	corpus := ds.Corpus
+	if len(corpus.Empty) > 0 {
+		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
+	}
+	passages := make([]string, corpus.Len())
+	for i := range passages {
+		passages[i] = corpus.Passage(i, rec.Data.TitleField)
+	}
+	tok, err := experiment.PrepareTokenizer(rec, o.ResumeDir, passages, o.Out)
+	if err != nil {
+		return "", err
+	}
+	start := time.Now()
+	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", corpus.Len(), time.Since(start).Seconds())
+	// The training examples are built before the run directory, so a recipe whose batches
+	// cannot be dealt from these qrels fails before anything is written or trained.
+	var smp *sampler.Sampler
+	var stats sampler.MineStats
+	if rec.Train.Steps > 0 {
+		if smp, stats, err = retrieverSampler(rec, ds, bm25, passages, uint64(rec.Seed)); err != nil {
+			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
+		}
+	}
+	dir, err := experiment.PrepareRunDir(rec, o)
+	if err != nil {
+		return "", err
+	}
+	tok, tokPath, err := experiment.SaveTokenizer(tok, dir, resume)
+	if err != nil {
+		return dir, err
+	}
+
+	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: dense.EncoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
+		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
+	seed := uint64(rec.Seed)
+	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, seed)
+	if err != nil {
+		return dir, err
+	}
+	fromCheckpoint := resume && experiment.HasCheckpoint(dir)
+	if rec.Model.InitFrom != "" && !fromCheckpoint {
+		if err := experiment.InitFrom(m, rec.Model.InitFrom, o.Out); err != nil {
+			return dir, err
+		}
+	}
+
+	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
+	// checkpoint stopped (at the first phase when it was stopped before its first checkpoint).
+	var state checkpoints.TrainerState
+	var optState *checkpoints.OptimizerState
+	var secondsBefore float64 // training time of the earlier segments of a resumed run
+	if resume && !fromCheckpoint {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
+	}
+	if fromCheckpoint {
+		ck, err := checkpoints.Load(dir)
+		if err != nil {
+			return dir, err
+		}
+		if err := experiment.SetParams(m.Params(), ck.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		state, optState = ck.Trainer, ck.Optimizer
+		secondsBefore = ck.Trainer.TrainSeconds
+		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, state.Phase, state.Step)
+	}
+	lg, err := experiment.OpenRunLog(dir, resume)
+	if err != nil {
+		return dir, err
+	}
+	defer lg.Close()
+
+	segmentStart := time.Now()
+	trainSeconds := func() float64 { return secondsBefore + time.Since(segmentStart).Seconds() }
+	env := &experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: seed, TokenizerPath: tokPath, Log: lg}
+	phase := func(name string, steps, startStep int, task trainer.Task, warmup int) experiment.Phase {
+		return experiment.Phase{Name: name, Steps: steps, Task: task, LR: rec.Train.LR, Warmup: warmup, CheckpointEvery: rec.Train.CheckpointEvery,
+			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
+	}
+	L := rec.Tokenizer.MaxLength
+	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
+
+	// Phase 1: unsupervised independent cropping (Contriever).
+	if pt := rec.Pretrain; pt.Steps > 0 && phaseOrder[state.Phase] <= 1 && !(state.Phase == "pretrain" && state.Step >= pt.Steps) {
+		startStep := 0
+		if state.Phase == "pretrain" {
+			startStep = state.Step
+		}
+		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, loss, false, seed, dense.StreamPretrain,
+			func(step int) (dense.PairBatch, error) {
+				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
+				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
+			})
+		if err != nil {
+			return dir, err
+		}
+		_, _, err = env.RunPhase(ctx, phase("pretrain", pt.Steps, startStep, task, experiment.ShortWarmup(rec.Train.WarmupSteps, pt.Steps)))
+		task.Close()
+		if err != nil {
+			return dir, err
+		}
+		optState = nil
+	}
+
+	// Phase 2: supervised InfoNCE on the training qrels with BM25-mined hard negatives.
+	if tr := rec.Train; tr.Steps > 0 && !(state.Phase == "train" && state.Step >= tr.Steps) {
+		startStep := 0
+		if state.Phase == "train" {
+			startStep = state.Step
+		} else {
+			optState = nil
+		}
+		fmt.Fprintf(o.Out, "sampler: %d training queries, %d examples; %d judged-relevant documents excluded from the negative window; %d queries short of negatives (%d slots filled at random)\n",
+			stats.Queries, stats.Examples, stats.ExcludedRelevant, len(stats.Short), stats.Missing)
+		n := rec.Sampler.HardNegatives
+		var avoided int
+		masked := rec.Sampler.FalseNegatives == "mask"
+		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, loss, masked, seed, dense.StreamTrain,
+			func(step int) (dense.PairBatch, error) {
+				b, st, err := smp.Batch(step)
+				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
+				pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
+				if masked {
+					pb.Mask = b.Mask
+				}
+				return pb, err
+			})
+		if err != nil {
+			return dir, err
+		}
+		ph := phase("train", tr.Steps, startStep, task, rec.Train.WarmupSteps)
+		ph.State = func(done int, ts *checkpoints.TrainerState) {
+			// Batches are a function of the step: the sampler's position is done·B examples
+			// into its stream of seeded epochs.
+			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*tr.BatchSize
+		}
+		_, _, err = env.RunPhase(ctx, ph)
+		task.Close()
+		if err != nil {
+			return dir, err
+		}
+		if masked {
+			fmt.Fprintf(o.Out, "sampler: %d judged-relevant in-batch candidates masked out of other queries' softmax\n", avoided)
+		} else {
+			fmt.Fprintf(o.Out, "sampler: %d examples deferred to keep judged-relevant passages out of other queries' negatives\n", avoided)
+		}
+	}
+
+	seconds := trainSeconds()
+	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
+	metrics := map[string]float64{"train/seconds": seconds}
+	if seconds > 0 {
+		metrics["train/examples_per_second"] = float64(examples) / seconds
+	}
+	if err := evaluateRetriever(rec, ds, tok, m, loss.Cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
+		return dir, err
+	}
+	return dir, experiment.WriteMetrics(dir, metrics)
+}
+
+// retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
+// sampler over the resulting examples.
+func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
+	qrels := ds.Qrels[rec.Data.TrainSplit]
+	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
+	ranking := map[string][]string{}
+	queries := map[string]string{}
+	for _, qid := range qrels.QueryIDs() {
+		text, _ := ds.Queries.Text(qid)
+		queries[qid] = text
+		for _, h := range bm25.Search(text, hi) {
+			ranking[qid] = append(ranking[qid], h.DocID)
+		}
+	}
+	examples, stats, err := sampler.Mine(qrels, ranking, sampler.MineOptions{
+		Negatives: rec.Sampler.HardNegatives, Lo: lo, Hi: hi, Strategy: sampler.Strategy(rec.Sampler.NegativeStrategy), Seed: seed})
+	if err != nil {
+		return nil, stats, err
+	}
+	smp, err := sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
+		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed,
+			MaskFalseNegatives: rec.Sampler.FalseNegatives == "mask"})
+	return smp, stats, err
+}
+
+// evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
+// their RRF, writes the TREC runs, fills metrics and prints one table per split.
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool,
+	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
+	start := time.Now()
+	searcher, err := dense.NewSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ds.Corpus.IDs, passages)
+	if err != nil {
+		return err
+	}
+	encodeSeconds := time.Since(start).Seconds()
+	experiment.ReportTruncation(out, "eval corpus", searcher.L, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
+	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
+	depth := rec.Eval.Depth
+	for _, split := range rec.Eval.Splits {
+		qrels := ds.Qrels[split]
+		qids := qrels.QueryIDs()
+		texts := make([]string, len(qids))
+		for i, q := range qids {
+			texts[i], _ = ds.Queries.Text(q)
+		}
+		searcher.QueryCut = experiment.TruncCount{}
+		denseHits, err := searcher.Search(texts, depth)
+		if err != nil {
+			return err
+		}
+		experiment.ReportTruncation(out, "eval "+split, searcher.L, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
+		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
+		for i, hits := range denseHits {
+			runs["dense"][qids[i]] = hits
+			runs["bm25"][qids[i]] = bm25.Search(texts[i], depth)
+		}
+		runs["rrf"] = index.RRF(rec.Eval.RRFK, depth, runs["bm25"], runs["dense"])
+		for q, hits := range runs["rrf"] { // the fused list of two depth-d lists is cut to d
+			runs["rrf"][q] = hits[:min(len(hits), depth)]
+		}
+		var systems []experiment.System
+		for _, s := range rec.Eval.Systems {
+			r, ok := runs[s]
+			if !ok {
+				return fmt.Errorf("eval.systems: %q is not a system of a retriever recipe (bm25, dense, rrf)", s)
+			}
+			systems = append(systems, experiment.System{Name: s, Run: r})
+		}
+		rows, err := experiment.EvaluateSystems(dir, split, split == rec.Data.TestSplit, qrels, systems, rec.Eval.Metrics, metrics)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
+	}
+	return nil
+}

@@ -1,0 +1,534 @@
+package selfrag
+
+import (
+	"context"
+	"io"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data/garden"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// smallSelfRAGRecipe is a kind = "selfrag" recipe over a small garden world, small enough to
+// run end to end in a test: a 2-layer reader without language-model pretraining (every
+// question is then labelled [Retrieve]) that learns to read, and to tell entries from news.
+func smallSelfRAGRecipe(t *testing.T, extra string) *configs.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	path := filepath.Join(dir, "selfrag-small.toml")
+	text := `kind = "selfrag"
+seed = 3
+output_dir = "runs"
+[world]
+gardeners = 160
+biographies = 1600
+news = 1600
+datastore_news = 100
+[tokenizer]
+train = true
+vocab_size = 1000
+min_frequency = 1
+[reader]
+hidden = 64
+layers = 2
+heads = 2
+ffn = 128
+dropout = 0.0
+max_length = 88
+pretrain_passes = 0
+finetune_steps = 250
+finetune_batch_size = 32
+finetune_lr = 3e-3
+replay = 0
+closed_book_fraction = 0.2
+counterfactual_fraction = 1.0
+max_answer_tokens = 3
+[train]
+warmup_steps = 10
+log_every = 50
+[selfrag]
+row_length = 48
+finetune_steps = 250
+batch_size = 32
+lr = 3e-3
+top_k = 3
+` + extra
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestSelfRAGEndToEnd runs a small selfrag recipe: the reflective reader reads from the
+// passages it keeps, judges the gardener's entry relevant more often than other passages, and
+// on questions whose gardener has no entry answers right more often than the plain reader (which
+// copies the news value); poisoned entries are judged relevant (on topic, though wrong); the
+// plain reader's checkpoint is refused by the reflective decoder, the reflective one is
+// accepted and carries the tokens. (This small world does not reach the recipe's IsRel rates.)
+func TestSelfRAGEndToEnd(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := smallSelfRAGRecipe(t, "")
+	var out strings.Builder
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log(out.String())
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e, o := m["isrel_entry/judged_relevant"], m["isrel_not_entry/judged_relevant"]; !(e > 0.7 && e > o+0.1) {
+		t.Errorf("entries judged relevant %.3f of the time, other passages %.3f; want > 0.7 and 0.1 apart", e, o)
+	}
+	if s, c := m["selfrag_bm25_top1/EM"], m["selfrag_closed_book/EM"]; !(s > c+0.2) {
+		t.Errorf("reflective reader: EM %.3f over BM25 top-1, %.3f closed-book; want retrieval to add 0.2", s, c)
+	}
+	if s, p := m["selfrag_bm25_top1.no_entry/EM"], m["plain_bm25_top1.no_entry/EM"]; !(s > p) {
+		t.Errorf("questions without an entry: reflective reader EM %.3f, plain reader %.3f; want more", s, p)
+	}
+	if m["selfrag_k3.poisoned/poisoned_entry_judged_relevant"] < 0.5 {
+		t.Errorf("poisoned entries judged relevant %.3f of the time: they are on topic", m["selfrag_k3.poisoned/poisoned_entry_judged_relevant"])
+	}
+	for _, k := range []string{"selfrag_k3/EM", "selfrag_k3_always/EM", "selfrag_concat_k3/EM", "plain_concat_k3/EM",
+		"selfrag_k3/retrieve_rate", "selfrag_k3.poisoned/poisoned_entry_judged_relevant", "plain_bm25_top1.no_entry/EM"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics.json lacks %s", k)
+		}
+	}
+	for _, f := range []string{"tokenizer.json", "log.jsonl", "recipe.resolved.toml", "runs/test.bm25.trec", "world-poisoned/questions.jsonl"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	plainCk := filepath.Join(dir, "checkpoint-reader_finetune-250")
+	if _, _, err := loadReflectiveReader(plainCk); err == nil || !strings.Contains(err.Error(), "not trained with reflection tokens") {
+		t.Errorf("plain reader checkpoint given to the reflective decoder: error %v", err)
+	}
+	r, tok, err := loadReflectiveReader(filepath.Join(dir, "checkpoint-selfrag_finetune-250"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if id, ok := tok.ID("[No support]"); !ok || id >= r.Vocab() {
+		t.Errorf("reflective checkpoint: [No support] id %d (%v), reader vocabulary %d", id, ok, r.Vocab())
+	}
+}
+
+// judeQuestion is a hand-made question about Jude Riskem's town.
+func judeQuestion() *garden.Question {
+	return &garden.Question{ID: "g0001-lives_in", Gardener: 1, Relation: garden.LivesIn, Cloze: "Jude Riskem lives in",
+		Trained: "where does Jude Riskem live ?", Answer: "Pebworth", HasEntry: true, Split: "train"}
+}
+
+func TestReflectLabels(t *testing.T) {
+	q := judeQuestion()
+	entry := "Jude Riskem lives in Pebworth . Jude Riskem grows fig . Jude Riskem keeps dog ."
+	cases := []struct {
+		passage, answer, want string
+	}{
+		{entry, "Pebworth", "[Fully supported]"},
+		{entry, "Kelso", "[No support]"},
+		{"Jude Riskem grows fig . Jude Riskem keeps dog .", "Pebworth", "[No support]"},
+		{"Ada Besa met Jude Riskem in Pebworth . Ada Besa met Jude Riskem in Pebworth .", "Pebworth", "[No support]"},
+		{"Jude Riskem lives in Pebworthy .", "Pebworth", "[No support]"},
+		{"Ajude Riskem lives in Pebworth .", "Pebworth", "[No support]"},
+		{"Jude Riskem lives in Pebworth .", "Pebworth", "[Fully supported]"},
+	}
+	for _, c := range cases {
+		if got := supportLabel(c.passage, q, c.answer); got != c.want {
+			t.Errorf("supportLabel(%q, %q) = %s, want %s", c.passage, c.answer, got, c.want)
+		}
+	}
+	if got, want := dropFact(entry, q, "Pebworth"), "Jude Riskem grows fig . Jude Riskem keeps dog ."; got != want {
+		t.Errorf("dropFact = %q, want %q", got, want)
+	}
+	if got, want := relevantTarget(q, "Pebworth", "[Fully supported]"), "[Relevant] Jude Riskem lives in Pebworth [Fully supported]"; got != want {
+		t.Errorf("relevantTarget = %q, want %q", got, want)
+	}
+	if got, want := closedBookTarget(q, "Pebworth", true), "[Retrieve] Jude Riskem lives in Pebworth"; got != want {
+		t.Errorf("closedBookTarget = %q, want %q", got, want)
+	}
+	if got, want := closedBookTarget(q, "Pebworth", false), "[No Retrieve] Jude Riskem lives in Pebworth"; got != want {
+		t.Errorf("closedBookTarget = %q, want %q", got, want)
+	}
+	for _, c := range []struct {
+		correct    bool
+		confidence float64
+		want       bool
+	}{{true, 0.9, false}, {true, 0.5, false}, {true, 0.49, true}, {false, 0.99, true}} {
+		if got := retrieveLabel(c.correct, c.confidence, 0.5); got != c.want {
+			t.Errorf("retrieveLabel(%v, %g, 0.5) = %v, want %v", c.correct, c.confidence, got, c.want)
+		}
+	}
+}
+
+// TestReflectExamples draws examples from hand-made sources under extreme and default options.
+func TestReflectExamples(t *testing.T) {
+	q := judeQuestion()
+	entry := "Jude Riskem lives in Pebworth . Jude Riskem grows fig ."
+	news := []string{"Ada Besa met Jude Riskem in Kelso .", "Jude Ovol lives in Brindle . Jude Ovol grows oak ."}
+	values := []string{"Pebworth", "Kelso", "Brindle", "Larkhill"}
+	src := &reflectSource{q: q, name: "Jude Riskem", entry: entry, news: news[:1], others: news[1:], retrieve: true}
+	draw := func(s *reflectSource, o reflectOptions, seed uint64) reflectExample {
+		return s.example(o, values, rand.New(rand.NewPCG(seed, 9)))
+	}
+	kinds := map[string]int{}
+	for seed := range uint64(20) {
+		ex := draw(src, reflectOptions{irrelevant: 1, entryNegatives: 0.5}, seed)
+		if !slices.Contains(news, ex.passage) || ex.target != "[Irrelevant]" || ex.question != q.Trained {
+			t.Errorf("irrelevant: %+v", ex)
+		}
+		kinds[ex.passage]++
+		if ex := draw(src, reflectOptions{irrelevant: 1, entryNegatives: 1}, seed); ex.passage != news[1] {
+			t.Errorf("irrelevant, entry negatives only: %+v", ex)
+		}
+		if ex := draw(src, reflectOptions{irrelevant: 1}, seed); ex.passage != news[0] {
+			t.Errorf("irrelevant, news only: %+v", ex)
+		}
+		if ex := draw(src, reflectOptions{}, seed); ex.passage != entry || ex.target != "[Relevant] Jude Riskem lives in Pebworth [Fully supported]" {
+			t.Errorf("relevant: %+v", ex)
+		}
+		if ex := draw(src, reflectOptions{unsupported: 1}, seed); ex.passage != "Jude Riskem grows fig ." || ex.target != "[Relevant] Jude Riskem lives in Pebworth [No support]" {
+			t.Errorf("unsupported: %+v", ex)
+		}
+		ex = draw(src, reflectOptions{counterfactual: 1}, seed)
+		var other string
+		for _, v := range values[1:] {
+			if strings.Contains(ex.passage, "lives in "+v+" .") {
+				other = v
+			}
+		}
+		if other == "" || ex.target != "[Relevant] Jude Riskem lives in "+other+" [Fully supported]" {
+			t.Errorf("counterfactual: %+v", ex)
+		}
+		if ex := draw(src, reflectOptions{closedBook: 1}, seed); ex.passage != "" || ex.target != "[Retrieve] Jude Riskem lives in Pebworth" {
+			t.Errorf("closed-book: %+v", ex)
+		}
+		noEntry := &reflectSource{q: q, news: news}
+		if ex := draw(noEntry, reflectOptions{}, seed); ex.target != "[Irrelevant]" {
+			t.Errorf("no entry, irrelevant = 0: %+v", ex)
+		}
+		nothing := &reflectSource{q: q}
+		if ex := draw(nothing, reflectOptions{}, seed); ex.passage != "" || ex.target != "[No Retrieve] Jude Riskem lives in Pebworth" {
+			t.Errorf("no entry and no negatives: %+v", ex)
+		}
+	}
+	if kinds[news[0]] < 5 || kinds[news[1]] < 5 {
+		t.Errorf("irrelevant contexts: %v, want both news and the other entry", kinds)
+	}
+	// Renaming gives the gardener one invented surname throughout; the other entry keeps its
+	// own name.
+	for seed := range uint64(10) {
+		ex := draw(src, reflectOptions{rename: 1}, seed)
+		if strings.Contains(ex.passage+ex.question+ex.target, "Riskem") {
+			t.Fatalf("renamed example still names Riskem: %+v", ex)
+		}
+		sur := strings.Fields(ex.question)[3]
+		if want := "Jude " + sur + " lives in Pebworth . Jude " + sur + " grows fig ."; ex.passage != want ||
+			ex.target != "[Relevant] Jude "+sur+" lives in Pebworth [Fully supported]" {
+			t.Errorf("renamed relevant example %+v, want passage %q", ex, want)
+		}
+		ex = draw(&reflectSource{q: q, name: "Jude Riskem", others: news[1:]}, reflectOptions{rename: 1}, seed)
+		f := strings.Fields(ex.passage)
+		if strings.Contains(ex.question, "Riskem") || strings.Contains(ex.passage, "Ovol") || f[0] != "Jude" ||
+			f[1] == strings.Fields(ex.question)[3] || ex.passage != strings.ReplaceAll(news[1], "Ovol", f[1]) {
+			t.Errorf("renamed irrelevant example %+v: want both gardeners renamed, differently", ex)
+		}
+	}
+	// With a surname pool, renamed surnames come from it, never make a taken name (Jude Ovol
+	// exists) and differ between the two gardeners.
+	pool := reflectOptions{rename: 1, surnames: []string{"Riskem", "Ovol", "Tova", "Zerimo"},
+		taken: map[string]bool{"Jude Riskem": true, "Jude Ovol": true}}
+	seen := map[string]int{}
+	for seed := range uint64(40) {
+		ex := draw(&reflectSource{q: q, name: "Jude Riskem", others: news[1:]}, pool, seed)
+		sur, otherSur := strings.Fields(ex.question)[3], strings.Fields(ex.passage)[1]
+		if sur == otherSur || !slices.Contains(pool.surnames[2:], sur) || !slices.Contains(pool.surnames[2:], otherSur) {
+			t.Fatalf("pool rename %+v: surnames %q, %q, want distinct ones of Tova, Zerimo", ex, sur, otherSur)
+		}
+		seen[sur]++
+	}
+	if seen["Tova"] < 5 || seen["Zerimo"] < 5 {
+		t.Errorf("pool rename draws %v, want both surnames", seen)
+	}
+	// The irrelevant fraction of the contexts is the option's.
+	irr := 0
+	const n = 4000
+	for seed := range uint64(n) {
+		if draw(src, reflectOptions{irrelevant: 0.4, closedBook: 0.5}, seed).target == "[Irrelevant]" {
+			irr++
+		}
+	}
+	if f := float64(irr) / n; f < 0.17 || f > 0.23 {
+		t.Errorf("irrelevant share %.3f of all examples, want 0.5 * 0.4 = 0.2", f)
+	}
+}
+
+// stubScorer answers the policy from fixed tables and records what it was asked.
+type stubScorer struct {
+	pRet     map[int]float64
+	rel      map[qpPair]float64
+	support  map[qpPair]float64
+	answered []qpPair
+}
+
+func (s *stubScorer) RetrieveProb(qs []int) ([]float64, error) {
+	out := make([]float64, len(qs))
+	for i, q := range qs {
+		out[i] = s.pRet[q]
+	}
+	return out, nil
+}
+
+func (s *stubScorer) Relevance(pairs []qpPair) ([]float64, error) {
+	out := make([]float64, len(pairs))
+	for i, p := range pairs {
+		out[i] = s.rel[p]
+	}
+	return out, nil
+}
+
+// Answer returns the passage's length as the answer token, 0 closed-book.
+func (s *stubScorer) Answer(pairs []qpPair) ([]reflectAnswer, error) {
+	s.answered = append(s.answered, pairs...)
+	out := make([]reflectAnswer, len(pairs))
+	for i, p := range pairs {
+		out[i] = reflectAnswer{tokens: []int{len(p.passage)}, ended: true, support: s.support[p]}
+	}
+	return out, nil
+}
+
+// TestReflectivePolicy checks the decoding policy on a stub scorer with known probabilities.
+func TestReflectivePolicy(t *testing.T) {
+	s := &stubScorer{
+		pRet: map[int]float64{0: 0.2, 1: 0.9, 2: 0.9, 3: 0.5, 4: 0.9, 5: 0.8},
+		rel: map[qpPair]float64{
+			{1, "a"}: 0.3, {1, "bb"}: 0.8, {1, "ccc"}: 0.7,
+			{2, "a"}: 0.49, {2, "bb"}: 0.1,
+			{3, "a"}: 0.5,
+			{5, "a"}: 0.6, {5, "bb"}: 0.6,
+		},
+		support: map[qpPair]float64{{1, "bb"}: 0.2, {1, "ccc"}: 0.9, {3, "a"}: 0.1, {5, "a"}: 0.5, {5, "bb"}: 0.5},
+	}
+	passages := [][]string{{"a"}, {"a", "bb", "ccc"}, {"a", "bb"}, {"a"}, nil, {"a", "bb"}}
+	qs := []int{0, 1, 2, 3, 4, 5}
+	dec, err := reflectiveDecode(s, qs, passages, reflectPolicy{retrieve: 0.5, relevance: 0.5, supportWeight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		retrieved bool
+		chosen    int
+		answer    int
+	}{
+		{false, -1, 0}, // P(retrieve) 0.2 < 0.5: closed-book
+		{true, 2, 3},   // "bb" 0.8 + 0.2 < "ccc" 0.7 + 0.9; "a" fails the threshold
+		{true, -1, 0},  // no passage reaches 0.5: closed-book
+		{true, 0, 1},   // P(retrieve) = 0.5 and relevance = 0.5 pass (>=)
+		{true, -1, 0},  // retrieving without passages: closed-book
+		{true, 0, 1},   // a tie goes to the better-ranked passage
+	}
+	for i, w := range want {
+		d := dec[i]
+		if d.retrieved != w.retrieved || d.chosen != w.chosen || d.answer.tokens[0] != w.answer {
+			t.Errorf("question %d: retrieved %v, chosen %d, answer %v; want %v, %d, %d", i, d.retrieved, d.chosen, d.answer.tokens, w.retrieved, w.chosen, w.answer)
+		}
+	}
+	if dec[0].relevance != nil || !slices.Equal(dec[1].relevance, []float64{0.3, 0.8, 0.7}) {
+		t.Errorf("relevances %v and %v", dec[0].relevance, dec[1].relevance)
+	}
+	for _, p := range s.answered {
+		if p.passage != "" && s.rel[p] < 0.5 {
+			t.Errorf("answered from %v, relevance %g below the threshold", p, s.rel[p])
+		}
+	}
+	// Without the support score the more relevant passage wins.
+	dec, err = reflectiveDecode(s, qs[1:2], passages[1:2], reflectPolicy{retrieve: 0.5, relevance: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dec[0].chosen != 1 {
+		t.Errorf("support weight 0: chose passage %d, want 1", dec[0].chosen)
+	}
+	// Threshold 0 always retrieves; a relevance threshold above every passage falls back.
+	dec, err = reflectiveDecode(s, qs[:1], passages[:1], reflectPolicy{retrieve: 0, relevance: 0.95})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !dec[0].retrieved || dec[0].chosen != -1 {
+		t.Errorf("retrieve threshold 0, relevance threshold 0.95: %+v", dec[0])
+	}
+}
+
+// TestReflectRow: a reflective example becomes "[CLS] <ctx> passage </ctx> question target
+// [SEP]" with the loss on the target tokens and [SEP] only; a tokenizer without the reflection
+// tokens is refused by the reflective decoder, naming the missing token.
+func TestReflectRow(t *testing.T) {
+	tok := testkit.GardenTokenizer(t, ragkit.CtxOpen, ragkit.CtxClose)
+	if _, err := reflectionIDs(tok, tok.VocabSize()); err == nil || !strings.Contains(err.Error(), "no reflection token [Retrieve]") {
+		t.Errorf("tokenizer without reflection tokens: error %v", err)
+	}
+	v := tok.VocabSize()
+	if _, err := tok.AddSpecialTokens(tokenize.ReflectionTokens()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reflectionIDs(tok, v); err == nil || !strings.Contains(err.Error(), "saved before its vocabulary was grown") {
+		t.Errorf("reader of %d ids, tokenizer of %d: error %v", v, tok.VocabSize(), err)
+	}
+	ids, err := reflectionIDs(tok, tok.VocabSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := ragkit.NewReaderFormat(tok, 40)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ex := reflectExample{passage: "Ada Besa lives in Kelso .", question: "where does Ada Besa live ?",
+		target: "[Relevant] Ada Besa lives in Kelso [Fully supported]"}
+	row, cut, err := reflectRow(f, ex)
+	if err != nil || cut {
+		t.Fatal(err, cut)
+	}
+	prompt := append(append(append([]int{f.Cls, f.CtxOpen}, tok.Encode(ex.passage)...), f.CtxEnd), tok.Encode(ex.question)...)
+	target := append(tok.Encode(ex.target), f.Sep)
+	if !slices.Equal(row.IDs, append(slices.Clone(prompt), target...)) {
+		t.Fatalf("row %v, want prompt %v then target %v", row.IDs, prompt, target)
+	}
+	if target[0] != ids.relevant || target[len(target)-2] != ids.full {
+		t.Errorf("target %v does not start with [Relevant] = %d and end with [Fully supported] = %d, [SEP]", target, ids.relevant, ids.full)
+	}
+	var predicted []int
+	for i, k := range row.Keep {
+		if k {
+			predicted = append(predicted, row.Target[i])
+		}
+	}
+	if !slices.Equal(predicted, target) {
+		t.Errorf("loss on %v, want the target tokens %v", predicted, target)
+	}
+}
+
+// TestPairNegative: the minimal-pair negative of a relevant example keeps its passage, asks
+// about a gardener of the same first name with another surname that is no existing name, and
+// is [Irrelevant]; renamed examples pair on their new name; other examples have none.
+func TestPairNegative(t *testing.T) {
+	q := judeQuestion()
+	entry := "Jude Riskem lives in Pebworth . Jude Riskem grows fig ."
+	src := &reflectSource{q: q, name: "Jude Riskem", entry: entry, news: []string{"Ada Besa met Jude Riskem in Kelso ."}}
+	o := reflectOptions{surnames: []string{"Riskem", "Ovol", "Besa", "Tazu"}, taken: map[string]bool{"Jude Riskem": true, "Jude Ovol": true, "Ada Besa": true}}
+	for seed := range uint64(20) {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		ex := src.example(o, nil, rng)
+		neg, ok := o.pairNegative(ex, rng)
+		if !ok || neg.passage != entry || neg.target != "[Irrelevant]" {
+			t.Fatalf("pair of %+v: %+v (%t)", ex, neg, ok)
+		}
+		// Only Besa and Tazu make a new name; Besa, Tazu both differ from Riskem.
+		if neg.question != "where does Jude Besa live ?" && neg.question != "where does Jude Tazu live ?" {
+			t.Errorf("pair question %q", neg.question)
+		}
+		renamed := o
+		renamed.rename = 1
+		ex = src.example(renamed, nil, rng)
+		neg, ok = renamed.pairNegative(ex, rng)
+		first, sur, _ := strings.Cut(ex.name, " ")
+		if !ok || first != "Jude" || neg.passage != ex.passage || strings.Contains(neg.question, " "+sur+" ") || !strings.Contains(ex.passage, ex.name) {
+			t.Errorf("renamed %+v: pair %+v (%t)", ex, neg, ok)
+		}
+		irr := src.example(reflectOptions{irrelevant: 1}, nil, rng)
+		if _, ok := o.pairNegative(irr, rng); ok {
+			t.Errorf("an irrelevant example got a pair: %+v", irr)
+		}
+		cb := src.example(reflectOptions{closedBook: 1}, nil, rng)
+		if _, ok := o.pairNegative(cb, rng); ok {
+			t.Errorf("a closed-book example got a pair: %+v", cb)
+		}
+	}
+}
+
+// TestGardenRunsRefuseResume: kinds rag and selfrag cannot be resumed; -resume says so by kind
+// before anything is written.
+func TestSelfRAGResumeStartsAgain(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := smallSelfRAGRecipe(t, "")
+	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 60, 60
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stopped in the reflective phase, after the tokenizer gained the reflection tokens.
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "selfrag_finetune", InterruptAt: 30})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	var out strings.Builder
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil || resumed != broken {
+		t.Fatalf("resume: dir %s, err %v\n%s", resumed, err, out.String())
+	}
+	if !strings.Contains(out.String(), "starts again from its first phase") {
+		t.Errorf("output does not say the run starts again:\n%s", out.String())
+	}
+	want, _ := experiment.ReadMetrics(full)
+	got, _ := experiment.ReadMetrics(resumed)
+	want, got = testkit.Untimed(want), testkit.Untimed(got)
+	if len(want) == 0 || len(want) != len(got) {
+		t.Fatalf("metrics: %v vs %v", want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
+		}
+	}
+	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
+	}
+	testkit.SameFile(t, filepath.Join(full, "tokenizer.json"), filepath.Join(resumed, "tokenizer.json"))
+}
+
+// TestPairsTeachSurnameComparison: minimal-pair negatives (selfrag.pair_fraction = 1) are what
+// makes the reflective reader reject passages about another gardener; on the small world they
+// cut the share of other passages judged relevant by more than 0.3 against the same run
+// without them.
+func TestPairsTeachSurnameComparison(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	other := map[float64]float64{}
+	for _, pf := range []float64{0, 1} {
+		rec := smallSelfRAGRecipe(t, "")
+		rec.SelfRAG.PairFraction = pf
+		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := experiment.ReadMetrics(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		other[pf] = m["isrel_not_entry/judged_relevant"]
+	}
+	if !(other[1] < other[0]-0.3) {
+		t.Errorf("other passages judged relevant: %.3f without pairs, %.3f with; want a drop of > 0.3", other[0], other[1])
+	}
+}

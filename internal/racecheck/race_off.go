@@ -1,0 +1,6 @@
+//go:build !race
+
+package racecheck
+
+// Enabled is false: built without -race (see race_on.go).
+const Enabled = false
