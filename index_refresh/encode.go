@@ -78,6 +78,9 @@ func Encode(ctx context.Context, snap Snapshot, n, dim int, opts Options) ([]flo
 				lo, hi := s*shard, min((s+1)*shard, n)
 				v, err := enc(ctx, lo, hi)
 				if err != nil {
+					if ctx.Err() != nil { // stopped from outside: reported below with its cause
+						return
+					}
 					fail(fmt.Errorf("index_refresh: encode rows %d..%d for %s: %w", lo, hi-1, snap.Version(), err))
 					return
 				}

@@ -98,6 +98,10 @@ func runFlags(a *runArgs) *flag.FlagSet {
 	return fs
 }
 
+// optionsHook, when set, adjusts the options of the run: only this command's tests set it, in
+// a child process (see TestMain), never the command itself.
+var optionsHook func(*experiment.Options)
+
 func run(args []string) error {
 	var a runArgs
 	fs := runFlags(&a)
@@ -122,7 +126,11 @@ func run(args []string) error {
 	if recipePath == "" {
 		recipePath = filepath.Join(*resume, experiment.ResolvedRecipeFile)
 	}
-	dir, err := experiment.Run(ctx, rec, experiment.Options{ResumeDir: *resume, RecipePath: recipePath, Out: os.Stdout, Progress: os.Stderr})
+	opts := experiment.Options{ResumeDir: *resume, RecipePath: recipePath, Out: os.Stdout, Progress: os.Stderr}
+	if optionsHook != nil {
+		optionsHook(&opts)
+	}
+	dir, err := experiment.Run(ctx, rec, opts)
 	if err != nil {
 		if dir != "" {
 			fmt.Fprintln(os.Stderr, "train: run directory:", dir)

@@ -22,8 +22,16 @@ import (
 // start the command as a real process and signal it.
 const childEnv = "RAGTRAIN_TRAIN_TEST_CHILD"
 
+// slowEncodeEnv makes such a child sleep before every shard an index refresh encodes, so that a
+// refresh spans most of a step even on a loaded machine and a signal sent as one starts lands
+// while it encodes.
+const slowEncodeEnv = "RAGTRAIN_TRAIN_TEST_SLOW_ENCODE"
+
 func TestMain(m *testing.M) {
 	if os.Getenv(childEnv) == "1" {
+		if os.Getenv(slowEncodeEnv) == "1" {
+			optionsHook = func(o *experiment.Options) { o.OnEncode = func() { time.Sleep(50 * time.Millisecond) } }
+		}
 		main()
 		os.Exit(0)
 	}
@@ -125,7 +133,7 @@ func TestSIGINTDuringRefreshThenResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-recipe", recipe)
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), childEnv+"=1", slowEncodeEnv+"=1")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Start(); err != nil {
