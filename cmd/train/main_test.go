@@ -32,17 +32,25 @@ const goodCorpus = `{"_id": "a", "title": "wings", "text": "wing flutter at high
 
 const goodQrels = "query-id\tcorpus-id\tscore\n1\ta\t2\n2\tb\t1\n"
 
+// testRecipe reads the test recipe testdata/<name>.toml without the comment lines it opens with.
+func testRecipe(t *testing.T, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("testdata", name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for strings.HasPrefix(text, "#") {
+		_, text, _ = strings.Cut(text, "\n")
+	}
+	return text
+}
+
+// writeRecipe writes testdata/retriever-min.toml with extra appended to dir/recipe.toml.
 func writeRecipe(t *testing.T, dir, extra string) string {
 	t.Helper()
 	p := filepath.Join(dir, "recipe.toml")
-	text := `kind = "retriever"
-output_dir = "runs"
-[data]
-dir = "data"
-[tokenizer]
-train = true
-vocab_size = 200
-` + extra
+	text := testRecipe(t, "retriever-min") + extra
 	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -38,62 +38,6 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// sigintRealmRecipe is a small kind = "realm" recipe whose sync refresh (every step, 6000 news
-// chunks) takes most of a step, so that a signal sent when a refresh starts lands while it
-// encodes.
-const sigintRealmRecipe = `kind = "realm"
-seed = 3
-output_dir = "runs"
-[world]
-gardeners = 80
-biographies = 300
-news = 6000
-datastore_news = 6000
-[tokenizer]
-train = true
-vocab_size = 800
-min_frequency = 1
-max_length = 24
-[reader]
-hidden = 32
-layers = 1
-heads = 2
-ffn = 64
-dropout = 0.0
-max_length = 48
-pretrain_passes = 0
-finetune_steps = 30
-finetune_batch_size = 32
-finetune_lr = 3e-3
-replay = 0
-closed_book_fraction = 0.0
-counterfactual_fraction = 1.0
-max_answer_tokens = 3
-[model]
-encoder = "bow"
-hidden = 64
-shared_towers = false
-[pretrain]
-steps = 10
-batch_size = 32
-crop_min = 3
-crop_max = 8
-[train]
-steps = 10
-batch_size = 16
-lr = 1e-3
-warmup_steps = 5
-log_every = 10
-[realm]
-systems = ["sync"]
-steps = 40
-batch_size = 8
-top_k = 3
-checkpoint_every = 5
-[index_refresh]
-refresh_every = 1
-`
-
 // refreshLine is a refresh event of log.jsonl.
 type refreshLine struct {
 	Phase   string `json:"phase"`
@@ -129,7 +73,7 @@ func TestSIGINTDuringRefreshThenResume(t *testing.T) {
 	}
 	dir := t.TempDir()
 	recipe := filepath.Join(dir, "realm.toml")
-	if err := os.WriteFile(recipe, []byte(sigintRealmRecipe), 0o644); err != nil {
+	if err := os.WriteFile(recipe, []byte(testRecipe(t, "sigint-realm")), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-recipe", recipe)

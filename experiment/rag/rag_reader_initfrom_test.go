@@ -13,6 +13,7 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/export"
 )
 
@@ -20,57 +21,8 @@ import (
 // training) with reader.ffn = ffn and readerExtra appended to its [reader] section, and loads it.
 func tinyRAGRecipe(t *testing.T, ffn int, readerExtra string) *configs.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rag-tiny.toml")
-	text := `kind = "rag"
-seed = 5
-output_dir = "runs"
-[world]
-gardeners = 80
-biographies = 400
-news = 400
-datastore_news = 40
-[tokenizer]
-train = true
-vocab_size = 600
-min_frequency = 1
-max_length = 24
-[model]
-encoder = "bow"
-hidden = 16
-shared_towers = false
-[pretrain]
-steps = 2
-batch_size = 8
-crop_min = 3
-crop_max = 8
-[train]
-lr = 1e-3
-warmup_steps = 1
-log_every = 10
-[rag]
-objectives = ["sequence"]
-steps = 0
-[reader]
-hidden = 32
-layers = 1
-heads = 2
-ffn = ` + fmt.Sprint(ffn) + `
-dropout = 0.0
-max_length = 48
-pretrain_batch_size = 32
-finetune_batch_size = 16
-replay = 4
-max_answer_tokens = 3
-` + readerExtra
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	path := filepath.Join(t.TempDir(), "rag-tiny.toml")
+	return testkit.Recipe(t, "rag-tiny", path, map[string]string{"FFN": fmt.Sprint(ffn)}, readerExtra)
 }
 
 // readerParams returns the reader.* tensors of a run's latest checkpoint by name.

@@ -19,64 +19,7 @@ import (
 // model pretraining), a bag-of-words retriever warmed up by cropping, and short joint training.
 func smallRAGRecipe(t *testing.T, extra string) *configs.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "rag-small.toml")
-	text := `kind = "rag"
-seed = 3
-output_dir = "runs"
-[world]
-gardeners = 160
-biographies = 1600
-news = 1600
-datastore_news = 100
-[tokenizer]
-train = true
-vocab_size = 1000
-min_frequency = 1
-max_length = 24
-[reader]
-hidden = 64
-layers = 2
-heads = 2
-ffn = 128
-dropout = 0.0
-max_length = 48
-pretrain_passes = 0
-finetune_steps = 400
-finetune_batch_size = 32
-finetune_lr = 3e-3
-replay = 0
-closed_book_fraction = 0.0
-counterfactual_fraction = 1.0
-max_answer_tokens = 3
-[model]
-encoder = "bow"
-hidden = 64
-shared_towers = false
-[pretrain]
-steps = 60
-batch_size = 32
-crop_min = 3
-crop_max = 8
-[train]
-lr = 1e-3
-warmup_steps = 10
-log_every = 10
-[rag]
-top_k = 8
-steps = 100
-batch_size = 12
-lr = 1e-3
-update_reader = false
-` + extra
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return testkit.Recipe(t, "rag-small", filepath.Join(t.TempDir(), "rag-small.toml"), nil, extra)
 }
 
 // TestRAGJointRecallRises runs a small rag recipe end to end: joint training with either

@@ -29,51 +29,8 @@ import (
 // in seconds) and loads it.
 func rerankRecipe(t *testing.T, dir, extra string) *configs.Recipe {
 	t.Helper()
-	text := fmt.Sprintf(`kind = "reranker"
-name = "rerank-slice"
-seed = 5
-output_dir = %q
-[data]
-dir = %q
-[tokenizer]
-train = true
-vocab_size = 2000
-max_length = 48
-[model]
-encoder = "transformer"
-hidden = 32
-layers = 1
-heads = 2
-ffn = 64
-dropout = 0.0
-pooling = "cls"
-max_position = 48
-[train]
-steps = 120
-batch_size = 8
-lr = 3e-3
-warmup_steps = 10
-log_every = 20
-checkpoint_every = 50
-[rerank]
-candidates = 20
-train_depth = 20
-list_size = 4
-losses = ["pairwise", "listwise", "pointwise"]
-[eval]
-splits = ["train"]
-systems = ["bm25", "rerank"]
-metrics = ["nDCG@10", "MRR@10", "Recall@10"]
-`, filepath.Join(dir, "runs"), filepath.Join(dir, "data"))
-	p := filepath.Join(dir, "recipe.toml")
-	if err := os.WriteFile(p, []byte(text+extra), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	vars := map[string]string{"OUT": filepath.Join(dir, "runs"), "DATA": filepath.Join(dir, "data")}
+	return testkit.Recipe(t, "rerank-slice", filepath.Join(dir, "recipe.toml"), vars, extra)
 }
 
 // TestRerankerSliceOverfitsTrainingQueries trains the three rerankers on a 200-passage slice

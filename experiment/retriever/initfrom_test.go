@@ -31,43 +31,9 @@ func initRecipe(t *testing.T, dir, name, modelKeys string, pretrain, train int, 
 	if initFrom != "" {
 		modelKeys += fmt.Sprintf("\ninit_from = %q", initFrom)
 	}
-	text := fmt.Sprintf(`kind = "retriever"
-name = %q
-seed = 5
-output_dir = %q
-[data]
-dir = %q
-[tokenizer]
-train = true
-vocab_size = 2000
-max_length = 32
-[model]
-%s
-[loss]
-similarity = "cosine"
-temperature = 0.05
-[pretrain]
-steps = %d
-batch_size = 16
-[train]
-steps = %d
-batch_size = 8
-lr = 2e-3
-warmup_steps = 2
-log_every = 5
-[eval]
-depth = 100
-metrics = ["nDCG@10", "MRR@10", "Recall@100"]
-`, name, filepath.Join(dir, "runs"), filepath.Join(dir, "data"), modelKeys, pretrain, train)
-	p := filepath.Join(dir, name+".toml")
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	vars := map[string]string{"NAME": name, "OUT": filepath.Join(dir, "runs"), "DATA": filepath.Join(dir, "data"),
+		"MODEL": modelKeys, "PRETRAIN": fmt.Sprint(pretrain), "TRAIN": fmt.Sprint(train)}
+	return testkit.Recipe(t, "retriever-init", filepath.Join(dir, name+".toml"), vars, "")
 }
 
 func runRecipe(t *testing.T, rec *configs.Recipe) (string, string) {

@@ -23,53 +23,7 @@ import (
 // question is then labelled [Retrieve]) that learns to read, and to tell entries from news.
 func smallSelfRAGRecipe(t *testing.T, extra string) *configs.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "selfrag-small.toml")
-	text := `kind = "selfrag"
-seed = 3
-output_dir = "runs"
-[world]
-gardeners = 160
-biographies = 1600
-news = 1600
-datastore_news = 100
-[tokenizer]
-train = true
-vocab_size = 1000
-min_frequency = 1
-[reader]
-hidden = 64
-layers = 2
-heads = 2
-ffn = 128
-dropout = 0.0
-max_length = 88
-pretrain_passes = 0
-finetune_steps = 250
-finetune_batch_size = 32
-finetune_lr = 3e-3
-replay = 0
-closed_book_fraction = 0.2
-counterfactual_fraction = 1.0
-max_answer_tokens = 3
-[train]
-warmup_steps = 10
-log_every = 50
-[selfrag]
-row_length = 48
-finetune_steps = 250
-batch_size = 32
-lr = 3e-3
-top_k = 3
-` + extra
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return testkit.Recipe(t, "selfrag-small", filepath.Join(t.TempDir(), "selfrag-small.toml"), nil, extra)
 }
 
 // TestSelfRAGEndToEnd runs a small selfrag recipe: the reflective reader reads from the

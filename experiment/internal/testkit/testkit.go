@@ -1,6 +1,6 @@
-// Package testkit holds what the tests of the kind packages share: the Cranfield slice and the
-// small recipes over it, the garden recipes of the retriever studies, and readers of a run's
-// log.jsonl and metrics. It is imported by tests only.
+// Package testkit holds what the tests of the kind packages share: the Cranfield slice, the
+// loader of the test recipes in testdata/recipes (Recipe; see its README.md), and readers of a
+// run's log.jsonl and metrics. It is imported by tests only.
 package testkit
 
 import (
@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -91,48 +92,48 @@ func copyLines(t *testing.T, from, to string, keep func(string) bool) {
 	}
 }
 
-// SmallRecipe writes a recipe over the slice in dir and loads it.
+// SmallRecipe writes the recipe testdata/recipes/slice.toml over the slice in dir, with extra
+// appended, to dir/recipe.toml and loads it.
 func SmallRecipe(t *testing.T, dir, extra string) *configs.Recipe {
 	t.Helper()
-	text := fmt.Sprintf(`kind = "retriever"
-name = "slice"
-seed = 3
-output_dir = %q
-[data]
-dir = %q
-[tokenizer]
-train = true
-vocab_size = 2000
-max_length = 48
-[model]
-encoder = "bow"
-hidden = 64
-[loss]
-similarity = "cosine"
-temperature = 0.05
-[pretrain]
-steps = 60
-batch_size = 32
-[train]
-steps = 60
-batch_size = 16
-lr = 2e-3
-warmup_steps = 5
-log_every = 10
-checkpoint_every = 20
-[eval]
-depth = 200
-metrics = ["nDCG@10", "MRR@10", "Recall@100", "MAP"]
-`, filepath.Join(dir, "runs"), filepath.Join(dir, "data")) + extra
-	p := filepath.Join(dir, "recipe.toml")
-	if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+	vars := map[string]string{"OUT": filepath.Join(dir, "runs"), "DATA": filepath.Join(dir, "data")}
+	return Recipe(t, "slice", filepath.Join(dir, "recipe.toml"), vars, extra)
+}
+
+// Recipe reads the test recipe testdata/recipes/<name>.toml, drops the comment lines it opens
+// with, replaces each {{KEY}} with vars[KEY], appends extra, writes the text to path and loads it.
+func Recipe(t *testing.T, name, path string, vars map[string]string, extra string) *configs.Recipe {
+	t.Helper()
+	text := RecipeText(t, name, vars) + extra
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec, err := configs.Load(p)
+	rec, err := configs.Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// RecipeText is the text Recipe writes, without extra.
+func RecipeText(t *testing.T, name string, vars map[string]string) string {
+	t.Helper()
+	_, here, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(here), "testdata", "recipes", name+".toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	for strings.HasPrefix(text, "#") {
+		_, text, _ = strings.Cut(text, "\n")
+	}
+	for k, v := range vars {
+		text = strings.ReplaceAll(text, "{{"+k+"}}", v)
+	}
+	if i := strings.Index(text, "{{"); i >= 0 {
+		t.Fatalf("test recipe %s: no value for the placeholder at %q", name, text[i:min(len(text), i+20)])
+	}
+	return text
 }
 
 // NewSlice writes a 200-passage slice of Cranfield into a temporary directory's data/ and
@@ -245,63 +246,12 @@ type LogLine struct {
 }
 
 // StudyRecipe is a kind = "replug" or "realm" recipe over a small garden world (the reader
-// and retriever of the rag tests' recipe, shorter), small enough for a test run of a few seconds.
+// and retriever of the rag tests' recipe, shorter), small enough for a test run of a few seconds:
+// testdata/recipes/study.toml with extra appended.
 func StudyRecipe(t *testing.T, kind, extra string) *configs.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, kind+"-small.toml")
-	text := `kind = "` + kind + `"
-seed = 3
-output_dir = "runs"
-[world]
-gardeners = 160
-biographies = 1600
-news = 1600
-datastore_news = 100
-[tokenizer]
-train = true
-vocab_size = 800
-min_frequency = 1
-max_length = 24
-[reader]
-hidden = 64
-layers = 2
-heads = 2
-ffn = 128
-dropout = 0.0
-max_length = 48
-pretrain_passes = 0
-finetune_steps = 400
-finetune_batch_size = 32
-finetune_lr = 3e-3
-replay = 0
-closed_book_fraction = 0.0
-counterfactual_fraction = 1.0
-max_answer_tokens = 3
-[model]
-encoder = "bow"
-hidden = 64
-shared_towers = false
-[pretrain]
-steps = 60
-batch_size = 32
-crop_min = 3
-crop_max = 8
-[train]
-steps = 60
-batch_size = 16
-lr = 1e-3
-warmup_steps = 5
-log_every = 10
-` + extra
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	path := filepath.Join(t.TempDir(), kind+"-small.toml")
+	return Recipe(t, "study", path, map[string]string{"KIND": kind}, extra)
 }
 
 // TinyStudyRecipe is StudyRecipe with a reader too small to read well: the tests using it

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -27,23 +28,16 @@ func tinyRun(t *testing.T) string {
 		"data/qrels/train.tsv": "query-id\tcorpus-id\tscore\n1\ta\t1\n2\tb\t1\n",
 		"data/qrels/test.tsv":  "query-id\tcorpus-id\tscore\n1\ta\t2\n2\tb\t1\n",
 		"data/qrels/dev.tsv":   "query-id\tcorpus-id\tscore\n",
-		"recipe.toml": `kind = "retriever"
-output_dir = "runs"
-[data]
-dir = "data"
-[tokenizer]
-train = true
-vocab_size = 200
-max_length = 12
-[model]
-hidden = 8
-[pretrain]
-steps = 0
-[train]
-steps = 2
-batch_size = 2
-`,
 	}
+	b, err := os.ReadFile(filepath.Join("testdata", "tiny-retriever.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	recipe := string(b)
+	for strings.HasPrefix(recipe, "#") { // the comment lines the test recipe opens with
+		_, recipe, _ = strings.Cut(recipe, "\n")
+	}
+	files["recipe.toml"] = recipe
 	for name, text := range files {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755)
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
