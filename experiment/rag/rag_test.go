@@ -100,17 +100,7 @@ func TestRAGResume(t *testing.T) {
 				t.Errorf("%s: the resumed run does not print %q:\n%s", stop.phase, say, out.String())
 			}
 		}
-		want, _ := experiment.ReadMetrics(full)
-		got, _ := experiment.ReadMetrics(resumed)
-		want, got = testkit.Untimed(want), testkit.Untimed(got)
-		if len(want) == 0 || len(want) != len(got) {
-			t.Fatalf("%s: metrics: %v vs %v", stop.phase, want, got)
-		}
-		for k, v := range want {
-			if got[k] != v {
-				t.Errorf("%s: %s: resumed %v, uninterrupted %v", stop.phase, k, got[k], v)
-			}
-		}
+		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
 		runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
 		if len(runs) == 0 {
 			t.Fatal("no TREC runs")

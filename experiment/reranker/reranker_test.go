@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+
 	// The dense first stage reads a retriever run; the tests train one.
 	_ "github.com/ragtrain/ragtrain/experiment/retriever"
 	"github.com/ragtrain/ragtrain/export"
@@ -214,17 +215,7 @@ func TestRerankerResume(t *testing.T) {
 			t.Errorf("resumed run's output lacks %q:\n%s", want, out.String())
 		}
 	}
-	want, _ := experiment.ReadMetrics(full)
-	got, _ := experiment.ReadMetrics(resumed)
-	want, got = testkit.Quality(want), testkit.Quality(got)
-	if len(want) == 0 || len(want) != len(got) {
-		t.Fatalf("metrics: %v vs %v", want, got)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
-		}
-	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Quality)
 }
 
 // TestDenseFirstStage reranks the candidates of a retriever run directory (its latest

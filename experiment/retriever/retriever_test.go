@@ -121,20 +121,11 @@ func TestResumeEndsWithTheSameMetrics(t *testing.T) {
 			if err != nil || again != resumed || string(before) != string(after) {
 				t.Fatalf("resuming a finished run: err %v, dir %s, metrics.json changed: %v", err, again, string(before) != string(after))
 			}
-			want, _ := experiment.ReadMetrics(full)
 			got, _ := experiment.ReadMetrics(resumed)
 			if got["train/seconds"] <= 0 || got["train/examples_per_second"] <= 0 {
 				t.Errorf("resumed run: train/seconds %v, train/examples_per_second %v", got["train/seconds"], got["train/examples_per_second"])
 			}
-			want, got = testkit.Quality(want), testkit.Quality(got)
-			if len(want) == 0 || len(want) != len(got) {
-				t.Fatalf("metrics: %v vs %v", want, got)
-			}
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
-				}
-			}
+			testkit.SameMetrics(t, "", full, resumed, testkit.Quality)
 			// The log was cut back to the checkpoint: every (phase, step) line once, as in
 			// the uninterrupted run.
 			if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
@@ -172,17 +163,7 @@ func TestResumeBeforeTheFirstCheckpoint(t *testing.T) {
 	if !strings.Contains(out.String(), "no checkpoint yet; starting from the first phase") {
 		t.Errorf("output does not say the run starts again:\n%s", out.String())
 	}
-	want, _ := experiment.ReadMetrics(full)
-	got, _ := experiment.ReadMetrics(resumed)
-	want, got = testkit.Quality(want), testkit.Quality(got)
-	if len(want) == 0 || len(want) != len(got) {
-		t.Fatalf("metrics: %v vs %v", want, got)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
-		}
-	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Quality)
 	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
 		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}

@@ -442,17 +442,7 @@ func TestSelfRAGResumeStartsAgain(t *testing.T) {
 	if !strings.Contains(out.String(), "starts again from its first phase") {
 		t.Errorf("output does not say the run starts again:\n%s", out.String())
 	}
-	want, _ := experiment.ReadMetrics(full)
-	got, _ := experiment.ReadMetrics(resumed)
-	want, got = testkit.Untimed(want), testkit.Untimed(got)
-	if len(want) == 0 || len(want) != len(got) {
-		t.Fatalf("metrics: %v vs %v", want, got)
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("%s: resumed %v, uninterrupted %v", k, got[k], v)
-		}
-	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
 	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
 		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}

@@ -284,3 +284,27 @@ func ReadLog(t *testing.T, dir string) []LogLine {
 	}
 	return lines
 }
+
+// SameMetrics fails t unless the metrics.json of the run directories full and resumed agree on
+// every key keep retains (Quality or Untimed), naming each that differs; where is a prefix for
+// the messages ("" for none).
+func SameMetrics(t *testing.T, where, full, resumed string, keep func(map[string]float64) map[string]float64) {
+	t.Helper()
+	want, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := experiment.ReadMetrics(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, got = keep(want), keep(got)
+	if len(want) == 0 || len(want) != len(got) {
+		t.Fatalf("%smetrics: %v vs %v", where, want, got)
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s%s: resumed %v, uninterrupted %v", where, k, got[k], v)
+		}
+	}
+}
