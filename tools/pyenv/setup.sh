@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Create (or reuse) the repository's Python virtual environment, .venv/ at the repository root
+# (git-ignored), with the pinned packages of tools/pyenv/requirements.txt. The Go product never
+# needs it; the interoperability checks, the sentence-transformers peer and the pretrained
+# checkpoint set-up do. Prints the venv's python path last.
+#
+#   bash tools/pyenv/setup.sh            # install what is missing
+#   VENV=/some/dir bash tools/pyenv/setup.sh
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+venv="${VENV:-$root/.venv}"
+req="$root/tools/pyenv/requirements.txt"
+py="${PYTHON:-python3}"
+if [ ! -x "$venv/bin/python" ]; then
+  "$py" -m venv "$venv"
+fi
+stamp="$venv/.ragtrain-requirements"
+if [ -f "$stamp" ] && cmp -s "$stamp" "$req"; then
+  echo "$venv/bin/python"
+  exit 0
+fi
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
+"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$req" >&2
+cp "$req" "$stamp"
+echo "$venv/bin/python"
