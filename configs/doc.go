@@ -81,6 +81,8 @@
 //	tokenizer.min_frequency             2              fewest occurrences for a trained word piece; >= 1 when training
 //	tokenizer.lowercase                 true           lowercase before a trained tokenizer splits text
 //	tokenizer.max_length                64             L: tokens per query or passage (reranker: per [CLS] query [SEP] passage [SEP] pair, the passage cut first), [CLS]/[SEP] included, longer texts truncated; >= 4
+//	tokenizer.query_max_length          0              L of queries of a bi-encoder (kind retriever); 0 means max_length; else in [4, max_length]
+//	tokenizer.dynamic_padding           false          pad each encoding batch to its longest text (length-sorted, bucketed) instead of to max_length; same vectors within float32 rounding
 //	model.encoder                       "bow"          "bow" (mean of token embeddings, then a linear layer) or "transformer"
 //	model.hidden                        128            H: embedding and output width; >= 1, a multiple of heads for the transformer
 //	model.pooling                       "mean"         token states to one vector: "mean" (over unmasked tokens) or "cls"
@@ -95,7 +97,7 @@
 //	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
 //	loss.temperature                    0.05           tau in softmax(s / tau); > 0
 //	sampler.hard_negatives              1              mined negatives per query; >= 0
-//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25"
+//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint) or "bm25+dense" (both interleaved); judged-relevant passages excluded
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
 //	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
@@ -115,10 +117,11 @@
 //	index.k1                            1.2            BM25 term-frequency saturation; >= 0
 //	index.b                             0.75           BM25 length normalisation; in [0, 1]
 //	eval.splits                         ["test"]       splits evaluated, each a qrels/<split>.tsv
-//	eval.systems                        ["bm25", "dense", "rrf"]  rankings compared: "bm25", "dense", "rrf" (fusion of bm25 and dense), "rerank" (first stage reranked)
+//	eval.systems                        ["bm25", "dense", "rrf"]  rankings compared: "bm25", "dense", "rrf" (fusion of bm25 and dense), "rerank" (first stage reranked); retriever also "zeroshot" (the model before training) and "finetuned" (= "dense")
 //	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1
 //	eval.depth                          1000           hits retrieved per query; >= 1 and >= every metric's cutoff
 //	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
+//	eval.select_metric                  ""             choose the retriever checkpoint with the best dev value of this metric (one of eval.metrics) at every train checkpoint; kept in <run>/best/; "" evaluates the last step
 //	rerank.first_stage                  "bm25"         candidate source: "bm25", a dense retriever's run directory or a TREC run file
 //	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
 //	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1

@@ -58,6 +58,7 @@ func Load(path string) (*Recipe, error) {
 	if err := l.validate(r); err != nil {
 		return nil, err
 	}
+	r.Path, r.Lines = path, l.lines
 	return r, nil
 }
 
@@ -249,8 +250,10 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 	switch {
 	case t.File != "" && t.Train:
 		return l.errf("tokenizer.file", "set either file or train = true, not both")
+	case t.File == "" && !t.Train && r.Model.InitFrom != "":
+		// the model.init_from directory's tokenizer (its weights' vocabulary)
 	case t.File == "" && !t.Train:
-		return l.errf("tokenizer", `set file = "path/to/tokenizer.json" or train = true`)
+		return l.errf("tokenizer", `set file = "path/to/tokenizer.json" or train = true (or model.init_from, whose tokenizer is used)`)
 	case t.File != "":
 		t.File = abs(t.File)
 		if err := isFile(t.File); err != nil {

@@ -1,6 +1,10 @@
 package configs
 
-import "github.com/ragtrain/ragtrain/data/garden"
+import (
+	"fmt"
+
+	"github.com/ragtrain/ragtrain/data/garden"
+)
 
 // Recipe is one training recipe: everything a run needs, read from a TOML
 // file by Load. Field comments give each key's default and meaning; doc.go
@@ -41,6 +45,36 @@ type Recipe struct {
 	Replug       Replug       `toml:"replug"`
 	Realm        Realm        `toml:"realm"`
 	IndexRefresh IndexRefresh `toml:"index_refresh"`
+
+	// Path is the recipe file as Load was given it, and Lines the 1-based line of every key
+	// the file sets ("model.hidden": 12), so that a check made after Load (e.g. against the
+	// model.init_from checkpoint) can name the key's line. Neither is a recipe key.
+	Path  string         `toml:"-"`
+	Lines map[string]int `toml:"-"`
+}
+
+// Values returns a copy of r without Path and Lines: the recipe's settings alone, for
+// comparing two recipes read from different files.
+func (r *Recipe) Values() *Recipe {
+	c := *r
+	c.Path, c.Lines = "", nil
+	return &c
+}
+
+// IsSet reports whether the recipe file sets the dotted key (e.g. "model.hidden").
+func (r *Recipe) IsSet(key string) bool {
+	_, ok := r.Lines[key]
+	return ok
+}
+
+// KeyError returns "path:line: key: message" (without the line when the file does not set
+// key), the form of every error of Load.
+func (r *Recipe) KeyError(key, format string, args ...any) error {
+	msg := fmt.Sprintf(format, args...)
+	if n := r.Lines[key]; n > 0 {
+		return fmt.Errorf("%s:%d: %s: %s", r.Path, n, key, msg)
+	}
+	return fmt.Errorf("%s: %s: %s", r.Path, key, msg)
 }
 
 // Data is the [data] section: which BEIR collection to read.
@@ -83,6 +117,23 @@ type Tokenizer struct {
 	// of the [CLS] query [SEP] passage [SEP] pair, the passage cut first.
 	// Default 64.
 	MaxLength int `toml:"max_length"`
+	// QueryMaxLength is the query side's L for a bi-encoder (kind retriever), when queries
+	// are much shorter than passages (SciFact claims and abstracts); 0 means max_length;
+	// 4 <= query_max_length <= max_length otherwise. Default 0.
+	QueryMaxLength int `toml:"query_max_length"`
+	// DynamicPadding pads each encoding batch only to its longest text (rounded up to a
+	// length bucket), with the texts sorted by length, instead of every text to max_length;
+	// the vectors are equal within float32 rounding and long-passage corpora encode several
+	// times faster. Default false (the shipped Cranfield and CISI recipes pad to max_length).
+	DynamicPadding bool `toml:"dynamic_padding"`
+}
+
+// QueryLength is the query side's L: QueryMaxLength, or MaxLength when that is 0.
+func (t Tokenizer) QueryLength() int {
+	if t.QueryMaxLength > 0 {
+		return t.QueryMaxLength
+	}
+	return t.MaxLength
 }
 
 // Model is the [model] section: the encoder architecture.
@@ -135,7 +186,11 @@ type Sampler struct {
 	// HardNegatives is the number of mined negatives per query; >= 0 and at
 	// most the negative window's size. Default 1.
 	HardNegatives int `toml:"hard_negatives"`
-	// NegativeSource is where negatives are mined from: "bm25". Default "bm25".
+	// NegativeSource is the ranking negatives are mined from: "bm25"; "dense", the ranking
+	// of the model before training (the model.init_from checkpoint: its own dense top-k);
+	// or "bm25+dense", both rankings interleaved (BM25's first, the dense first, BM25's
+	// second, ...; a passage already listed is skipped), so the window draws from both.
+	// Judged-relevant passages are excluded from every source. Default "bm25".
 	NegativeSource string `toml:"negative_source"`
 	// NegativeWindow is [first, last], the 1-based inclusive ranks of the
 	// source's ranking to mine from; 1 <= first <= last. Default [1, 30].
@@ -206,7 +261,9 @@ type Eval struct {
 	// Splits are the qrels splits evaluated. Default ["test"].
 	Splits []string `toml:"splits"`
 	// Systems are the rankings compared: "bm25", "dense", "rrf" (reciprocal
-	// rank fusion of bm25 and dense) and "rerank" (the first stage reranked).
+	// rank fusion of bm25 and dense) and "rerank" (the first stage reranked);
+	// for a retriever also "zeroshot" (the model.init_from model before training)
+	// and "finetuned" (the trained model: "dense" under the name that says so).
 	// Default ["bm25", "dense", "rrf"].
 	Systems []string `toml:"systems"`
 	// RRFK is k in RRF's 1 / (k + rank) (Cormack et al. 2009); >= 1.
@@ -219,6 +276,12 @@ type Eval struct {
 	// nDCG, MRR, Recall, P, MAP. Default ["nDCG@10", "MRR@10",
 	// "Recall@100", "Recall@1000", "MAP", "P@10"].
 	Metrics []string `toml:"metrics"`
+	// SelectMetric, when set (e.g. "nDCG@10", one of metrics), chooses the retriever's
+	// checkpoint on data.dev_split: at every train checkpoint (train.checkpoint_every, and the
+	// last step) the passages are encoded and the dev queries ranked; the checkpoint with the
+	// highest value is kept in <run>/best/ and evaluated on the eval splits as "finetuned"
+	// (and "dense"). "" evaluates the last step. Default "".
+	SelectMetric string `toml:"select_metric"`
 }
 
 // Rerank is the [rerank] section, read by kind = "reranker".

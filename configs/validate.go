@@ -14,11 +14,11 @@ var (
 	encoders           = []string{"bow", "transformer"}
 	poolings           = []string{"mean", "cls"}
 	similarities       = []string{"dot", "cosine"}
-	negativeSources    = []string{"bm25"}
+	negativeSources    = []string{"bm25", "dense", "bm25+dense"}
 	negativeStrategies = []string{"top", "random"}
 	falseNegatives     = []string{"mask", "defer"}
 	schedules          = []string{"linear", "cosine", "constant"}
-	systemNames        = []string{"bm25", "dense", "rrf", "rerank"}
+	systemNames        = []string{"bm25", "dense", "rrf", "rerank", "zeroshot", "finetuned"}
 	rerankLosses       = []string{"pairwise", "listwise", "pointwise"}
 	metricNames        = []string{"nDCG", "MRR", "Recall", "P", "MAP"}
 )
@@ -38,6 +38,9 @@ func (l *loader) validate(r *Recipe) error {
 		atLeast(v, "tokenizer.min_frequency", t.MinFrequency, 1)
 	}
 	atLeast(v, "tokenizer.max_length", t.MaxLength, 4)
+	if q := t.QueryMaxLength; q != 0 && (q < 4 || q > t.MaxLength) {
+		v.fail(v.setOf("tokenizer.query_max_length", "tokenizer.max_length"), "must be 0 (max_length) or in [4, tokenizer.max_length = %d], got %d", t.MaxLength, q)
+	}
 
 	m := r.Model
 	v.oneOf("model.encoder", m.Encoder, encoders)
@@ -114,6 +117,15 @@ func (l *loader) validate(r *Recipe) error {
 			v.fail("eval.metrics", "%v", err)
 		} else if k > e.Depth {
 			v.fail(v.setOf("eval.metrics", "eval.depth"), "metric %q needs %d hits but eval.depth = %d", name, k, e.Depth)
+		}
+	}
+
+	if e.SelectMetric != "" {
+		if !slices.Contains(e.Metrics, e.SelectMetric) {
+			v.fail(v.setOf("eval.select_metric", "eval.metrics"), "%q is not one of eval.metrics %v", e.SelectMetric, e.Metrics)
+		}
+		if r.Data.DevSplit == "" {
+			v.fail(v.setOf("eval.select_metric", "data.dev_split"), "choosing a checkpoint needs data.dev_split")
 		}
 	}
 

@@ -59,6 +59,11 @@ type Phase struct {
 	// State, when set, adds kind-specific fields (e.g. the sampler's epoch) to the trainer
 	// state of the checkpoint after done steps.
 	State func(done int, ts *checkpoints.TrainerState)
+	// Select, when set, runs at every regular checkpoint (every CheckpointEvery steps and the
+	// last step; not when interrupted) before the checkpoint is written: model selection on a
+	// dev split, which records its best value in ts (BestMetric) so a resumed run continues
+	// from the same best.
+	Select func(done int, ts *checkpoints.TrainerState) error
 }
 
 // ShortWarmup is the warm-up rule of every phase but a retriever's "train": train.warmup_steps,
@@ -109,6 +114,12 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 			}
 			if ph.State != nil {
 				ph.State(done, &ts)
+			}
+			regular := (ph.CheckpointEvery > 0 && done%ph.CheckpointEvery == 0) || done == ph.Steps
+			if ph.Select != nil && regular {
+				if err := ph.Select(done, &ts); err != nil {
+					return err
+				}
 			}
 			var st *trainer.OptimizerState
 			if !ph.NoOptimizer {

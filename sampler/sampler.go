@@ -156,6 +156,9 @@ func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 	return s, nil
 }
 
+// Examples returns the examples the sampler deals, in the order given to New.
+func (s *Sampler) Examples() []Example { return slices.Clone(s.examples) }
+
 // BatchesPerEpoch returns K = floor(E / B).
 func (s *Sampler) BatchesPerEpoch() int { return len(s.examples) / s.opts.BatchSize }
 

@@ -31,7 +31,7 @@ func TestShippedRecipesLoad(t *testing.T) {
 			t.Errorf("%s: its resolved recipe does not load: %v", p, err)
 			continue
 		}
-		if !reflect.DeepEqual(back, rec) {
+		if !reflect.DeepEqual(back.Values(), rec.Values()) {
 			t.Errorf("%s: resolved recipe loads back different", p)
 		}
 	}

@@ -33,11 +33,17 @@ func init() {
 }
 
 func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
+	if err := experiment.ResolveInitFrom(rec, o.Out); err != nil {
+		return "", err
+	}
 	loss, err := dense.NewContrastiveLoss(rec)
 	if err != nil {
 		return "", err
 	}
 	splits := []string{rec.Data.TrainSplit}
+	if rec.Eval.SelectMetric != "" {
+		splits = append(splits, rec.Data.DevSplit)
+	}
 	for _, s := range rec.Eval.Splits {
 		if !slices.Contains(splits, s) {
 			splits = append(splits, s)
@@ -71,8 +77,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	// cannot be dealt from these qrels fails before anything is written or trained.
 	var smp *sampler.Sampler
 	var stats sampler.MineStats
+	// With dense negatives the same check runs on BM25's ranking first: the dense ranking
+	// needs the corpus encoded, and the qrels' faults show with either.
+	bm25Ranking := func(q, text string, n int) ([]string, error) { return hitIDs(bm25.Search(text, n)), nil }
 	if rec.Train.Steps > 0 {
-		if smp, stats, err = retrieverSampler(rec, ds, bm25, passages, uint64(rec.Seed)); err != nil {
+		if smp, stats, err = retrieverSampler(rec, ds, bm25Ranking, passages, uint64(rec.Seed)); err != nil {
 			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
 		}
 	}
@@ -93,8 +102,58 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return dir, err
 	}
 	fromCheckpoint := resume && experiment.HasCheckpoint(dir)
-	if rec.Model.InitFrom != "" && !fromCheckpoint {
+	needStart := slices.Contains(rec.Eval.Systems, "zeroshot") || (rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25")
+	if rec.Model.InitFrom != "" && (!fromCheckpoint || needStart) {
 		if err := experiment.InitFrom(m, rec.Model.InitFrom, o.Out); err != nil {
+			return dir, err
+		}
+	}
+	// The model before training ranks the corpus once: the "zeroshot" system, and the dense
+	// ranking that hard negatives are mined from.
+	var zeroShot *dense.Searcher
+	var zeroShotRuns map[string]eval.Run // eval split -> ranking, queries encoded before training too
+	if needStart {
+		start := time.Now()
+		if zeroShot, err = newSearcher(rec, m, tok, loss.Cosine(), ds.Corpus.IDs, passages); err != nil {
+			return dir, err
+		}
+		fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", len(passages), time.Since(start).Seconds())
+		experiment.ReportTruncation(o.Out, "zeroshot corpus", rec.Tokenizer.MaxLength, experiment.TruncPart{Name: "passages", Count: &zeroShot.PassageCut})
+		zeroShotRuns = map[string]eval.Run{}
+		for _, split := range rec.Eval.Splits {
+			qids := ds.Qrels[split].QueryIDs()
+			texts := make([]string, len(qids))
+			for i, q := range qids {
+				texts[i], _ = ds.Queries.Text(q)
+			}
+			hits, err := zeroShot.Search(texts, rec.Eval.Depth)
+			if err != nil {
+				return dir, err
+			}
+			zeroShotRuns[split] = eval.Run{}
+			for i, h := range hits {
+				zeroShotRuns[split][qids[i]] = h
+			}
+		}
+		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" {
+			denseRanking := func(q, text string, n int) ([]string, error) {
+				hits, err := zeroShot.Search([]string{text}, n)
+				if err != nil {
+					return nil, err
+				}
+				return hitIDs(hits[0]), nil
+			}
+			ranking := denseRanking
+			if rec.Sampler.NegativeSource == "bm25+dense" {
+				ranking = interleave(bm25Ranking, denseRanking)
+			}
+			if smp, stats, err = retrieverSampler(rec, ds, ranking, passages, uint64(rec.Seed)); err != nil {
+				return dir, fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
+			}
+		}
+	}
+	if smp != nil { // the same file on every resume (the mining is seeded)
+		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds, rec.Data.TitleField); err != nil {
 			return dir, err
 		}
 	}
@@ -133,7 +192,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
 	}
 	L := rec.Tokenizer.MaxLength
-	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
+	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2, selectedPhase: 3}
 
 	// Phase 1: unsupervised independent cropping (Contriever).
 	if pt := rec.Pretrain; pt.Steps > 0 && phaseOrder[state.Phase] <= 1 && !(state.Phase == "pretrain" && state.Step >= pt.Steps) {
@@ -158,7 +217,8 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 
 	// Phase 2: supervised InfoNCE on the training qrels with BM25-mined hard negatives.
-	if tr := rec.Train; tr.Steps > 0 && !(state.Phase == "train" && state.Step >= tr.Steps) {
+	sel := newSelector(rec, ds, tok, m, loss.Cosine(), passages, env, cfg, state)
+	if tr := rec.Train; tr.Steps > 0 && phaseOrder[state.Phase] <= 2 && !(state.Phase == "train" && state.Step >= tr.Steps) {
 		startStep := 0
 		if state.Phase == "train" {
 			startStep = state.Step
@@ -189,6 +249,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			// into its stream of seeded epochs.
 			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*tr.BatchSize
 		}
+		if sel != nil {
+			ph.Select = sel.check
+			st := ph.State
+			ph.State = func(done int, ts *checkpoints.TrainerState) { st(done, ts); sel.record(ts) }
+		}
 		_, _, err = env.RunPhase(ctx, ph)
 		task.Close()
 		if err != nil {
@@ -204,18 +269,61 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	seconds := trainSeconds()
 	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
 	metrics := map[string]float64{"train/seconds": seconds}
+	if sel != nil && rec.Train.Steps > 0 {
+		if err := sel.finish(metrics); err != nil {
+			return dir, err
+		}
+	}
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, loss.Cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, loss.Cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
 }
 
+// rankFunc returns the ids of the n best passages for a query, best first.
+type rankFunc func(qid, text string, n int) ([]string, error)
+
+// hitIDs returns the document ids of hits, in order.
+func hitIDs(hits []index.Hit) []string {
+	ids := make([]string, len(hits))
+	for i, h := range hits {
+		ids[i] = h.DocID
+	}
+	return ids
+}
+
+// interleave merges two rankings (sampler.negative_source = "bm25+dense"): a's first, b's
+// first, a's second, ..., skipping a passage already listed, cut to n.
+func interleave(a, b rankFunc) rankFunc {
+	return func(qid, text string, n int) ([]string, error) {
+		x, err := a(qid, text, n)
+		if err != nil {
+			return nil, err
+		}
+		y, err := b(qid, text, n)
+		if err != nil {
+			return nil, err
+		}
+		seen := map[string]bool{}
+		var out []string
+		for i := 0; i < max(len(x), len(y)) && len(out) < n; i++ {
+			for _, r := range [][]string{x, y} {
+				if i < len(r) && !seen[r[i]] && len(out) < n {
+					seen[r[i]] = true
+					out = append(out, r[i])
+				}
+			}
+		}
+		return out, nil
+	}
+}
+
 // retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
 // sampler over the resulting examples.
-func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
+func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, passages []string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
 	qrels := ds.Qrels[rec.Data.TrainSplit]
 	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
 	ranking := map[string][]string{}
@@ -223,9 +331,11 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 	for _, qid := range qrels.QueryIDs() {
 		text, _ := ds.Queries.Text(qid)
 		queries[qid] = text
-		for _, h := range bm25.Search(text, hi) {
-			ranking[qid] = append(ranking[qid], h.DocID)
+		ids, err := rank(qid, text, hi)
+		if err != nil {
+			return nil, sampler.MineStats{}, err
 		}
+		ranking[qid] = ids
 	}
 	examples, stats, err := sampler.Mine(qrels, ranking, sampler.MineOptions{
 		Negatives: rec.Sampler.HardNegatives, Lo: lo, Hi: hi, Strategy: sampler.Strategy(rec.Sampler.NegativeStrategy), Seed: seed})
@@ -240,10 +350,10 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
-func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool,
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, cosine bool,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
 	start := time.Now()
-	searcher, err := dense.NewSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ds.Corpus.IDs, passages)
+	searcher, err := newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages)
 	if err != nil {
 		return err
 	}
@@ -269,6 +379,10 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 			runs["dense"][qids[i]] = hits
 			runs["bm25"][qids[i]] = bm25.Search(texts[i], depth)
 		}
+		runs["finetuned"] = runs["dense"]
+		if zr, ok := zeroShot[split]; ok {
+			runs["zeroshot"] = zr
+		}
 		runs["rrf"] = index.RRF(rec.Eval.RRFK, depth, runs["bm25"], runs["dense"])
 		for q, hits := range runs["rrf"] { // the fused list of two depth-d lists is cut to d
 			runs["rrf"][q] = hits[:min(len(hits), depth)]
@@ -277,7 +391,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		for _, s := range rec.Eval.Systems {
 			r, ok := runs[s]
 			if !ok {
-				return fmt.Errorf("eval.systems: %q is not a system of a retriever recipe (bm25, dense, rrf)", s)
+				return fmt.Errorf("eval.systems: %q is not a system of a retriever recipe (bm25, dense, finetuned, zeroshot, rrf)", s)
 			}
 			systems = append(systems, experiment.System{Name: s, Run: r})
 		}

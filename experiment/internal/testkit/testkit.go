@@ -308,3 +308,13 @@ func SameMetrics(t *testing.T, where, full, resumed string, keep func(map[string
 		}
 	}
 }
+
+// RecipeFile loads the recipe at path.
+func RecipeFile(t *testing.T, path string) *configs.Recipe {
+	t.Helper()
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
