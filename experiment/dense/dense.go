@@ -67,16 +67,5 @@ func (d *Searcher) Search(texts []string, depth int) ([][]index.Hit, error) {
 	return d.flat.SearchBatch(qv, depth), nil
 }
 
-// EncodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
-// c, when not nil, counts what truncation to L cut.
-func EncodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *experiment.TruncCount) ([]float32, error) {
-	r, err := model.NewEncoderRunner(t, 64, L)
-	if err != nil {
-		return nil, err
-	}
-	b := c.Add(tok.EncodeBatch(texts, L))
-	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
-}
-
 // NormalizeRows is index.NormalizeRows (cosine similarity as inner product).
 var NormalizeRows = index.NormalizeRows

@@ -1,0 +1,211 @@
+package dense
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+func bertTokenizer(t testing.TB) *tokenize.Tokenizer {
+	t.Helper()
+	tok, err := tokenize.Load("../../testdata/tokenizers/bert-base-uncased/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// words are one WordPiece token each in BERT's uncased vocabulary (checked by wordTexts).
+var words = strings.Fields("the wing of an aircraft at high speed heat transfer in a boundary layer shock waves on cone flow pressure")
+
+// wordTexts returns one text of n[i] words each, drawn with a PCG seeded with seed.
+func wordTexts(t testing.TB, tok *tokenize.Tokenizer, n []int, seed uint64) []string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	texts := make([]string, len(n))
+	for i, k := range n {
+		w := make([]string, k)
+		for j := range w {
+			w[j] = words[r.IntN(len(words))]
+		}
+		texts[i] = strings.Join(w, " ")
+		if got := len(tok.Encode(texts[i])); got != k {
+			t.Fatalf("text %d: %d tokens, want %d (one a word)", i, got, k)
+		}
+	}
+	return texts
+}
+
+// randomize gives every parameter N(0, std²) values (LayerNorm weights 1 + N(0, std²)), so
+// attention is far from uniform and a padding leak would show.
+func randomize(m *model.BiEncoder, std float64, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 2))
+	for _, p := range m.Params() {
+		v := p.Value.Data().([]float32)
+		base := 0.0
+		if strings.HasSuffix(p.Name, "norm.weight") {
+			base = 1
+		}
+		for i := range v {
+			v[i] = float32(base + std*r.NormFloat64())
+		}
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// TestEncoderDynamicMatchesFixed encodes 150 texts of 0 to 129 words (one token a word) to at
+// most 96 tokens, in an order unrelated to their lengths, with fixed padding (EncodeTexts: every
+// text to 96) and with dynamic padding (batches of 64 length-sorted texts, each padded to a
+// multiple of 32): the vectors, in input order, agree within 1e-6 and the truncation counts are
+// the same. Three towers: a transformer with mean pooling and one with [CLS] pooling (H 32, 2
+// layers, 4 heads, random weights), and bow.
+func TestEncoderDynamicMatchesFixed(t *testing.T) {
+	tok := bertTokenizer(t)
+	const maxLen = 96
+	n := make([]int, 150)
+	for i := range n {
+		n[i] = i * 37 % 130 // every count 0..129 once, plus 20 repeated (ties)
+	}
+	texts := wordTexts(t, tok, n, 1)
+	// Each word is one token: a text of k words is k+2 tokens, cut when k > 94.
+	cut, tokens, dropped := 0, 0, 0
+	for _, k := range n {
+		tokens += k
+		if k > maxLen-2 {
+			cut++
+			dropped += k - (maxLen - 2)
+		}
+	}
+	wantCut := fmt.Sprintf("%d of %d cut (%.1f%% of their tokens dropped)", cut, len(n), 100*float64(dropped)/float64(tokens))
+	if cut == 0 || cut == len(n) {
+		t.Fatalf("%d of %d texts cut: the test wants some cut and some not", cut, len(n))
+	}
+	// Sorted by length, the batches are texts 1-64 (the longest: cut to 96 tokens), 65-128
+	// (the longest 73 words + 2 = 75 tokens: padded to 96) and 129-150 (the longest 18 words:
+	// 20 tokens, padded to 32).
+	wantLengths := []int{32, 96}
+
+	transformer := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 2,
+		Heads: 4, FFN: 64, MaxPosition: 128}
+	cls := transformer
+	cls.Pooling = model.PoolingCLS
+	for _, tc := range []struct {
+		name string
+		cfg  model.EncoderConfig
+	}{
+		{"transformer", transformer},
+		{"transformer-cls", cls},
+		{"bow", model.EncoderConfig{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 32}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := model.NewBiEncoder(tc.cfg, true, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomize(m, 0.3, 7)
+			var fixedCut, dynCut experiment.TruncCount
+			fixed, err := EncodeTexts(m.Passage, tok, texts, maxLen, &fixedCut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := NewEncoder(m.Passage, tok, maxLen, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer enc.Close()
+			dyn, err := enc.Encode(texts, &dynCut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dyn) != len(fixed) || len(fixed) != len(texts)*32 {
+				t.Fatalf("%d dynamic values, %d fixed, want %d", len(dyn), len(fixed), len(texts)*32)
+			}
+			d := maxAbsDiff(dyn, fixed)
+			t.Logf("max |dynamic - fixed| = %.3g over %d values", d, len(fixed))
+			if d > 1e-6 {
+				t.Errorf("dynamic padding differs from fixed padding by %.3g (> 1e-6)", d)
+			}
+			// The vectors differ from text to text (so a permutation would show).
+			if s := maxAbsDiff(fixed[:32], fixed[32:64]); s < 1e-3 {
+				t.Errorf("texts 0 and 1 have vectors %.3g apart: the towers hardly tell texts apart", s)
+			}
+			if dynCut != fixedCut || fixedCut.String() != wantCut {
+				t.Errorf("truncation: dynamic %v, fixed %v, want %v", dynCut, fixedCut, wantCut)
+			}
+			if got := enc.PaddedLengths(); !slices.Equal(got, wantLengths) {
+				t.Errorf("graphs for padded lengths %v, want %v", got, wantLengths)
+			}
+			// A second call reuses the graphs and gives the same vectors, bit for bit.
+			again, err := enc.Encode(texts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(again, dyn) {
+				t.Errorf("a second Encode differs by %.3g", maxAbsDiff(again, dyn))
+			}
+			if got := enc.PaddedLengths(); !slices.Equal(got, wantLengths) {
+				t.Errorf("after a second Encode: graphs for padded lengths %v, want %v", got, wantLengths)
+			}
+		})
+	}
+}
+
+// TestPaddingLeakWouldShow is the control of TestEncoderDynamicMatchesFixed: unmasking one
+// padding position of a text moves its transformer vector by far more than the 1e-6 that test
+// allows, so a leak of padding into attention or pooling would fail it.
+func TestPaddingLeakWouldShow(t *testing.T) {
+	tok := bertTokenizer(t)
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32,
+		Layers: 2, Heads: 4, FFN: 64, MaxPosition: 32}, true, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 0.3, 7)
+	const L = 32
+	b := tok.EncodeBatch(wordTexts(t, tok, []int{10}, 3), L)
+	r, err := model.NewEncoderRunner(m.Passage, 1, L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	clean, err := r.Encode(b.IDs, b.Mask, b.Types, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak := slices.Clone(b.Mask)
+	leak[20] = 1 // a [PAD] position
+	leaked, err := r.Encode(b.IDs, leak, b.Types, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsDiff(clean, leaked); d < 1e-3 {
+		t.Errorf("one unmasked padding position moves the vector by %.3g only", d)
+	} else {
+		t.Logf("one unmasked padding position moves the vector by %.3g", d)
+	}
+}
+
+// TestPaddedLen checks the bucket rule: up to a multiple of 32, at most the maximum length.
+func TestPaddedLen(t *testing.T) {
+	for _, c := range []struct{ n, maxLen, want int }{
+		{2, 256, 32}, {32, 256, 32}, {33, 256, 64}, {250, 256, 256}, {256, 256, 256}, {40, 50, 50}, {20, 50, 32},
+	} {
+		if got := PaddedLen(c.n, c.maxLen); got != c.want {
+			t.Errorf("PaddedLen(%d, %d) = %d, want %d", c.n, c.maxLen, got, c.want)
+		}
+	}
+}
