@@ -243,12 +243,17 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, p
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
 	start := time.Now()
-	searcher, err := dense.NewSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ds.Corpus.IDs, passages)
+	// Fixed padding to tokenizer.max_length on both sides, as every shipped recipe ran
+	// (SearchOptions.Dynamic pads each batch to its own length instead).
+	searcher, err := dense.NewSearcher(m, tok, dense.SearchOptions{
+		Len: dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, Cosine: cosine,
+	}, ds.Corpus.IDs, passages)
 	if err != nil {
 		return err
 	}
+	defer searcher.Close()
 	encodeSeconds := time.Since(start).Seconds()
-	experiment.ReportTruncation(out, "eval corpus", searcher.L, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
+	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {
@@ -263,7 +268,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		if err != nil {
 			return err
 		}
-		experiment.ReportTruncation(out, "eval "+split, searcher.L, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
+		experiment.ReportTruncation(out, "eval "+split, searcher.Len.Query, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
 		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits
