@@ -132,7 +132,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return experiment.Phase{Name: name, Steps: steps, Task: task, LR: rec.Train.LR, Warmup: warmup, CheckpointEvery: rec.Train.CheckpointEvery,
 			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
 	}
-	L := rec.Tokenizer.MaxLength
+	// Both sides are cut to tokenizer.max_length (a query length of its own would go here and
+	// in evaluateRetriever's dense.SearchOptions).
+	lens := dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2}
 
 	// Phase 1: unsupervised independent cropping (Contriever).
@@ -141,7 +143,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, loss, false, seed, dense.StreamPretrain,
+		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, loss, false, seed, dense.StreamPretrain,
 			func(step int) (dense.PairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -170,7 +172,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, loss, masked, seed, dense.StreamTrain,
+		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), lens, loss, masked, seed, dense.StreamTrain,
 			func(step int) (dense.PairBatch, error) {
 				b, st, err := smp.Batch(step)
 				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
