@@ -280,3 +280,89 @@ func TestSearcherLengthsAndDynamic(t *testing.T) {
 		}
 	}
 }
+
+// sciFactLengths draws n text lengths in tokens from a log-normal like SciFact's abstracts
+// (median 316 WordPiece tokens, 90th percentile 502: sigma = ln(502/316)/1.2816) or, with
+// median 20 and the same spread, like its claims.
+func sciFactLengths(n int, median float64, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 3))
+	sigma := math.Log(502.0/316) / 1.2816
+	out := make([]int, n)
+	for i := range out {
+		out[i] = max(1, int(math.Round(median*math.Exp(sigma*r.NormFloat64()))))
+	}
+	return out
+}
+
+// BenchmarkEncode encodes 128 texts of SciFact-like lengths with fixed padding (every text to
+// the maximum length) and with dynamic padding, on a transformer tower of H 64, 2 layers, 4 heads
+// (random weights). The graphs are built before the timer starts, as an Encoder's cache holds
+// them after its first call. padded_tokens/text is what the graphs run per text (rows of the
+// last partial batch included).
+func BenchmarkEncode(b *testing.B) {
+	tok := bertTokenizer(b)
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 64,
+		Layers: 2, Heads: 4, FFN: 256, MaxPosition: 512}, true, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	passages := wordTexts(b, tok, sciFactLengths(128, 316, 1), 1)
+	claims := wordTexts(b, tok, sciFactLengths(128, 20, 2), 2)
+	for _, c := range []struct {
+		name   string
+		texts  []string
+		maxLen int
+	}{
+		{"abstracts-256", passages, 256},
+		{"abstracts-512", passages, 512},
+		{"claims-256", claims, 256},
+	} {
+		for _, dynamic := range []bool{false, true} {
+			name := c.name + "/fixed"
+			if dynamic {
+				name = c.name + "/dynamic"
+			}
+			b.Run(name, func(b *testing.B) {
+				enc, err := NewEncoder(m.Passage, tok, c.maxLen, dynamic)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer enc.Close()
+				if _, err := enc.Encode(c.texts, nil); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := enc.Encode(c.texts, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// CPU time is steadier than wall time on a shared machine.
+				b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(paddedTokens(tok, c.texts, c.maxLen, dynamic))/float64(len(c.texts)), "padded_tokens/text")
+				b.ReportMetric(float64(len(enc.PaddedLengths())), "graphs")
+			})
+		}
+	}
+}
+
+// paddedTokens is the number of positions the Encoder's graphs run for texts: batches of
+// EncodeBatchSize rows (the last one padded with empty rows), each of the maximum length or,
+// dynamic, of PaddedLen of its longest text.
+func paddedTokens(tok *tokenize.Tokenizer, texts []string, maxLen int, dynamic bool) int {
+	lens := make([]int, len(texts))
+	for i, s := range texts {
+		lens[i] = min(len(tok.Encode(s))+2, maxLen)
+	}
+	slices.SortFunc(lens, func(a, b int) int { return b - a })
+	n := 0
+	for lo := 0; lo < len(lens); lo += EncodeBatchSize {
+		L := maxLen
+		if dynamic {
+			L = PaddedLen(lens[lo], maxLen)
+		}
+		n += EncodeBatchSize * L
+	}
+	return n
+}
