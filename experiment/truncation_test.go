@@ -31,8 +31,28 @@ func TestTruncationCountsOnAHandMadeCorpus(t *testing.T) {
 		t.Errorf("queries: %+v, want 2 texts, 0 cut, 5 tokens, 0 dropped", q)
 	}
 	var out strings.Builder
-	ReportTruncation(&out, "train", 6, TruncPart{"queries", &q}, TruncPart{"passages", &p}, TruncPart{"pairs", &TruncCount{}})
+	ReportTruncation(&out, "train", 6, TruncPart{Name: "queries", Count: &q}, TruncPart{Name: "passages", Count: &p}, TruncPart{Name: "pairs", Count: &TruncCount{}})
 	want := "train: truncation to 6 tokens: queries 0 of 2 cut (0.0% of their tokens dropped); passages 2 of 3 cut (44.4% of their tokens dropped)\n"
+	if out.String() != want {
+		t.Errorf("report %q, want %q", out.String(), want)
+	}
+
+	// Parts cut to their own lengths: the queries to 6 tokens, the passages to 4 (2 besides
+	// [CLS] and [SEP]: 0, 4 and 8 dropped). Parts that name the report's length print as above.
+	var p4 TruncCount
+	p4.Add(tok.EncodeBatch(passages, 4))
+	if p4.texts != 3 || p4.cut != 2 || p4.tokens != 18 || p4.dropped != 12 {
+		t.Errorf("passages to 4 tokens: %+v, want 3 texts, 2 cut, 18 tokens, 12 dropped", p4)
+	}
+	out.Reset()
+	ReportTruncation(&out, "train", 6, TruncPart{Name: "queries", Count: &q, L: 6}, TruncPart{Name: "passages", Count: &p4, L: 4})
+	want = "train: truncation: queries to 6 tokens 0 of 2 cut (0.0% of their tokens dropped); passages to 4 tokens 2 of 3 cut (66.7% of their tokens dropped)\n"
+	if out.String() != want {
+		t.Errorf("report %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	ReportTruncation(&out, "train", 6, TruncPart{Name: "queries", Count: &q, L: 6}, TruncPart{Name: "passages", Count: &p})
+	want = "train: truncation to 6 tokens: queries 0 of 2 cut (0.0% of their tokens dropped); passages 2 of 3 cut (44.4% of their tokens dropped)\n"
 	if out.String() != want {
 		t.Errorf("report %q, want %q", out.String(), want)
 	}

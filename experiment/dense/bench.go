@@ -32,7 +32,7 @@ func NewBiStep(m *model.BiEncoder, B, N, L int, tau float64, sim losses.Similari
 	if err != nil {
 		return nil, err
 	}
-	t, err := NewBiTask(m, nil, B, N, L, loss, masked, seed, StreamTrain, nil)
+	t, err := NewBiTask(m, nil, B, N, Lengths{Query: L, Passage: L}, loss, masked, seed, StreamTrain, nil)
 	if err != nil {
 		return nil, err
 	}

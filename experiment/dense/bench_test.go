@@ -37,7 +37,7 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewBiTask(ref, tok, B, N, L, loss, true, seed, StreamTrain, func(int) (PairBatch, error) { return pb, nil })
+	task, err := NewBiTask(ref, tok, B, N, Lengths{Query: L, Passage: L}, loss, true, seed, StreamTrain, func(int) (PairBatch, error) { return pb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,12 +25,12 @@ type PairBatch struct {
 	Mask []float32
 }
 
-// BiTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries,
-// N passages, L tokens), built once and run every step.
+// BiTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries of
+// Len.Query tokens, N passages of Len.Passage tokens), built once and run every step.
 type BiTask struct {
 	m      *model.BiEncoder
 	tok    *tokenize.Tokenizer
-	L      int
+	Len    Lengths // the queries' and the passages' lengths, in tokens
 	seed   uint64
 	stream uint64 // dropout stream of the phase
 	next   func(step int) (PairBatch, error)
@@ -43,20 +43,25 @@ type BiTask struct {
 	experiment.GraphParams
 	B, N    int
 	lastTru int                   // texts truncated in the last batch
-	qCut    experiment.TruncCount // what truncation to L cut of the queries, over the steps run
-	pCut    experiment.TruncCount // and of the passages
+	qCut    experiment.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
+	pCut    experiment.TruncCount // and truncation to Len.Passage of the passages
 }
 
-// NewBiTask builds the graph of m for B queries and N passages of L tokens, InfoNCE by loss (with
-// a B x N candidate mask when masked); next(step) gives each step's batch in text, tok encodes
-// it, and stream XORed into seed seeds the step's dropout masks.
-func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, L int, loss ContrastiveLoss, masked bool,
+// NewBiTask builds the graph of m for B queries of lens.Query tokens and N passages of
+// lens.Passage tokens (each side padded to its length; Lengths{L, L} is the one shape of L tokens
+// the recipes train), InfoNCE by loss (with a B x N candidate mask when masked); next(step) gives
+// each step's batch in text, tok encodes it, and stream XORed into seed seeds the step's dropout
+// masks.
+func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengths, loss ContrastiveLoss, masked bool,
 	seed, stream uint64, next func(step int) (PairBatch, error)) (*BiTask, error) {
-	t := &BiTask{m: m, tok: tok, L: L, seed: seed, stream: stream, next: next, B: B, N: N}
+	if lens.Query < 2 || lens.Passage < 2 {
+		return nil, fmt.Errorf("bi-encoder task: lengths %d (queries) and %d (passages) leave no room for [CLS] and [SEP]", lens.Query, lens.Passage)
+	}
+	t := &BiTask{m: m, tok: tok, Len: lens, seed: seed, stream: stream, next: next, B: B, N: N}
 	t.g = gorgonia.NewGraph()
 	b := model.NewBinder(t.g)
-	t.qIn = model.NewInputs(t.g, B, L, "query")
-	t.pIn = model.NewInputs(t.g, N, L, "passage")
+	t.qIn = model.NewInputs(t.g, B, lens.Query, "query")
+	t.pIn = model.NewInputs(t.g, N, lens.Passage, "passage")
 	q, err := m.Query.Build(b, t.qIn, true)
 	if err != nil {
 		return nil, err
@@ -102,8 +107,8 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.L))
-	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.L))
+	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
+	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	t.lastTru = qb.Truncated + pbt.Truncated
 	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
 		return 0, 0, err
@@ -121,8 +126,13 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 
 func (t *BiTask) Close() { t.vm.Close() }
 
+// Truncation reports what truncation cut of the queries (to Len.Query) and of the passages (to
+// Len.Passage) over the steps run.
 func (t *BiTask) Truncation() (int, []experiment.TruncPart) {
-	return t.L, []experiment.TruncPart{{Name: "queries", Count: &t.qCut}, {Name: "passages", Count: &t.pCut}}
+	return t.Len.Query, []experiment.TruncPart{
+		{Name: "queries", Count: &t.qCut, L: t.Len.Query},
+		{Name: "passages", Count: &t.pCut, L: t.Len.Passage},
+	}
 }
 
 // ContrastiveLoss is a bi-encoder's loss: loss.name from the losses table (a contrastive

@@ -2,7 +2,10 @@ package dense
 
 import (
 	"math"
+	"strings"
 	"testing"
+
+	"github.com/ragtrain/ragtrain/experiment"
 
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -27,7 +30,7 @@ func TestBiTaskGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewBiTask(m, tok, 2, 3, 8, infonce, false, 1, 1, func(int) (PairBatch, error) { return pb, nil })
+	task, err := NewBiTask(m, tok, 2, 3, Lengths{Query: 8, Passage: 8}, infonce, false, 1, 1, func(int) (PairBatch, error) { return pb, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,5 +90,72 @@ func TestBiTaskGradients(t *testing.T) {
 	}
 	if checked == 0 {
 		t.Fatal("no parameter had a gradient large enough to check")
+	}
+}
+
+// TestBiTaskQueryAndPassageLengths builds the training graph with queries of 6 tokens and
+// passages of 12: on queries that fit in 6 tokens its loss and gradients are those of the graph
+// padding both sides to 12 (padding is masked; no dropout), and Truncation reports each side at
+// its own length.
+func TestBiTaskQueryAndPassageLengths(t *testing.T) {
+	tok := bertTokenizer(t)
+	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16, Layers: 1, Heads: 2, FFN: 32, MaxPosition: 16}
+	// Queries of 2 tokens each (4 of 6 with [CLS] and [SEP]); passages of 8, 6 and 11 tokens,
+	// the last cut by 1 to fit 12.
+	pb := PairBatch{
+		Queries: []string{"wing flutter", "heat transfer"},
+		Passages: []string{"the wing of an aircraft at high speed", "heat transfer in a boundary layer",
+			"shock waves on a cone at high speed and low pressure"},
+	}
+	infonce, err := infoNCE(0.05, losses.Cosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	step := func(lens Lengths) (*BiTask, float64, [][]float32) {
+		m, err := model.NewBiEncoder(cfg, false, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomize(m, 0.3, 2)
+		task, err := NewBiTask(m, tok, 2, 3, lens, infonce, false, 1, StreamTrain, func(int) (PairBatch, error) { return pb, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		loss, _, err := task.Step(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var grads [][]float32
+		for _, p := range task.Params() {
+			grads = append(grads, append([]float32(nil), p.Grad...))
+		}
+		return task, loss, grads
+	}
+	split, loss, grads := step(Lengths{Query: 6, Passage: 12})
+	defer split.Close()
+	same, wantLoss, wantGrads := step(Lengths{Query: 12, Passage: 12})
+	defer same.Close()
+	if math.Abs(loss-wantLoss) > 1e-6 || loss == 0 {
+		t.Errorf("loss %.9g with queries of 6 tokens, %.9g with 12", loss, wantLoss)
+	}
+	d := 0.0
+	for i := range grads {
+		d = max(d, maxAbsDiff(grads[i], wantGrads[i]))
+	}
+	if d > 1e-5 {
+		t.Errorf("gradients differ by %.3g between queries of 6 and of 12 tokens", d)
+	}
+	t.Logf("loss %.6f; |loss difference| %.3g, max |gradient difference| %.3g", loss, math.Abs(loss-wantLoss), d)
+
+	pb.Queries[1] = "heat transfer in a boundary layer" // 6 tokens: 2 cut to fit 6 with [CLS] and [SEP]
+	if _, _, err := split.Step(1); err != nil {
+		t.Fatal(err)
+	}
+	L, parts := split.Truncation()
+	var out strings.Builder
+	experiment.ReportTruncation(&out, "train", L, parts...)
+	want := "train: truncation: queries to 6 tokens 1 of 4 cut (16.7% of their tokens dropped); passages to 12 tokens 2 of 6 cut (4.0% of their tokens dropped)\n"
+	if out.String() != want {
+		t.Errorf("report %q, want %q", out.String(), want)
 	}
 }

@@ -1,6 +1,8 @@
 package dense
 
 import (
+	"fmt"
+
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
@@ -24,59 +26,81 @@ const (
 	StreamTrain    = 0x74726169 // "trai"
 )
 
+// Lengths are the maximum lengths of a bi-encoder's two sides, in tokens with [CLS] and [SEP]:
+// the queries are cut to Query tokens, the passages to Passage tokens (tokenize.EncodeBatch), and
+// a fixed-shape graph pads each side to its length. Today's recipes give both
+// tokenizer.max_length.
+type Lengths struct {
+	Query, Passage int
+}
+
+// SearchOptions configure a Searcher. The zero Dynamic is the fixed padding the shipped recipes
+// ran with (their numbers unchanged).
+type SearchOptions struct {
+	Len Lengths // the queries' and the passages' maximum lengths
+	// Cosine L2-normalises both sides' vectors (cosine similarity as inner product).
+	Cosine bool
+	// Dynamic pads each batch of length-sorted texts to its own length bucket (Encoder) instead
+	// of every text to its side's maximum length; the vectors are the same to float32 rounding.
+	Dynamic bool
+}
+
 // Searcher ranks a corpus for queries with a bi-encoder: the passages are encoded once
 // into an exact inner-product index (index.Flat); with cosine similarity both sides are
-// L2-normalised.
+// L2-normalised. It keeps the query tower's graphs between searches; Close releases them.
 type Searcher struct {
-	m      *model.BiEncoder
-	tok    *tokenize.Tokenizer
-	L      int
-	cosine bool
-	flat   *index.Flat
-	// pCut counts what truncation to L cut of the corpus, qCut of the queries searched.
+	m     *model.BiEncoder
+	opt   SearchOptions
+	query *Encoder
+	flat  *index.Flat
+	// Len holds the lengths queries and passages are cut to (SearchOptions.Len).
+	Len Lengths
+	// PassageCut counts what truncation to Len.Passage cut of the corpus, QueryCut what
+	// truncation to Len.Query cut of the queries searched.
 	PassageCut, QueryCut experiment.TruncCount
 }
 
-// NewSearcher encodes passages (ids their ids) to L tokens with the passage tower of m into a
-// Searcher.
-func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, L int, cosine bool, ids, passages []string) (*Searcher, error) {
+// NewSearcher encodes passages (ids their ids) with the passage tower of m into a Searcher, as
+// opt says.
+func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions, ids, passages []string) (*Searcher, error) {
+	q, err := NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("queries: %w", err)
+	}
+	pe, err := NewEncoder(m.Passage, tok, opt.Len.Passage, opt.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("passages: %w", err)
+	}
 	var pCut experiment.TruncCount
-	pv, err := EncodeTexts(m.Passage, tok, passages, L, &pCut)
+	pv, err := pe.Encode(passages, &pCut)
+	pe.Close()
 	if err != nil {
 		return nil, err
 	}
-	if cosine {
+	if opt.Cosine {
 		NormalizeRows(pv, m.Passage.Dim())
 	}
 	flat, err := index.NewFlat(ids, pv, m.Passage.Dim())
 	if err != nil {
 		return nil, err
 	}
-	return &Searcher{m: m, tok: tok, L: L, cosine: cosine, flat: flat, PassageCut: pCut}, nil
+	return &Searcher{m: m, opt: opt, query: q, flat: flat, Len: opt.Len, PassageCut: pCut}, nil
 }
 
 // Search returns the depth best passages of each query text.
 func (d *Searcher) Search(texts []string, depth int) ([][]index.Hit, error) {
-	qv, err := EncodeTexts(d.m.Query, d.tok, texts, d.L, &d.QueryCut)
+	qv, err := d.query.Encode(texts, &d.QueryCut)
 	if err != nil {
 		return nil, err
 	}
-	if d.cosine {
+	if d.opt.Cosine {
 		NormalizeRows(qv, d.m.Query.Dim())
 	}
 	return d.flat.SearchBatch(qv, depth), nil
 }
 
-// EncodeTexts encodes texts with one tower, 64 at a time, and returns len(texts) x H values.
-// c, when not nil, counts what truncation to L cut.
-func EncodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *experiment.TruncCount) ([]float32, error) {
-	r, err := model.NewEncoderRunner(t, 64, L)
-	if err != nil {
-		return nil, err
-	}
-	b := c.Add(tok.EncodeBatch(texts, L))
-	return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
-}
+// Close releases the query tower's graphs (a later Search builds them again).
+func (d *Searcher) Close() error { return d.query.Close() }
 
 // NormalizeRows is index.NormalizeRows (cosine similarity as inner product).
 var NormalizeRows = index.NormalizeRows

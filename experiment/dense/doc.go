@@ -1,6 +1,12 @@
 // Package dense holds the bi-encoder pieces the retriever kind shares with the garden kinds
 // (package ragkit) and with the speed benchmark (package bench): the InfoNCE training task
 // (BiTask, NewBiTask; BiStep for timing it), the contrastive loss of a recipe's [loss], the
-// encoder configuration of its [model], the dropout streams of the retriever phases, and the
-// exact dense Searcher over a corpus. It runs no recipe.
+// encoder configuration of its [model], the dropout streams of the retriever phases, the
+// inference Encoder of a tower (fixed or dynamic padding; EncodeTexts), and the exact dense
+// Searcher over a corpus. It runs no recipe.
+//
+// Queries and passages have lengths of their own (Lengths): NewBiTask builds each side's
+// fixed-shape training graph at its length and SearchOptions.Len cuts each side at search time.
+// The recipes give both tokenizer.max_length and search with fixed padding
+// (SearchOptions.Dynamic false), the numbers they have always had.
 package dense

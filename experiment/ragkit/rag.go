@@ -362,7 +362,8 @@ func (run *GardenRun) WarmupRetriever(ctx context.Context, texts []string) error
 	if pt.Steps == 0 {
 		return nil
 	}
-	task, err := dense.NewBiTask(run.Encoder, run.Tok, pt.BatchSize, pt.BatchSize, rec.Tokenizer.MaxLength, run.Loss, false,
+	task, err := dense.NewBiTask(run.Encoder, run.Tok, pt.BatchSize, pt.BatchSize,
+		dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, run.Loss, false,
 		run.Seed, dense.StreamPretrain, func(step int) (dense.PairBatch, error) {
 			cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.Seed)
 			return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err

@@ -337,7 +337,7 @@ func (s *Study) supervised(ctx context.Context, name, phase string, startStep in
 	if len(qs) < B {
 		return fmt.Errorf("supervised: %d training questions with a gold entry, fewer than train.batch_size = %d", len(qs), B)
 	}
-	task, err := dense.NewBiTask(s.Encoder, s.Tok, B, B, rec.Tokenizer.MaxLength, s.Loss, true, s.Seed, dense.StreamTrain,
+	task, err := dense.NewBiTask(s.Encoder, s.Tok, B, B, dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, s.Loss, true, s.Seed, dense.StreamTrain,
 		func(step int) (dense.PairBatch, error) {
 			pb := dense.PairBatch{Mask: make([]float32, B*B)}
 			for _, j := range Cycle(len(qs), B, step, s.Seed^dense.StreamTrain) {

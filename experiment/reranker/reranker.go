@@ -345,11 +345,15 @@ func denseFirstStage(runDir string, ds *data.Dataset, passages []string) (*first
 	if err != nil {
 		return nil, fmt.Errorf("rerank.first_stage: %s: %w", filepath.Join(ck.Dir, checkpoints.ConfigFile), err)
 	}
-	searcher, err := dense.NewSearcher(m, tok, cfg.MaxLength, sim == losses.Cosine, ds.Corpus.IDs, passages)
+	searcher, err := dense.NewSearcher(m, tok, dense.SearchOptions{
+		Len: dense.Lengths{Query: cfg.MaxLength, Passage: cfg.MaxLength}, Cosine: sim == losses.Cosine,
+	}, ds.Corpus.IDs, passages)
 	if err != nil {
 		return nil, err
 	}
 	return &firstStage{name: "dense", source: ck.Dir, rank: func(_, texts []string, depth int) ([][]index.Hit, error) {
+		// The query graphs are released after each ranking (the first stage has no end).
+		defer searcher.Close()
 		return searcher.Search(texts, depth)
 	}}, nil
 }

@@ -152,6 +152,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			}
 		}
 	}
+	if zeroShot != nil {
+		zeroShot.Close()
+	}
 	if smp != nil { // the same file on every resume (the mining is seeded)
 		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds, rec.Data.TitleField); err != nil {
 			return dir, err
@@ -191,7 +194,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return experiment.Phase{Name: name, Steps: steps, Task: task, LR: rec.Train.LR, Warmup: warmup, CheckpointEvery: rec.Train.CheckpointEvery,
 			Params: m.Params(), Config: cfg, Start: startStep, Optimizer: optState, Seconds: trainSeconds}
 	}
-	L := rec.Tokenizer.MaxLength
+	// Queries are cut to tokenizer.query_max_length (max_length when unset), passages to
+	// max_length; the training graphs are fixed-shape per side.
+	lens := dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength}
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2, selectedPhase: 3}
 
 	// Phase 1: unsupervised independent cropping (Contriever).
@@ -200,7 +205,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, L, loss, false, seed, dense.StreamPretrain,
+		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, loss, false, seed, dense.StreamPretrain,
 			func(step int) (dense.PairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -230,7 +235,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), L, loss, masked, seed, dense.StreamTrain,
+		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), lens, loss, masked, seed, dense.StreamTrain,
 			func(step int) (dense.PairBatch, error) {
 				b, st, err := smp.Batch(step)
 				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
@@ -357,8 +362,9 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 	if err != nil {
 		return err
 	}
+	defer searcher.Close()
 	encodeSeconds := time.Since(start).Seconds()
-	experiment.ReportTruncation(out, "eval corpus", searcher.L, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
+	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {
@@ -373,7 +379,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		if err != nil {
 			return err
 		}
-		experiment.ReportTruncation(out, "eval "+split, searcher.L, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
+		experiment.ReportTruncation(out, "eval "+split, searcher.Len.Query, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
 		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits

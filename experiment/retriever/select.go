@@ -32,10 +32,15 @@ const (
 // latest, so `train export` and a resumed run read it).
 const selectedPhase = "selected"
 
-// newSearcher encodes the passages with m's passage tower as the recipe says
-// (tokenizer.max_length, tokenizer.query_max_length).
+// newSearcher encodes the passages with m's passage tower as the recipe says: passages cut
+// to tokenizer.max_length, queries to tokenizer.query_max_length, each batch padded to its
+// longest text with tokenizer.dynamic_padding (else to the maximum, as every recipe before
+// SciFact ran). The caller closes it.
 func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string) (*dense.Searcher, error) {
-	return dense.NewSearcher(m, tok, rec.Tokenizer.MaxLength, cosine, ids, passages)
+	return dense.NewSearcher(m, tok, dense.SearchOptions{
+		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding,
+	}, ids, passages)
 }
 
 // selector is model selection on the dev split (eval.select_metric): at every regular
@@ -103,6 +108,7 @@ func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 	if err != nil {
 		return err
 	}
+	defer sr.Close()
 	hits, err := sr.Search(s.texts, s.rec.Eval.Depth)
 	if err != nil {
 		return err

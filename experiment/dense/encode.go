@@ -1,0 +1,182 @@
+package dense
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// EncodeBatchSize is B, the number of texts an Encoder runs through its inference graph at a
+// time (the last partial batch is padded with empty rows).
+const EncodeBatchSize = 64
+
+// PadMultiple is the granularity of dynamic padding, in tokens: a batch is padded to its
+// longest text rounded up to a multiple of PadMultiple, capped at the maximum length
+// (PaddedLen). Every padded length gets its own graph, so 32 keeps the graphs few (at most 8 for
+// a maximum length of 256, 16 for 512) while a row wastes fewer than 32 positions. Graphs are
+// not free: each keeps its activations between runs, the largest being the attention weights,
+// B x heads x L x L float32 (200 MB for MiniLM's 12 heads at B 64, L 256). A multiple of 32 is
+// also a multiple of the kernels' vector width (8) and of the matrix product's 16-column panels.
+const PadMultiple = 32
+
+// PaddedLen is the length dynamic padding pads a batch to whose longest text has n tokens
+// ([CLS] and [SEP] included): n rounded up to a multiple of PadMultiple, at most maxLen.
+func PaddedLen(n, maxLen int) int {
+	return min((n+PadMultiple-1)/PadMultiple*PadMultiple, maxLen)
+}
+
+// Encoder encodes texts with one tower for inference, EncodeBatchSize texts at a time, each
+// text cut to MaxLen tokens ([CLS] and [SEP] included) as tokenize.EncodeBatch cuts it.
+//
+// Without Dynamic, every text is padded to MaxLen and one B x MaxLen graph encodes them all, as
+// EncodeTexts always has. With Dynamic (dynamic padding), the texts are sorted by length
+// (longest first; ties keep the input order), cut into batches of B in that order, and each
+// batch is padded only to PaddedLen of its longest text; a graph is built once per padded
+// length and cached for the Encoder's life. Padding is masked out of attention and pooling, so
+// the vectors are those of fixed padding (to float32 rounding; bit for bit in the tests).
+//
+// Close releases the graphs. Not safe for concurrent use.
+type Encoder struct {
+	tower   *model.Tower
+	tok     *tokenize.Tokenizer
+	maxLen  int
+	dynamic bool
+	runners map[int]*model.EncoderRunner // by padded length
+}
+
+// NewEncoder returns an Encoder of texts with tower t, cut to maxLen tokens (at least 2: [CLS]
+// and [SEP]); dynamic turns on dynamic padding. Graphs are built when first needed.
+func NewEncoder(t *model.Tower, tok *tokenize.Tokenizer, maxLen int, dynamic bool) (*Encoder, error) {
+	if maxLen < 2 {
+		return nil, fmt.Errorf("dense: encoder: max length %d leaves no room for [CLS] and [SEP]", maxLen)
+	}
+	return &Encoder{tower: t, tok: tok, maxLen: maxLen, dynamic: dynamic, runners: map[int]*model.EncoderRunner{}}, nil
+}
+
+// MaxLen is the length texts are cut to, in tokens.
+func (e *Encoder) MaxLen() int { return e.maxLen }
+
+// Dynamic reports whether the Encoder pads each batch to its own length.
+func (e *Encoder) Dynamic() bool { return e.dynamic }
+
+// PaddedLengths returns the padded lengths of the graphs built so far, ascending.
+func (e *Encoder) PaddedLengths() []int {
+	ls := make([]int, 0, len(e.runners))
+	for l := range e.runners {
+		ls = append(ls, l)
+	}
+	slices.Sort(ls)
+	return ls
+}
+
+// runner returns the cached B x L graph, building it the first time.
+func (e *Encoder) runner(L int) (*model.EncoderRunner, error) {
+	if r, ok := e.runners[L]; ok {
+		return r, nil
+	}
+	r, err := model.NewEncoderRunner(e.tower, EncodeBatchSize, L)
+	if err != nil {
+		return nil, err
+	}
+	e.runners[L] = r
+	return r, nil
+}
+
+// Encode returns the vectors of texts, len(texts) x H float32 values (H = the tower's Dim), row
+// i that of texts[i]. c, when not nil, counts what truncation to MaxLen cut (the same counts
+// with or without Dynamic).
+func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, error) {
+	if !e.dynamic {
+		r, err := e.runner(e.maxLen)
+		if err != nil {
+			return nil, err
+		}
+		b := c.Add(e.tok.EncodeBatch(texts, e.maxLen))
+		return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
+	}
+	return e.encodeDynamic(texts, c)
+}
+
+// encodeDynamic is Encode with dynamic padding.
+func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]float32, error) {
+	// Each text as EncodeBatch encodes it (cut, [CLS] ... [SEP]), kept without its padding:
+	// text i is ids[start[i]:start[i+1]] (the mask is 1 exactly there), types alike.
+	var ids, types []int
+	start := make([]int, len(texts)+1)
+	for i := range texts {
+		b := c.Add(e.tok.EncodeBatch(texts[i:i+1], e.maxLen))
+		n := 0
+		for n < b.L && b.Mask[n] != 0 {
+			n++
+		}
+		ids = append(ids, b.IDs[:n]...)
+		types = append(types, b.Types[:n]...)
+		start[i+1] = len(ids)
+	}
+	length := func(i int) int { return start[i+1] - start[i] }
+	order := make([]int, len(texts))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(length(b), length(a)) })
+
+	h := e.tower.Dim()
+	out := make([]float32, len(texts)*h)
+	pad := e.tok.PadID()
+	for lo := 0; lo < len(order); lo += EncodeBatchSize {
+		rows := order[lo:min(lo+EncodeBatchSize, len(order))]
+		L := PaddedLen(length(rows[0]), e.maxLen) // the longest comes first
+		r, err := e.runner(L)
+		if err != nil {
+			return nil, err
+		}
+		bIDs, bTypes, bMask := make([]int, len(rows)*L), make([]int, len(rows)*L), make([]float32, len(rows)*L)
+		for k, i := range rows {
+			row, s := bIDs[k*L:(k+1)*L], start[i]
+			n := copy(row, ids[s:start[i+1]])
+			for j := n; j < L; j++ {
+				row[j] = pad
+			}
+			copy(bTypes[k*L:], types[s:s+n])
+			for j := range n {
+				bMask[k*L+j] = 1
+			}
+		}
+		v, err := r.Encode(bIDs, bMask, bTypes, len(rows))
+		if err != nil {
+			return nil, fmt.Errorf("texts %d..%d of the length order: %w", lo, lo+len(rows)-1, err)
+		}
+		for k, i := range rows {
+			copy(out[i*h:(i+1)*h], v[k*h:(k+1)*h])
+		}
+	}
+	return out, nil
+}
+
+// Close releases the Encoder's graphs; it can be used again afterwards (graphs are rebuilt).
+func (e *Encoder) Close() error {
+	var first error
+	for l, r := range e.runners {
+		if err := r.Close(); err != nil && first == nil {
+			first = err
+		}
+		delete(e.runners, l)
+	}
+	return first
+}
+
+// EncodeTexts encodes texts with one tower, EncodeBatchSize at a time, each padded to L tokens,
+// and returns len(texts) x H values. c, when not nil, counts what truncation to L cut. It is an
+// Encoder without dynamic padding, used once.
+func EncodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *experiment.TruncCount) ([]float32, error) {
+	e, err := NewEncoder(t, tok, L, false)
+	if err != nil {
+		return nil, err
+	}
+	defer e.Close()
+	return e.Encode(texts, c)
+}

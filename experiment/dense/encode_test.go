@@ -1,0 +1,368 @@
+package dense
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+func bertTokenizer(t testing.TB) *tokenize.Tokenizer {
+	t.Helper()
+	tok, err := tokenize.Load("../../testdata/tokenizers/bert-base-uncased/tokenizer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+// words are one WordPiece token each in BERT's uncased vocabulary (checked by wordTexts).
+var words = strings.Fields("the wing of an aircraft at high speed heat transfer in a boundary layer shock waves on cone flow pressure")
+
+// wordTexts returns one text of n[i] words each, drawn with a PCG seeded with seed.
+func wordTexts(t testing.TB, tok *tokenize.Tokenizer, n []int, seed uint64) []string {
+	t.Helper()
+	r := rand.New(rand.NewPCG(seed, 1))
+	texts := make([]string, len(n))
+	for i, k := range n {
+		w := make([]string, k)
+		for j := range w {
+			w[j] = words[r.IntN(len(words))]
+		}
+		texts[i] = strings.Join(w, " ")
+		if got := len(tok.Encode(texts[i])); got != k {
+			t.Fatalf("text %d: %d tokens, want %d (one a word)", i, got, k)
+		}
+	}
+	return texts
+}
+
+// randomize gives every parameter N(0, std²) values (LayerNorm weights 1 + N(0, std²)), so
+// attention is far from uniform and a padding leak would show.
+func randomize(m *model.BiEncoder, std float64, seed uint64) {
+	r := rand.New(rand.NewPCG(seed, 2))
+	for _, p := range m.Params() {
+		v := p.Value.Data().([]float32)
+		base := 0.0
+		if strings.HasSuffix(p.Name, "norm.weight") {
+			base = 1
+		}
+		for i := range v {
+			v[i] = float32(base + std*r.NormFloat64())
+		}
+	}
+}
+
+func maxAbsDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// TestEncoderDynamicMatchesFixed encodes 150 texts of 0 to 129 words (one token a word) to at
+// most 96 tokens, in an order unrelated to their lengths, with fixed padding (EncodeTexts: every
+// text to 96) and with dynamic padding (batches of 64 length-sorted texts, each padded to a
+// multiple of 32): the vectors, in input order, agree within 1e-6 and the truncation counts are
+// the same. Three towers: a transformer with mean pooling and one with [CLS] pooling (H 32, 2
+// layers, 4 heads, random weights), and bow.
+func TestEncoderDynamicMatchesFixed(t *testing.T) {
+	tok := bertTokenizer(t)
+	const maxLen = 96
+	n := make([]int, 150)
+	for i := range n {
+		n[i] = i * 37 % 130 // every count 0..129 once, plus 20 repeated (ties)
+	}
+	texts := wordTexts(t, tok, n, 1)
+	// Each word is one token: a text of k words is k+2 tokens, cut when k > 94.
+	cut, tokens, dropped := 0, 0, 0
+	for _, k := range n {
+		tokens += k
+		if k > maxLen-2 {
+			cut++
+			dropped += k - (maxLen - 2)
+		}
+	}
+	wantCut := fmt.Sprintf("%d of %d cut (%.1f%% of their tokens dropped)", cut, len(n), 100*float64(dropped)/float64(tokens))
+	if cut == 0 || cut == len(n) {
+		t.Fatalf("%d of %d texts cut: the test wants some cut and some not", cut, len(n))
+	}
+	// Sorted by length, the batches are texts 1-64 (the longest: cut to 96 tokens), 65-128
+	// (the longest 73 words + 2 = 75 tokens: padded to 96) and 129-150 (the longest 18 words:
+	// 20 tokens, padded to 32).
+	wantLengths := []int{32, 96}
+
+	transformer := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 2,
+		Heads: 4, FFN: 64, MaxPosition: 128}
+	cls := transformer
+	cls.Pooling = model.PoolingCLS
+	for _, tc := range []struct {
+		name string
+		cfg  model.EncoderConfig
+	}{
+		{"transformer", transformer},
+		{"transformer-cls", cls},
+		{"bow", model.EncoderConfig{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 32}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := model.NewBiEncoder(tc.cfg, true, 7)
+			if err != nil {
+				t.Fatal(err)
+			}
+			randomize(m, 0.3, 7)
+			var fixedCut, dynCut experiment.TruncCount
+			fixed, err := EncodeTexts(m.Passage, tok, texts, maxLen, &fixedCut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc, err := NewEncoder(m.Passage, tok, maxLen, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer enc.Close()
+			dyn, err := enc.Encode(texts, &dynCut)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dyn) != len(fixed) || len(fixed) != len(texts)*32 {
+				t.Fatalf("%d dynamic values, %d fixed, want %d", len(dyn), len(fixed), len(texts)*32)
+			}
+			d := maxAbsDiff(dyn, fixed)
+			t.Logf("max |dynamic - fixed| = %.3g over %d values", d, len(fixed))
+			if d > 1e-6 {
+				t.Errorf("dynamic padding differs from fixed padding by %.3g (> 1e-6)", d)
+			}
+			// The vectors differ from text to text (so a permutation would show).
+			if s := maxAbsDiff(fixed[:32], fixed[32:64]); s < 1e-3 {
+				t.Errorf("texts 0 and 1 have vectors %.3g apart: the towers hardly tell texts apart", s)
+			}
+			if dynCut != fixedCut || fixedCut.String() != wantCut {
+				t.Errorf("truncation: dynamic %v, fixed %v, want %v", dynCut, fixedCut, wantCut)
+			}
+			if got := enc.PaddedLengths(); !slices.Equal(got, wantLengths) {
+				t.Errorf("graphs for padded lengths %v, want %v", got, wantLengths)
+			}
+			// A second call reuses the graphs and gives the same vectors, bit for bit.
+			again, err := enc.Encode(texts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(again, dyn) {
+				t.Errorf("a second Encode differs by %.3g", maxAbsDiff(again, dyn))
+			}
+			if got := enc.PaddedLengths(); !slices.Equal(got, wantLengths) {
+				t.Errorf("after a second Encode: graphs for padded lengths %v, want %v", got, wantLengths)
+			}
+		})
+	}
+}
+
+// TestPaddingLeakWouldShow is the control of TestEncoderDynamicMatchesFixed: unmasking one
+// padding position of a text moves its transformer vector by far more than the 1e-6 that test
+// allows, so a leak of padding into attention or pooling would fail it.
+func TestPaddingLeakWouldShow(t *testing.T) {
+	tok := bertTokenizer(t)
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32,
+		Layers: 2, Heads: 4, FFN: 64, MaxPosition: 32}, true, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 0.3, 7)
+	const L = 32
+	b := tok.EncodeBatch(wordTexts(t, tok, []int{10}, 3), L)
+	r, err := model.NewEncoderRunner(m.Passage, 1, L)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	clean, err := r.Encode(b.IDs, b.Mask, b.Types, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leak := slices.Clone(b.Mask)
+	leak[20] = 1 // a [PAD] position
+	leaked, err := r.Encode(b.IDs, leak, b.Types, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxAbsDiff(clean, leaked); d < 1e-3 {
+		t.Errorf("one unmasked padding position moves the vector by %.3g only", d)
+	} else {
+		t.Logf("one unmasked padding position moves the vector by %.3g", d)
+	}
+}
+
+// TestPaddedLen checks the bucket rule: up to a multiple of 32, at most the maximum length.
+func TestPaddedLen(t *testing.T) {
+	for _, c := range []struct{ n, maxLen, want int }{
+		{2, 256, 32}, {32, 256, 32}, {33, 256, 64}, {250, 256, 256}, {256, 256, 256}, {40, 50, 50}, {20, 50, 32},
+	} {
+		if got := PaddedLen(c.n, c.maxLen); got != c.want {
+			t.Errorf("PaddedLen(%d, %d) = %d, want %d", c.n, c.maxLen, got, c.want)
+		}
+	}
+}
+
+// TestSearcherLengthsAndDynamic searches a corpus with queries cut to 8 tokens and passages to
+// 48: without Dynamic the hits are bit for bit those of encoding each side with EncodeTexts at
+// its own length and an exact index, with Dynamic the same documents in the same order with
+// scores within 1e-5 (cosine similarity of vectors within 1e-6); the truncation counts are
+// those of each side's length.
+func TestSearcherLengthsAndDynamic(t *testing.T) {
+	tok := bertTokenizer(t)
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32,
+		Layers: 2, Heads: 4, FFN: 64, MaxPosition: 64}, false, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 0.3, 3)
+	pn := make([]int, 70)
+	for i := range pn {
+		pn[i] = 1 + i*13%60 // 1 to 60 words: the ones over 46 are cut
+	}
+	passages := wordTexts(t, tok, pn, 4)
+	ids := make([]string, len(passages))
+	for i := range ids {
+		ids[i] = fmt.Sprintf("d%d", i)
+	}
+	queries := wordTexts(t, tok, []int{1, 3, 6, 9, 2}, 5) // the 9-word query is cut to 6
+	lens := Lengths{Query: 8, Passage: 48}
+
+	pv, err := EncodeTexts(m.Passage, tok, passages, lens.Passage, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	NormalizeRows(pv, 32)
+	flat, err := index.NewFlat(ids, pv, 32)
+	if err != nil {
+		t.Fatal(err)
+	}
+	qv, err := EncodeTexts(m.Query, tok, queries, lens.Query, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	NormalizeRows(qv, 32)
+	want := flat.SearchBatch(qv, 10)
+
+	for _, dynamic := range []bool{false, true} {
+		s, err := NewSearcher(m, tok, SearchOptions{Len: lens, Cosine: true, Dynamic: dynamic}, ids, passages)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := s.Search(queries, 10)
+		s.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for q := range want {
+			for j, h := range want[q] {
+				g := got[q][j]
+				if g.DocID != h.DocID || (!dynamic && g.Score != h.Score) || math.Abs(float64(g.Score-h.Score)) > 1e-5 {
+					t.Errorf("dynamic %t: query %d hit %d: %s %v, want %s %v", dynamic, q, j, g.DocID, g.Score, h.DocID, h.Score)
+				}
+			}
+		}
+		if got, want := s.QueryCut.String(), "1 of 5 cut (14.3% of their tokens dropped)"; got != want {
+			t.Errorf("dynamic %t: queries: %s, want %s", dynamic, got, want)
+		}
+		// 1..60 words once and 10 more of 1..58 (2125 tokens); 47..60, 53 and 58 words are cut to
+		// 46, losing 105 + 7 + 12 = 124 tokens.
+		if got, want := s.PassageCut.String(), "16 of 70 cut (5.8% of their tokens dropped)"; got != want {
+			t.Errorf("dynamic %t: passages: %s, want %s", dynamic, got, want)
+		}
+	}
+}
+
+// sciFactLengths draws n text lengths in tokens from a log-normal like SciFact's abstracts
+// (median 316 WordPiece tokens, 90th percentile 502: sigma = ln(502/316)/1.2816) or, with
+// median 20 and the same spread, like its claims.
+func sciFactLengths(n int, median float64, seed uint64) []int {
+	r := rand.New(rand.NewPCG(seed, 3))
+	sigma := math.Log(502.0/316) / 1.2816
+	out := make([]int, n)
+	for i := range out {
+		out[i] = max(1, int(math.Round(median*math.Exp(sigma*r.NormFloat64()))))
+	}
+	return out
+}
+
+// BenchmarkEncode encodes 128 texts of SciFact-like lengths with fixed padding (every text to
+// the maximum length) and with dynamic padding, on a transformer tower of H 64, 2 layers, 4 heads
+// (random weights). The graphs are built before the timer starts, as an Encoder's cache holds
+// them after its first call. padded_tokens/text is what the graphs run per text (rows of the
+// last partial batch included).
+func BenchmarkEncode(b *testing.B) {
+	tok := bertTokenizer(b)
+	m, err := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 64,
+		Layers: 2, Heads: 4, FFN: 256, MaxPosition: 512}, true, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	passages := wordTexts(b, tok, sciFactLengths(128, 316, 1), 1)
+	claims := wordTexts(b, tok, sciFactLengths(128, 20, 2), 2)
+	for _, c := range []struct {
+		name   string
+		texts  []string
+		maxLen int
+	}{
+		{"abstracts-256", passages, 256},
+		{"abstracts-512", passages, 512},
+		{"claims-256", claims, 256},
+	} {
+		for _, dynamic := range []bool{false, true} {
+			name := c.name + "/fixed"
+			if dynamic {
+				name = c.name + "/dynamic"
+			}
+			b.Run(name, func(b *testing.B) {
+				enc, err := NewEncoder(m.Passage, tok, c.maxLen, dynamic)
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer enc.Close()
+				if _, err := enc.Encode(c.texts, nil); err != nil {
+					b.Fatal(err)
+				}
+				b.ResetTimer()
+				cpu0 := cpuTime()
+				for b.Loop() {
+					if _, err := enc.Encode(c.texts, nil); err != nil {
+						b.Fatal(err)
+					}
+				}
+				// CPU time is steadier than wall time on a shared machine.
+				b.ReportMetric((cpuTime()-cpu0).Seconds()*1e3/float64(b.N), "cpu-ms/op")
+				b.ReportMetric(float64(paddedTokens(tok, c.texts, c.maxLen, dynamic))/float64(len(c.texts)), "padded_tokens/text")
+				b.ReportMetric(float64(len(enc.PaddedLengths())), "graphs")
+			})
+		}
+	}
+}
+
+// paddedTokens is the number of positions the Encoder's graphs run for texts: batches of
+// EncodeBatchSize rows (the last one padded with empty rows), each of the maximum length or,
+// dynamic, of PaddedLen of its longest text.
+func paddedTokens(tok *tokenize.Tokenizer, texts []string, maxLen int, dynamic bool) int {
+	lens := make([]int, len(texts))
+	for i, s := range texts {
+		lens[i] = min(len(tok.Encode(s))+2, maxLen)
+	}
+	slices.SortFunc(lens, func(a, b int) int { return b - a })
+	n := 0
+	for lo := 0; lo < len(lens); lo += EncodeBatchSize {
+		L := maxLen
+		if dynamic {
+			L = PaddedLen(lens[lo], maxLen)
+		}
+		n += EncodeBatchSize * L
+	}
+	return n
+}
