@@ -2,6 +2,7 @@ package dense
 
 import (
 	"fmt"
+	"io"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
@@ -43,6 +44,8 @@ type SearchOptions struct {
 	// Dynamic pads each batch of length-sorted texts to its own length bucket (Encoder) instead
 	// of every text to its side's maximum length; the vectors are the same to float32 rounding.
 	Dynamic bool
+	// Progress, when set, shows a progress bar while the passages are encoded (dynamic padding).
+	Progress io.Writer
 }
 
 // Searcher ranks a corpus for queries with a bi-encoder: the passages are encoded once
@@ -71,6 +74,7 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 	if err != nil {
 		return nil, fmt.Errorf("passages: %w", err)
 	}
+	pe.Progress, pe.Name = opt.Progress, fmt.Sprintf("encode %d passages", len(passages))
 	var pCut experiment.TruncCount
 	pv, err := pe.Encode(passages, &pCut)
 	pe.Close()

@@ -3,11 +3,14 @@ package dense
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
+	"time"
 
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/schollz/progressbar/v3"
 )
 
 // EncodeBatchSize is B, the number of texts an Encoder runs through its inference graph at a
@@ -46,6 +49,10 @@ type Encoder struct {
 	maxLen  int
 	dynamic bool
 	runners map[int]*model.EncoderRunner // by padded length
+	// Progress, when set, receives a progress bar over the texts of each dynamic-padding
+	// Encode, described by Name (e.g. "encode passages").
+	Progress io.Writer
+	Name     string
 }
 
 // NewEncoder returns an Encoder of texts with tower t, cut to maxLen tokens (at least 2: [CLS]
@@ -127,6 +134,18 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 	h := e.tower.Dim()
 	out := make([]float32, len(texts)*h)
 	pad := e.tok.PadID()
+	var bar *progressbar.ProgressBar
+	if e.Progress != nil {
+		name := e.Name
+		if name == "" {
+			name = "encode"
+		}
+		bar = progressbar.NewOptions(len(texts), progressbar.OptionSetWriter(e.Progress),
+			progressbar.OptionSetDescription(name), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
+			progressbar.OptionSetItsString("texts"), progressbar.OptionSetWidth(24),
+			progressbar.OptionThrottle(500*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(e.Progress) }))
+		defer bar.Finish()
+	}
 	for lo := 0; lo < len(order); lo += EncodeBatchSize {
 		rows := order[lo:min(lo+EncodeBatchSize, len(order))]
 		L := PaddedLen(length(rows[0]), e.maxLen) // the longest comes first
@@ -152,6 +171,9 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 		}
 		for k, i := range rows {
 			copy(out[i*h:(i+1)*h], v[k*h:(k+1)*h])
+		}
+		if bar != nil {
+			_ = bar.Add(len(rows))
 		}
 	}
 	return out, nil

@@ -114,7 +114,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	var zeroShotRuns map[string]eval.Run // eval split -> ranking, queries encoded before training too
 	if needStart {
 		start := time.Now()
-		if zeroShot, err = newSearcher(rec, m, tok, loss.Cosine(), ds.Corpus.IDs, passages); err != nil {
+		if zeroShot, err = newSearcher(rec, m, tok, loss.Cosine(), ds.Corpus.IDs, passages, o.Progress); err != nil {
 			return dir, err
 		}
 		fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", len(passages), time.Since(start).Seconds())
@@ -282,7 +282,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, loss.Cosine(), bm25, passages, dir, metrics, o.Out); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, loss.Cosine(), bm25, passages, dir, metrics, o.Out, o.Progress); err != nil {
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
@@ -356,9 +356,9 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, cosine bool,
-	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out io.Writer) error {
+	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out, progress io.Writer) error {
 	start := time.Now()
-	searcher, err := newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages)
+	searcher, err := newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,11 @@ const selectedPhase = "selected"
 // newSearcher encodes the passages with m's passage tower as the recipe says: passages cut
 // to tokenizer.max_length, queries to tokenizer.query_max_length, each batch padded to its
 // longest text with tokenizer.dynamic_padding (else to the maximum, as every recipe before
-// SciFact ran). The caller closes it.
-func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string) (*dense.Searcher, error) {
+// SciFact ran), with a progress bar on progress (nil: none). The caller closes it.
+func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*dense.Searcher, error) {
 	return dense.NewSearcher(m, tok, dense.SearchOptions{
 		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
-		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding,
+		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress,
 	}, ids, passages)
 }
 
@@ -104,7 +104,7 @@ func (s *selector) record(ts *checkpoints.TrainerState) {
 // check evaluates the weights after done steps on the dev split and keeps them in BestDir when
 // they beat the best so far (ties keep the earlier step).
 func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
-	sr, err := newSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages)
+	sr, err := newSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages, s.env.Opts.Progress)
 	if err != nil {
 		return err
 	}
