@@ -17,6 +17,15 @@ import (
 // time (the last partial batch is padded with empty rows).
 const EncodeBatchSize = 64
 
+// EncodeTokens bounds a dynamic-padding batch to about this many padded tokens: rows =
+// EncodeTokens / L, between 8 and EncodeBatchSize (64 rows up to L 64, 16 at L 256, 8 at 512).
+// An inference graph's activations grow with rows x L (x L for the attention weights): MiniLM
+// at 64 x 256 holds about 5 GB, at 16 x 256 about 1.3 GB.
+const EncodeTokens = 64 * 64
+
+// dynamicRows is the batch size of a dynamic-padding batch padded to L.
+func dynamicRows(L int) int { return max(8, min(EncodeBatchSize, EncodeTokens/L)) }
+
 // PadMultiple is the granularity of dynamic padding, in tokens: a batch is padded to its
 // longest text rounded up to a multiple of PadMultiple, capped at the maximum length
 // (PaddedLen). Every padded length gets its own graph, so 32 keeps the graphs few (at most 8 for
@@ -49,6 +58,7 @@ type Encoder struct {
 	maxLen  int
 	dynamic bool
 	runners map[int]*model.EncoderRunner // by padded length
+	used    []int                        // padded lengths of the last Encode
 	// Progress, when set, receives a progress bar over the texts of each dynamic-padding
 	// Encode, described by Name (e.g. "encode passages").
 	Progress io.Writer
@@ -70,12 +80,11 @@ func (e *Encoder) MaxLen() int { return e.maxLen }
 // Dynamic reports whether the Encoder pads each batch to its own length.
 func (e *Encoder) Dynamic() bool { return e.dynamic }
 
-// PaddedLengths returns the padded lengths of the graphs built so far, ascending.
+// PaddedLengths returns the padded lengths the last Encode ran graphs for, ascending. A
+// dynamic Encode keeps one graph at a time (the batches come longest first; a bucket's graph is
+// closed when the lengths fall below it), so that memory holds one graph's activations.
 func (e *Encoder) PaddedLengths() []int {
-	ls := make([]int, 0, len(e.runners))
-	for l := range e.runners {
-		ls = append(ls, l)
-	}
+	ls := slices.Clone(e.used)
 	slices.Sort(ls)
 	return ls
 }
@@ -85,7 +94,11 @@ func (e *Encoder) runner(L int) (*model.EncoderRunner, error) {
 	if r, ok := e.runners[L]; ok {
 		return r, nil
 	}
-	r, err := model.NewEncoderRunner(e.tower, EncodeBatchSize, L)
+	B := EncodeBatchSize
+	if e.dynamic {
+		B = dynamicRows(L)
+	}
+	r, err := model.NewEncoderRunner(e.tower, B, L)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +110,9 @@ func (e *Encoder) runner(L int) (*model.EncoderRunner, error) {
 // i that of texts[i]. c, when not nil, counts what truncation to MaxLen cut (the same counts
 // with or without Dynamic).
 func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, error) {
+	e.used = e.used[:0]
 	if !e.dynamic {
+		e.used = append(e.used, e.maxLen)
 		r, err := e.runner(e.maxLen)
 		if err != nil {
 			return nil, err
@@ -146,12 +161,24 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 			progressbar.OptionThrottle(500*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(e.Progress) }))
 		defer bar.Finish()
 	}
-	for lo := 0; lo < len(order); lo += EncodeBatchSize {
-		rows := order[lo:min(lo+EncodeBatchSize, len(order))]
-		L := PaddedLen(length(rows[0]), e.maxLen) // the longest comes first
+	for lo := 0; lo < len(order); {
+		L := PaddedLen(length(order[lo]), e.maxLen) // the longest comes first
+		rows := order[lo:min(lo+dynamicRows(L), len(order))]
+		lo += len(rows)
+		// Lengths only fall from here, so the graphs of longer buckets are done with: close
+		// them, keeping one graph's activations in memory (a B x 256 MiniLM graph holds GBs).
+		for l, old := range e.runners {
+			if l > L {
+				old.Close()
+				delete(e.runners, l)
+			}
+		}
 		r, err := e.runner(L)
 		if err != nil {
 			return nil, err
+		}
+		if !slices.Contains(e.used, L) {
+			e.used = append(e.used, L)
 		}
 		bIDs, bTypes, bMask := make([]int, len(rows)*L), make([]int, len(rows)*L), make([]float32, len(rows)*L)
 		for k, i := range rows {
@@ -167,7 +194,7 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 		}
 		v, err := r.Encode(bIDs, bMask, bTypes, len(rows))
 		if err != nil {
-			return nil, fmt.Errorf("texts %d..%d of the length order: %w", lo, lo+len(rows)-1, err)
+			return nil, fmt.Errorf("texts %d..%d of the length order: %w", lo-len(rows), lo-1, err)
 		}
 		for k, i := range rows {
 			copy(out[i*h:(i+1)*h], v[k*h:(k+1)*h])

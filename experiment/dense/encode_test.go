@@ -95,10 +95,10 @@ func TestEncoderDynamicMatchesFixed(t *testing.T) {
 	if cut == 0 || cut == len(n) {
 		t.Fatalf("%d of %d texts cut: the test wants some cut and some not", cut, len(n))
 	}
-	// Sorted by length, the batches are texts 1-64 (the longest: cut to 96 tokens), 65-128
-	// (the longest 73 words + 2 = 75 tokens: padded to 96) and 129-150 (the longest 18 words:
-	// 20 tokens, padded to 32).
-	wantLengths := []int{32, 96}
+	// Sorted by length, batches padded to 96 tokens hold EncodeTokens/96 = 42 texts (the
+	// longest, cut to 96 tokens, then those padded to 96), then batches of 64 padded to 64 and
+	// 32 (dynamicRows): graphs for 32, 64 and 96.
+	wantLengths := []int{32, 64, 96}
 
 	transformer := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 2,
 		Heads: 4, FFN: 64, MaxPosition: 128}
