@@ -1,0 +1,129 @@
+// Command goenc is the Go side of the interoperability checks (tools/interop): it opens a
+// bi-encoder directory as model.init_from does (a sentence-transformers / Hugging Face BERT
+// directory, an export of `train export`, or a run), tokenizes texts with the directory's
+// tokenizer and encodes them with the query or passage tower:
+//
+//	go run ./tools/interop/goenc -model DIR -texts texts.jsonl -out OUT [-tower passage] [-max-length 256]
+//
+// texts.jsonl holds one JSON string per line. It writes OUT/ids.jsonl (each text's token ids
+// before truncation, [CLS] and [SEP] included) and OUT/vectors.npy (float32 [N, H], the pooled
+// vectors, L2-normalised when the directory's similarity is cosine or it has a Normalize
+// module, as sentence-transformers' encode() returns them).
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+func main() {
+	dir := flag.String("model", "", "bi-encoder directory")
+	textsPath := flag.String("texts", "", "JSONL file, one JSON string per line")
+	out := flag.String("out", "", "output directory")
+	tower := flag.String("tower", "passage", "query or passage")
+	maxLen := flag.Int("max-length", 0, "L, tokens per text ([CLS]/[SEP] included); 0: the directory's max_seq_length")
+	idsOnly := flag.Bool("ids-only", false, "write ids.jsonl only (no encoding)")
+	flag.Parse()
+	if *dir == "" || *textsPath == "" || *out == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*dir, *textsPath, *out, *tower, *maxLen, *idsOnly); err != nil {
+		fmt.Fprintln(os.Stderr, "goenc:", err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
+	texts, err := readTexts(textsPath)
+	if err != nil {
+		return err
+	}
+	d, err := export.OpenBiEncoder(dir)
+	if err != nil {
+		return err
+	}
+	m, err := model.NewBiEncoder(d.Encoder, d.Shared, 1)
+	if err != nil {
+		return err
+	}
+	if err := d.Init(m); err != nil {
+		return err
+	}
+	if d.Tokenizer == "" {
+		return fmt.Errorf("%s has no %s", dir, export.TokenizerFile)
+	}
+	tok, err := tokenize.Load(d.Tokenizer)
+	if err != nil {
+		return err
+	}
+	if L == 0 {
+		L = d.MaxLength
+	}
+	if L == 0 {
+		return fmt.Errorf("%s does not say its max_seq_length; give -max-length", dir)
+	}
+	t := m.Passage
+	if tower == "query" {
+		t = m.Query
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(out, "ids.jsonl"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	for _, s := range texts {
+		ids := append(append([]int{tok.CLSID()}, tok.Encode(s)...), tok.SEPID())
+		b, _ := json.Marshal(ids)
+		w.Write(append(b, '\n'))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if idsOnly {
+		return nil
+	}
+	vecs, err := dense.EncodeTexts(t, tok, texts, L, nil)
+	if err != nil {
+		return err
+	}
+	if d.Similarity == "cosine" {
+		dense.NormalizeRows(vecs, t.Dim())
+	}
+	fmt.Fprintf(os.Stderr, "goenc: %d texts, L %d, %s tower of %s (%s layout, similarity %q)\n", len(texts), L, tower, dir, d.Layout, d.Similarity)
+	return export.WriteNPYFloat32(filepath.Join(out, "vectors.npy"), vecs, len(texts), t.Dim())
+}
+
+func readTexts(path string) ([]string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var texts []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<26)
+	for n := 1; sc.Scan(); n++ {
+		var s string
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			return nil, fmt.Errorf("%s:%d: want a JSON string: %w", path, n, err)
+		}
+		texts = append(texts, s)
+	}
+	return texts, sc.Err()
+}
