@@ -99,15 +99,20 @@ func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
 //
 //   - an export (ragtrain.json at the root, written by Export or WriteBiEncoder), shared or
 //     with query/ and passage/ tower directories;
-//   - a Hugging Face BERT directory (config.json with model_type "bert" and model.safetensors
-//     with BertModel names, optionally prefixed "bert." as BertFor* models save them), used as
-//     a shared tower; F16, BF16 and F64 tensors are converted to float32;
+//   - a Hugging Face BERT directory (config.json with model_type "bert" and model.safetensors,
+//     or without it pytorch_model.bin, with BertModel names, optionally prefixed "bert." as
+//     BertFor* models save them), used as a shared tower; F16, BF16 and F64 tensors are
+//     converted to float32; a sentence-transformers directory as distributed (modules.json:
+//     Transformer at "" or a subdirectory, Pooling mean or cls, optionally Normalize; see the
+//     package documentation);
 //   - a bow tower directory (config.json with model_type "ragtrain-bow");
 //   - a run directory (its latest checkpoint) or a checkpoint directory.
 //
 // Errors name the file and field at fault. Two tensors whose names coincide once "bert." is
 // removed, a similarity (similarity_fn_name, ragtrain.json's similarity) other than "cosine" or
-// "dot", and a max_seq_length below 1 are errors.
+// "dot", a max_seq_length below 1, a config.json this toolkit does not compute
+// (bertConfig.encoderConfig's list), and a modules.json listing other modules than Transformer,
+// Pooling (mean or cls) and Normalize are errors.
 func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
