@@ -203,14 +203,21 @@ type CrossEncoderDir struct {
 	Encoder model.EncoderConfig
 	// MaxLength is the pair length the model was trained with, 0 when the directory does not say.
 	MaxLength int
-	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none.
+	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none;
+	// LoadTokenizer also reads a directory that has only vocab.txt and tokenizer_config.json.
 	Tokenizer string
 	// Ignored lists tensors that are not parameters and are skipped by design (the
 	// embeddings.position_ids buffer), as "file: name".
 	Ignored []string
 
-	set  *tensorSet
-	name func(param string) (string, error) // the tensor name of a model parameter
+	set    *tensorSet
+	name   func(param string) (string, error) // the tensor name of a model parameter
+	tokDir string                             // the directory of the tokenizer files
+}
+
+// LoadTokenizer loads the directory's tokenizer as BiEncoderDir.LoadTokenizer does.
+func (d *CrossEncoderDir) LoadTokenizer() (*tokenize.Tokenizer, string, error) {
+	return loadDirTokenizer(d.Dir, d.tokDir)
 }
 
 // InitCrossEncoder opens dir (OpenCrossEncoder) and copies its tensors into m (Init).
@@ -225,9 +232,9 @@ func InitCrossEncoder(m *model.CrossEncoder, dir string) (*CrossEncoderDir, erro
 // OpenCrossEncoder reads a cross-encoder directory in any of these layouts:
 //
 //   - an export (Export or WriteCrossEncoder) or any Hugging Face BertForSequenceClassification
-//     directory with one label: config.json with model_type "bert" and model.safetensors with
-//     the names bert.embeddings.*, bert.encoder.layer.N.*, bert.pooler.dense.*, classifier.*
-//     (F16, BF16 and F64 are converted to float32);
+//     directory with one label: config.json with model_type "bert" and model.safetensors (or,
+//     without it, pytorch_model.bin) with the names bert.embeddings.*, bert.encoder.layer.N.*,
+//     bert.pooler.dense.*, classifier.* (F16, BF16 and F64 are converted to float32);
 //   - a reranker run directory's model (run/reranker-<loss>, whose latest checkpoint is read),
 //     one of its checkpoint directories, or a run directory whose latest checkpoint is a
 //     reranker's.
@@ -260,7 +267,7 @@ func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	for _, t := range r.Checkpoint.Params {
 		set.add(t)
 	}
-	return &CrossEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, MaxLength: c.MaxLength,
+	return &CrossEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, MaxLength: c.MaxLength, tokDir: r.Checkpoint.Dir,
 		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile)),
 		set:       set, name: func(p string) (string, error) { return p, nil }}, nil
 }
@@ -282,12 +289,11 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 		return nil, err
 	}
 	enc.Pooling = model.PoolingCLS
-	path := filepath.Join(dir, ModelFile)
-	raw, _, err := checkpoints.ReadSafetensorsRaw(path)
+	path, raw, err := readRawWeights(dir)
 	if err != nil {
 		return nil, err
 	}
-	d := &CrossEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: enc,
+	d := &CrossEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: enc, tokDir: dir,
 		Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)), name: model.HFCrossEncoderName,
 		set: &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}}
 	if exists(filepath.Join(dir, ManifestFile)) {

@@ -25,8 +25,12 @@
 //	tokenizer.json                     the run's tokenizer (tokenize.Save)
 //	tokenizer_config.json              BertTokenizer, do_lower_case, model_max_length = max_length
 //	special_tokens_map.json            [CLS] [SEP] [PAD] [UNK] [MASK]
-//	modules.json                       sentence-transformers: Transformer (root), Pooling (1_Pooling)
+//	modules.json                       sentence-transformers: Transformer (root), Pooling (1_Pooling),
+//	                                   and for cosine similarity Normalize (2_Normalize)
 //	1_Pooling/config.json              pooling_mode_mean_tokens or pooling_mode_cls_token
+//	2_Normalize/                       cosine only: empty (Normalize has no parameters), as
+//	                                   sentence-transformers saves it; encode() then returns unit
+//	                                   vectors, whose dot products are the cosine scores
 //	sentence_bert_config.json          max_seq_length = max_length
 //	config_sentence_transformers.json  similarity_fn_name "cosine" or "dot"
 //
@@ -148,11 +152,35 @@
 //
 // # Import
 //
-// OpenBiEncoder reads an export, a plain Hugging Face BERT directory (BertModel or BertFor*
-// names, F32/F16/BF16/F64; the pooler and pre-training heads are skipped), a bow tower directory,
-// or a run or checkpoint directory; Init copies its tensors into a model bit for bit, or fails
-// with a *MismatchError naming every missing, unexpected and wrongly shaped tensor with both
-// shapes. Export -> import is bit-exact.
+// OpenBiEncoder reads an export, a Hugging Face BERT or sentence-transformers directory exactly
+// as distributed, a bow tower directory, or a run or checkpoint directory; Init copies its
+// tensors into a model bit for bit, or fails with a *MismatchError naming every missing,
+// unexpected and wrongly shaped tensor with both shapes. Export -> import is bit-exact. A Hugging
+// Face directory is read as transformers and sentence-transformers read it:
+//
+//	weights        model.safetensors, or when it is absent pytorch_model.bin (torch.save's zip
+//	               format or the legacy format; the pickle is decoded with gopickle and only a
+//	               state dict of tensors is accepted; every size is checked against the file
+//	               before anything is allocated); BertModel or BertFor* names ("bert." removed),
+//	               F32/F16/BF16/F64 converted to float32; the pooler, pre-training heads and
+//	               position_ids buffer skipped. Sharded checkpoints are refused.
+//	config.json    a BertModel this toolkit computes exactly: model_type "bert", hidden_act
+//	               "gelu" (exact erf GELU), position_embedding_type "absolute", type_vocab_size 2,
+//	               layer_norm_eps 1e-12, is_decoder and add_cross_attention false; anything else
+//	               is one error naming the file, the field, its value and what is computed
+//	modules.json   Transformer (path "" or a subdirectory holding config.json, the weights and
+//	               the tokenizer), Pooling (any directory; mean or cls in the legacy
+//	               pooling_mode_* or the pooling_mode format; max, mean_sqrt_len_tokens,
+//	               weightedmean, lasttoken and concatenations are refused), optionally Normalize
+//	               (BiEncoderDir.Normalize); any other module (Dense, LayerNorm, ...) is refused,
+//	               naming modules.json and the module. Type names of sentence-transformers 2 to 6
+//	               are recognised.
+//	similarity     config_sentence_transformers.json's similarity_fn_name, "cosine" (the
+//	               library's default) when absent in a sentence-transformers directory
+//	max length     sentence_bert_config.json's max_seq_length, else (sentence-transformers 6)
+//	               min(model_max_length, max_position_embeddings)
+//	tokenizer      BiEncoderDir.LoadTokenizer: tokenizer.json, else vocab.txt with
+//	               tokenizer_config.json and special_tokens_map.json (tokenize.LoadDir)
 //
 // # Adding a model kind
 //
@@ -161,6 +189,7 @@
 // reusing writeTokenizerFiles, writeSafetensorsPT, writeDir and tensorSet/MismatchError
 // (selfrag.go reuses reader.go's layout the same way).
 //
-// Not for: model hubs or downloads, PyTorch pickles (pytorch_model.bin), sharded checkpoints,
-// quantised formats, or training: the package moves weights and never computes gradients.
+// Not for: model hubs or downloads, arbitrary PyTorch pickles (only state dicts of tensors are
+// read from pytorch_model.bin), sharded checkpoints, quantised formats, or training: the package
+// moves weights and never computes gradients.
 package export

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ const (
 	SpecialTokensFile    = "special_tokens_map.json"
 	ModulesFile          = "modules.json"
 	PoolingConfigFile    = "1_Pooling/config.json"
+	NormalizeDir         = "2_Normalize" // the Normalize module of a cosine export: an empty directory
 	STConfigFile         = "config_sentence_transformers.json"
 	SentenceBertFile     = "sentence_bert_config.json"
 	modelTypeBert        = "bert"
@@ -51,6 +53,7 @@ type bertConfig struct {
 	PadTokenID                int      `json:"pad_token_id"`
 	PositionEmbeddingType     *string  `json:"position_embedding_type,omitempty"`
 	IsDecoder                 bool     `json:"is_decoder,omitempty"`
+	AddCrossAttention         bool     `json:"add_cross_attention,omitempty"`
 	UseCache                  bool     `json:"use_cache"`
 	TorchDtype                string   `json:"torch_dtype,omitempty"`
 }
@@ -76,23 +79,32 @@ func newBertConfig(c model.EncoderConfig, padID int) (bertConfig, error) {
 	}, nil
 }
 
-// encoderConfig checks that c describes an encoder this module computes exactly (absolute
-// positions, exact GELU, two token types, layer_norm_eps 1e-12, not a decoder) and converts it.
+// encoderConfig checks that c describes an encoder this module computes exactly and converts
+// it: model_type "bert" (BertModel's architecture), hidden_act "gelu" (the exact erf GELU of
+// model.GELU; transformers' "gelu_new", "gelu_pytorch_tanh", "relu", ... differ), absolute
+// position embeddings, type_vocab_size model.TypeVocab (2), layer_norm_eps model.LayerNormEps
+// (1e-12, the epsilon of every LayerNorm of model.Tower), and an encoder (is_decoder and
+// add_cross_attention false). An absent field takes BertConfig's default, which is each of
+// these. The error names the file, the field, its value and what this toolkit computes.
 func (c bertConfig) encoderConfig(path string) (model.EncoderConfig, error) {
 	bad := func(field string, v any, want string) error {
-		return fmt.Errorf("%s: %s = %v, but this toolkit's transformer needs %s", path, field, v, want)
+		return fmt.Errorf("%s: %s = %v, but this toolkit's transformer computes %s", path, field, v, want)
 	}
 	switch {
+	case c.ModelType != modelTypeBert:
+		return model.EncoderConfig{}, bad("model_type", fmt.Sprintf("%q", c.ModelType), `"bert" (BertModel)`)
 	case c.HiddenAct != nil && *c.HiddenAct != "gelu":
-		return model.EncoderConfig{}, bad("hidden_act", fmt.Sprintf("%q", *c.HiddenAct), `"gelu" (exact erf GELU)`)
+		return model.EncoderConfig{}, bad("hidden_act", fmt.Sprintf("%q", *c.HiddenAct), `"gelu" (the exact erf GELU)`)
 	case c.TypeVocabSize != nil && *c.TypeVocabSize != model.TypeVocab:
-		return model.EncoderConfig{}, bad("type_vocab_size", *c.TypeVocabSize, fmt.Sprint(model.TypeVocab))
+		return model.EncoderConfig{}, bad("type_vocab_size", *c.TypeVocabSize, fmt.Sprintf("%d token types", model.TypeVocab))
 	case c.LayerNormEps != nil && *c.LayerNormEps != model.LayerNormEps:
-		return model.EncoderConfig{}, bad("layer_norm_eps", *c.LayerNormEps, fmt.Sprint(model.LayerNormEps))
+		return model.EncoderConfig{}, bad("layer_norm_eps", *c.LayerNormEps, fmt.Sprintf("LayerNorm with eps %g", model.LayerNormEps))
 	case c.PositionEmbeddingType != nil && *c.PositionEmbeddingType != "absolute":
-		return model.EncoderConfig{}, bad("position_embedding_type", fmt.Sprintf("%q", *c.PositionEmbeddingType), `"absolute"`)
+		return model.EncoderConfig{}, bad("position_embedding_type", fmt.Sprintf("%q", *c.PositionEmbeddingType), `"absolute" position embeddings`)
 	case c.IsDecoder:
-		return model.EncoderConfig{}, bad("is_decoder", true, "an encoder (false)")
+		return model.EncoderConfig{}, bad("is_decoder", true, "an encoder (is_decoder false)")
+	case c.AddCrossAttention:
+		return model.EncoderConfig{}, bad("add_cross_attention", true, "self-attention only (add_cross_attention false)")
 	}
 	cfg := model.EncoderConfig{
 		Encoder: model.EncoderTransformer, Vocab: c.VocabSize, Hidden: c.HiddenSize, Layers: c.NumHiddenLayers,
@@ -208,14 +220,23 @@ type sentenceBertConfig struct {
 	DoLowerCase  bool `json:"do_lower_case"`
 }
 
-// writeSentenceTransformers writes modules.json (Transformer, then Pooling),
-// 1_Pooling/config.json, sentence_bert_config.json and config_sentence_transformers.json, so
-// that SentenceTransformer(dir) encodes as the tower does.
+// writeSentenceTransformers writes modules.json (Transformer, then Pooling, then for cosine
+// similarity Normalize), 1_Pooling/config.json, an empty 2_Normalize/ for cosine (as
+// sentence-transformers saves a Normalize module), sentence_bert_config.json and
+// config_sentence_transformers.json, so that SentenceTransformer(dir) encodes as the tower does
+// and, for cosine, returns unit vectors as a cosine model of sentence-transformers does.
 func writeSentenceTransformers(dir string, c model.EncoderConfig, maxLength int, similarity string) error {
-	if err := writeJSON(filepath.Join(dir, ModulesFile), []stModule{
+	mods := []stModule{
 		{Idx: 0, Name: "0", Path: "", Type: "sentence_transformers.models.Transformer"},
 		{Idx: 1, Name: "1", Path: "1_Pooling", Type: "sentence_transformers.models.Pooling"},
-	}); err != nil {
+	}
+	if similarity == "cosine" {
+		mods = append(mods, stModule{Idx: 2, Name: "2", Path: NormalizeDir, Type: "sentence_transformers.models.Normalize"})
+		if err := os.MkdirAll(filepath.Join(dir, NormalizeDir), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := writeJSON(filepath.Join(dir, ModulesFile), mods); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755); err != nil {
@@ -246,31 +267,161 @@ func readPooling(dir string) (string, error) {
 	if _, err := os.Stat(path); err != nil {
 		return "", nil
 	}
-	var p stPooling
+	return readPoolingFile(path, 0)
+}
+
+// stPoolingModes maps the Pooling module's legacy boolean fields to its mode names
+// (sentence-transformers 3+ writes pooling_mode: one name, or a list of names to concatenate).
+var stPoolingModes = []struct{ field, mode string }{
+	{"pooling_mode_cls_token", "cls"}, {"pooling_mode_max_tokens", "max"}, {"pooling_mode_mean_tokens", "mean"},
+	{"pooling_mode_mean_sqrt_len_tokens", "mean_sqrt_len_tokens"}, {"pooling_mode_weightedmean_tokens", "weightedmean"},
+	{"pooling_mode_lasttoken", "lasttoken"},
+}
+
+// readPoolingFile reads a Pooling module's config.json: pooling_mode ("mean" or "cls", or a
+// one-element list of it), or else the legacy booleans pooling_mode_mean_tokens /
+// pooling_mode_cls_token, exactly one of them true. Another mode (max, mean_sqrt_len_tokens,
+// weightedmean, lasttoken), several modes (concatenated by sentence-transformers) and no mode
+// are errors naming the file, the field and the mode. With hidden > 0, embedding_dimension
+// (word_embedding_dimension in older files) must equal it.
+func readPoolingFile(path string, hidden int) (string, error) {
+	var raw map[string]json.RawMessage
+	if err := readJSON(path, &raw, false); err != nil {
+		return "", err
+	}
+	var p struct {
+		Mode      json.RawMessage `json:"pooling_mode"`
+		Dim       *int            `json:"embedding_dimension"`
+		LegacyDim *int            `json:"word_embedding_dimension"`
+	}
 	if err := readJSON(path, &p, false); err != nil {
 		return "", err
 	}
-	var modes []string
-	for _, m := range []struct {
-		on   bool
-		name string
-	}{{p.MeanTokens, "mean_tokens"}, {p.CLSToken, "cls_token"}, {p.MaxTokens, "max_tokens"},
-		{p.MeanSqrtLenTokens, "mean_sqrt_len_tokens"}, {p.WeightedMeanTokens, "weightedmean_tokens"}, {p.LastToken, "lasttoken"}} {
-		if m.on {
-			modes = append(modes, m.name)
+	var modes, fields []string
+	if len(p.Mode) > 0 && string(p.Mode) != "null" {
+		var one string
+		var list []string
+		switch {
+		case json.Unmarshal(p.Mode, &one) == nil:
+			modes, fields = []string{one}, []string{fmt.Sprintf("pooling_mode = %q", one)}
+		case json.Unmarshal(p.Mode, &list) == nil:
+			modes = list
+			for _, m := range list {
+				fields = append(fields, fmt.Sprintf("pooling_mode [%q]", m))
+			}
+		default:
+			return "", fmt.Errorf("%s: pooling_mode = %s, want a mode name or a list of them", path, p.Mode)
+		}
+	} else {
+		for _, m := range stPoolingModes {
+			var on bool
+			if v, ok := raw[m.field]; ok && json.Unmarshal(v, &on) == nil && on {
+				modes, fields = append(modes, m.mode), append(fields, m.field+" = true")
+			}
 		}
 	}
-	switch strings.Join(modes, ",") {
-	case "mean_tokens":
-		return model.PoolingMean, nil
-	case "cls_token":
-		return model.PoolingCLS, nil
+	const want = `this toolkit pools by "mean" (pooling_mode_mean_tokens) or "cls" (pooling_mode_cls_token)`
+	switch len(modes) {
+	case 0:
+		return "", fmt.Errorf("%s: no pooling mode (pooling_mode or a pooling_mode_* field set true); %s", path, want)
+	case 1:
+	default:
+		return "", fmt.Errorf("%s: %d pooling modes concatenated (%s); %s, one mode", path, len(modes), strings.Join(fields, ", "), want)
 	}
-	return "", fmt.Errorf("%s: pooling modes [%s]; this toolkit pools by exactly one of mean_tokens or cls_token", path, strings.Join(modes, ", "))
+	var mode string
+	switch modes[0] {
+	case "mean":
+		mode = model.PoolingMean
+	case "cls":
+		mode = model.PoolingCLS
+	default:
+		return "", fmt.Errorf("%s: pooling mode %q (%s); %s", path, modes[0], fields[0], want)
+	}
+	for _, d := range []struct {
+		v     *int
+		field string
+	}{{p.Dim, "embedding_dimension"}, {p.LegacyDim, "word_embedding_dimension"}} {
+		if d.v != nil && hidden > 0 && *d.v != hidden {
+			return "", fmt.Errorf("%s: %s = %d, but the transformer's hidden_size is %d", path, d.field, *d.v, hidden)
+		}
+	}
+	return mode, nil
 }
 
-// readSimilarity reads similarity_fn_name from config_sentence_transformers.json ("" if none):
-// "cosine" or "dot"; another function (sentence-transformers also knows "euclidean" and
+// stPipeline is what a sentence-transformers modules.json says: where the Transformer module's
+// files are, the Pooling module's config.json, and whether a Normalize module ends the pipeline.
+type stPipeline struct {
+	transformer string // the directory of config.json, the weights, the tokenizer and sentence_bert_config.json
+	pooling     string // the Pooling module's config.json
+	normalize   bool
+}
+
+// stModuleKind returns the class name of a sentence-transformers module type
+// ("sentence_transformers.models.Pooling" and, since sentence-transformers 6,
+// "sentence_transformers.sentence_transformer.modules.pooling.Pooling" are both "Pooling"), ""
+// for a type outside the sentence_transformers package.
+func stModuleKind(typ string) string {
+	if !strings.HasPrefix(typ, "sentence_transformers.") {
+		return ""
+	}
+	return typ[strings.LastIndex(typ, ".")+1:]
+}
+
+// readModules reads dir/modules.json (nil, nil when it is absent). The modules must be, in
+// order, a Transformer (path "" for dir itself, or a subdirectory), a Pooling (at any
+// subdirectory) and optionally a Normalize: what this toolkit computes. Any other module (Dense,
+// LayerNorm, a second Pooling, a custom class, ...) is an error naming modules.json, the module
+// and its type; so is a path outside dir or a Pooling directory without config.json.
+func readModules(dir string) (*stPipeline, error) {
+	path := filepath.Join(dir, ModulesFile)
+	if !exists(path) {
+		return nil, nil
+	}
+	var mods []stModule
+	if err := readJSON(path, &mods, false); err != nil {
+		return nil, err
+	}
+	const computes = "this toolkit computes Transformer + Pooling (+ Normalize)"
+	want := []string{"Transformer", "Pooling", "Normalize"}
+	p := &stPipeline{}
+	for i, m := range mods {
+		kind := stModuleKind(m.Type)
+		if i >= len(want) || kind != want[i] {
+			what := "Transformer, Pooling, then optionally Normalize"
+			if i < len(want) {
+				what = "a " + want[i] + " module"
+			}
+			return nil, fmt.Errorf("%s: module %d (name %q, path %q) is %q; %s, so module %d must be %s", path, i, m.Name, m.Path, m.Type, computes, i, what)
+		}
+		local := m.Path == "" || filepath.IsLocal(m.Path)
+		switch kind {
+		case "Transformer":
+			if !local {
+				return nil, fmt.Errorf("%s: the Transformer module's path %q is not a directory inside %s", path, m.Path, dir)
+			}
+			p.transformer = filepath.Join(dir, m.Path)
+		case "Pooling":
+			if m.Path == "" || !local {
+				return nil, fmt.Errorf("%s: the Pooling module's path %q is not a subdirectory of %s", path, m.Path, dir)
+			}
+			p.pooling = filepath.Join(dir, m.Path, ConfigFile)
+			if !exists(p.pooling) {
+				return nil, fmt.Errorf("%s: the Pooling module (path %q) has no %s", path, m.Path, p.pooling)
+			}
+		case "Normalize":
+			p.normalize = true // its directory may be absent or empty: it has no parameters
+		}
+	}
+	if len(mods) < 2 {
+		return nil, fmt.Errorf("%s: %d modules; %s, and a sentence embedding needs the Pooling module", path, len(mods), computes)
+	}
+	return p, nil
+}
+
+// readSimilarity reads similarity_fn_name from config_sentence_transformers.json: "cosine" or
+// "dot"; "cosine", sentence-transformers' default, when the file has no similarity_fn_name (or
+// null; files written before sentence-transformers 3); "" when there is no such file. Another
+// function (sentence-transformers also knows "euclidean" and
 // "manhattan") is an error naming the file, field and value.
 func readSimilarity(dir string) (string, error) {
 	path := filepath.Join(dir, STConfigFile)
@@ -284,5 +435,12 @@ func readSimilarity(dir string) (string, error) {
 	if err := checkSimilarity(path, "similarity_fn_name", c.SimilarityFnName); err != nil {
 		return "", err
 	}
+	if c.SimilarityFnName == "" {
+		return stDefaultSimilarity, nil
+	}
 	return c.SimilarityFnName, nil
 }
+
+// stDefaultSimilarity is sentence-transformers' similarity when its files do not name one
+// (SimilarityFunction.COSINE).
+const stDefaultSimilarity = "cosine"

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // Layouts OpenBiEncoder recognises.
@@ -31,10 +32,22 @@ type BiEncoderDir struct {
 	// not say (a BERT directory without 1_Pooling/config.json).
 	Encoder model.EncoderConfig
 	Shared  bool // one tower for queries and passages
-	// Similarity ("cosine" or "dot") and MaxLength are "" and 0 when the directory does not say.
+	// Similarity ("cosine" or "dot") and MaxLength (tokens, [CLS] and [SEP] included) are "" and
+	// 0 when the directory does not say. A sentence-transformers directory always says: its
+	// config_sentence_transformers.json's similarity_fn_name, sentence-transformers' default
+	// "cosine" when that field or the file is absent (older releases wrote none), and
+	// sentence_bert_config.json's max_seq_length, or when it has none (sentence-transformers 6
+	// writes none) min(tokenizer_config.json's model_max_length, max_position_embeddings), as
+	// sentence-transformers computes it.
 	Similarity string
 	MaxLength  int
-	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none.
+	// Normalize is set when the directory's modules.json ends with a Normalize module:
+	// sentence-transformers L2-normalises each embedding, so its vectors are the tower's pooled
+	// vectors divided by their norm (cosine scores are unchanged by it, dot scores are not).
+	// False for run directories and directories without modules.json.
+	Normalize bool
+	// Tokenizer is the path of the directory's tokenizer.json, "" when it has none; LoadTokenizer
+	// also reads a directory that has only vocab.txt and tokenizer_config.json.
 	Tokenizer string
 	// Ignored lists tensors of the files that are not encoder parameters and are skipped by
 	// design: BERT's pooler and pre-training heads (pooler.*, cls.*) and the
@@ -42,6 +55,28 @@ type BiEncoderDir struct {
 	Ignored []string
 
 	query, passage *towerSource
+	tokDir         string // the directory of the tokenizer files, "" when unknown
+}
+
+// LoadTokenizer loads the tokenizer the directory's weights were trained with, whichever files
+// hold it (tokenize.LoadDir on the directory of the model's tokenizer files: tokenizer.json, else
+// vocab.txt with tokenizer_config.json and special_tokens_map.json), and returns it with the
+// files it was read from, in words. A directory with neither tokenizer.json nor vocab.txt is an
+// error naming the directory.
+func (d *BiEncoderDir) LoadTokenizer() (*tokenize.Tokenizer, string, error) {
+	return loadDirTokenizer(d.Dir, d.tokDir)
+}
+
+// loadDirTokenizer is LoadTokenizer for a model directory dir whose tokenizer files are in tokDir.
+func loadDirTokenizer(dir, tokDir string) (*tokenize.Tokenizer, string, error) {
+	if tokDir == "" {
+		return nil, "", fmt.Errorf("%s: no tokenizer files (%s, or %s with %s)", dir, TokenizerFile, tokenize.VocabFile, TokenizerConfigFile)
+	}
+	tok, what, err := tokenize.LoadDir(tokDir)
+	if err != nil {
+		return nil, "", err
+	}
+	return tok, what, nil
 }
 
 // towerSource is where one tower's parameters are: a tensor set and the name of parameter
@@ -64,34 +99,48 @@ func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
 //
 //   - an export (ragtrain.json at the root, written by Export or WriteBiEncoder), shared or
 //     with query/ and passage/ tower directories;
-//   - a Hugging Face BERT directory (config.json with model_type "bert" and model.safetensors
-//     with BertModel names, optionally prefixed "bert." as BertFor* models save them), used as
-//     a shared tower; F16, BF16 and F64 tensors are converted to float32;
+//   - a Hugging Face BERT directory (config.json with model_type "bert" and model.safetensors,
+//     or without it pytorch_model.bin, with BertModel names, optionally prefixed "bert." as
+//     BertFor* models save them), used as a shared tower; F16, BF16 and F64 tensors are
+//     converted to float32; a sentence-transformers directory as distributed (modules.json:
+//     Transformer at "" or a subdirectory, Pooling mean or cls, optionally Normalize; see the
+//     package documentation);
 //   - a bow tower directory (config.json with model_type "ragtrain-bow");
 //   - a run directory (its latest checkpoint) or a checkpoint directory.
 //
 // Errors name the file and field at fault. Two tensors whose names coincide once "bert." is
 // removed, a similarity (similarity_fn_name, ragtrain.json's similarity) other than "cosine" or
-// "dot", and a max_seq_length below 1 are errors.
+// "dot", a max_seq_length below 1, a config.json this toolkit does not compute
+// (bertConfig.encoderConfig's list), and a modules.json listing other modules than Transformer,
+// Pooling (mean or cls) and Normalize are errors.
 func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
 		return openRunBiEncoder(dir)
 	case exists(filepath.Join(dir, ManifestFile)):
 		return openExport(dir)
-	case exists(filepath.Join(dir, ConfigFile)):
-		t, cfg, ignored, err := readTowerDir(dir)
+	case exists(filepath.Join(dir, ConfigFile)) || exists(filepath.Join(dir, ModulesFile)):
+		tw, err := readTowerDir(dir)
 		if err != nil {
 			return nil, err
 		}
-		d := &BiEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: cfg, Shared: true, Ignored: ignored, query: t, passage: t}
+		d := &BiEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: tw.cfg, Shared: true, Ignored: tw.ignored,
+			Normalize: tw.normalize, query: tw.src, passage: tw.src, tokDir: tw.modelDir,
+			Tokenizer: fileIfExists(filepath.Join(tw.modelDir, TokenizerFile))}
 		if d.Similarity, err = readSimilarity(dir); err != nil {
 			return nil, err
 		}
-		if d.MaxLength, err = readMaxLength(dir); err != nil {
+		if d.Similarity == "" && tw.st {
+			d.Similarity = stDefaultSimilarity
+		}
+		if d.MaxLength, err = readMaxLength(tw.modelDir); err != nil {
 			return nil, err
 		}
-		d.Tokenizer = fileIfExists(filepath.Join(dir, TokenizerFile))
+		if d.MaxLength == 0 && tw.st && tw.cfg.Encoder == model.EncoderTransformer {
+			if d.MaxLength, err = stMaxLength(tw.modelDir, tw.cfg.MaxPosition); err != nil {
+				return nil, err
+			}
+		}
 		return d, nil
 	}
 	return nil, fmt.Errorf("%s: not a model directory: no %s (export), %s (Hugging Face), %s or %s (run)",
@@ -131,20 +180,20 @@ func openExport(dir string) (*BiEncoderDir, error) {
 			}
 			continue
 		}
-		t, cfg, ignored, err := readTowerDir(filepath.Join(dir, rel))
+		tw, err := readTowerDir(filepath.Join(dir, rel))
 		if err != nil {
 			return nil, err
 		}
-		if cfg.Encoder != man.Encoder {
-			return nil, fmt.Errorf("%s: encoder %q, but tower %s holds a %s encoder", path, man.Encoder, rel, cfg.Encoder)
+		if tw.cfg.Encoder != man.Encoder {
+			return nil, fmt.Errorf("%s: encoder %q, but tower %s holds a %s encoder", path, man.Encoder, rel, tw.cfg.Encoder)
 		}
-		towers[rel] = t
-		d.Ignored = append(d.Ignored, ignored...)
+		towers[rel] = tw.src
+		d.Ignored = append(d.Ignored, tw.ignored...)
 		if role == "query" {
-			d.query, d.Encoder = t, cfg
-			d.Tokenizer = fileIfExists(filepath.Join(dir, rel, TokenizerFile))
+			d.query, d.Encoder, d.Normalize, d.tokDir = tw.src, tw.cfg, tw.normalize, tw.modelDir
+			d.Tokenizer = fileIfExists(filepath.Join(tw.modelDir, TokenizerFile))
 		} else {
-			d.passage = t
+			d.passage = tw.src
 		}
 	}
 	if man.SharedTowers != (d.query == d.passage) {
@@ -176,7 +225,7 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 		return &towerSource{set: set, name: func(rest string) string { return prefix + "." + rest }}
 	}
 	d := &BiEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, Shared: c.SharedTowers,
-		Similarity: c.Similarity, MaxLength: c.MaxLength,
+		Similarity: c.Similarity, MaxLength: c.MaxLength, tokDir: r.Checkpoint.Dir,
 		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile))}
 	if c.SharedTowers {
 		d.query = prefixed(model.PrefixShared)
@@ -187,23 +236,53 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 	return d, nil
 }
 
-// readTowerDir reads one tower directory: config.json (model_type "bert" or "ragtrain-bow"),
-// model.safetensors, and for BERT 1_Pooling/config.json when present.
-func readTowerDir(dir string) (*towerSource, model.EncoderConfig, []string, error) {
-	cfg, bert, name, err := readTowerConfig(dir)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	set, ignored, err := readTensorSet(filepath.Join(dir, ModelFile), bert)
-	if err != nil {
-		return nil, cfg, nil, err
-	}
-	return &towerSource{set: set, name: name}, cfg, ignored, nil
+// towerDir is what readTowerDir finds in one tower directory.
+type towerDir struct {
+	src     *towerSource
+	cfg     model.EncoderConfig
+	ignored []string
+	// modelDir holds config.json, the weights and the tokenizer files: the tower directory, or
+	// the subdirectory of modules.json's Transformer module.
+	modelDir  string
+	st        bool // the directory has a modules.json
+	normalize bool // modules.json ends with Normalize
 }
 
-// readTowerConfig reads and validates a tower directory's config.json (and, for BERT,
-// 1_Pooling/config.json): the encoder, whether it is a BERT, and the parameter naming.
+// readTowerDir reads one tower directory: modules.json when present (readModules), then the
+// Transformer's config.json (model_type "bert" or "ragtrain-bow"), weights (model.safetensors,
+// else pytorch_model.bin) and, for BERT, the Pooling module's config.json (modules.json's, else
+// 1_Pooling/config.json when present).
+func readTowerDir(dir string) (*towerDir, error) {
+	pipe, err := readModules(dir)
+	if err != nil {
+		return nil, err
+	}
+	tw := &towerDir{modelDir: dir}
+	pooling := filepath.Join(dir, PoolingConfigFile)
+	if pipe != nil {
+		tw.modelDir, pooling, tw.st, tw.normalize = pipe.transformer, pipe.pooling, true, pipe.normalize
+	}
+	cfg, bert, name, err := readTowerConfigAt(tw.modelDir, pooling)
+	if err != nil {
+		return nil, err
+	}
+	set, ignored, err := readModelTensors(tw.modelDir, bert)
+	if err != nil {
+		return nil, err
+	}
+	tw.src, tw.cfg, tw.ignored = &towerSource{set: set, name: name}, cfg, ignored
+	return tw, nil
+}
+
+// readTowerConfig is readTowerConfigAt with the pooling of dir/1_Pooling/config.json.
 func readTowerConfig(dir string) (model.EncoderConfig, bool, func(string) string, error) {
+	return readTowerConfigAt(dir, filepath.Join(dir, PoolingConfigFile))
+}
+
+// readTowerConfigAt reads and validates the config.json of dir (and, for BERT, the Pooling
+// module's config file pooling when it exists): the encoder, whether it is a BERT, and the
+// parameter naming.
+func readTowerConfigAt(dir, pooling string) (model.EncoderConfig, bool, func(string) string, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	var head struct {
 		ModelType string `json:"model_type"`
@@ -223,8 +302,10 @@ func readTowerConfig(dir string) (model.EncoderConfig, bool, func(string) string
 		if cfg, err = bc.encoderConfig(cfgPath); err != nil {
 			return cfg, false, nil, err
 		}
-		if cfg.Pooling, err = readPooling(dir); err != nil {
-			return cfg, false, nil, err
+		if exists(pooling) {
+			if cfg.Pooling, err = readPoolingFile(pooling, cfg.Hidden); err != nil {
+				return cfg, false, nil, err
+			}
 		}
 		name = func(rest string) string {
 			n, err := model.HFBertName(model.PrefixShared + "." + rest)
@@ -258,26 +339,46 @@ func readTowerConfig(dir string) (model.EncoderConfig, bool, func(string) string
 	return cfg, head.ModelType == modelTypeBert, name, nil
 }
 
-// readTensorSet reads model.safetensors, converting F16, BF16 and F64 tensors to float32. With
-// bert, a "bert." prefix (BertFor* checkpoints) is removed, and two tensors whose names then
-// coincide are an error naming both; the tensors that are not part of BertModel's encoder
-// (pooler.*, cls.*, embeddings.position_ids) are skipped and returned.
-func readTensorSet(path string, bert bool) (*tensorSet, []string, error) {
-	raw, _, err := checkpoints.ReadSafetensorsRaw(path)
+// readModelTensors reads the weights of a model directory (readRawWeights) into a tensor set,
+// converting F16, BF16 and F64 tensors to float32. With bert, a "bert." prefix (BertFor*
+// checkpoints) is removed, and two tensors whose names then coincide are an error naming both;
+// the tensors that are not part of BertModel's encoder (pooler.*, cls.*,
+// embeddings.position_ids) are skipped and returned.
+func readModelTensors(dir string, bert bool) (*tensorSet, []string, error) {
+	path, raw, err := readRawWeights(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			for _, other := range []string{"pytorch_model.bin", "model.safetensors.index.json"} {
-				if exists(filepath.Join(filepath.Dir(path), other)) {
-					return nil, nil, fmt.Errorf("%s: missing; the directory holds %s, and only single-file safetensors checkpoints are read (convert it with save_pretrained(safe_serialization=True, max_shard_size=\"100GB\"))", path, other)
-				}
-			}
-		}
 		return nil, nil, err
 	}
 	return tensorSetOf(path, raw, bert)
 }
 
-// tensorSetOf is readTensorSet on the tensors raw of the file at path.
+// readRawWeights reads the weights of a Hugging Face model directory: model.safetensors, or
+// when the directory has none pytorch_model.bin (readTorchStateDict), and returns the path read.
+// A sharded checkpoint (model.safetensors.index.json, pytorch_model.bin.index.json) and a
+// directory with neither file are errors naming the directory and the files.
+func readRawWeights(dir string) (string, []checkpoints.RawTensor, error) {
+	path := filepath.Join(dir, ModelFile)
+	_, err := os.Stat(path)
+	switch {
+	case err == nil:
+		raw, _, err := checkpoints.ReadSafetensorsRaw(path)
+		return path, raw, err
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", nil, err
+	}
+	if bin := filepath.Join(dir, PyTorchFile); exists(bin) {
+		raw, err := readTorchStateDict(bin)
+		return bin, raw, err
+	}
+	for _, other := range []string{ModelFile + ".index.json", PyTorchFile + ".index.json"} {
+		if exists(filepath.Join(dir, other)) {
+			return "", nil, fmt.Errorf("%s: missing; the directory holds %s, and only single-file checkpoints are read (%s or %s; save with save_pretrained(dir, max_shard_size=\"100GB\"))", path, other, ModelFile, PyTorchFile)
+		}
+	}
+	return "", nil, fmt.Errorf("%s: missing, and there is no %s either", path, PyTorchFile)
+}
+
+// tensorSetOf is readModelTensors on the tensors raw of the file at path.
 func tensorSetOf(path string, raw []checkpoints.RawTensor, bert bool) (*tensorSet, []string, error) {
 	prefixed := false
 	for _, r := range raw {
@@ -482,6 +583,33 @@ func (e *MismatchError) Error() string {
 		fmt.Fprintf(&b, "\n  wrong shape: %s in %s is %v, parameter %s is %v", t.Name, t.File, t.Have, t.Param, t.Want)
 	}
 	return b.String()
+}
+
+// stMaxLength is sentence-transformers' maximum length when sentence_bert_config.json gives
+// none: tokenizer_config.json's model_max_length (transformers' default when absent: no limit),
+// capped at max_position_embeddings maxPos. A model_max_length below 1 is an error naming the
+// file, field and value.
+func stMaxLength(dir string, maxPos int) (int, error) {
+	path := filepath.Join(dir, TokenizerConfigFile)
+	if !exists(path) {
+		return maxPos, nil
+	}
+	var c struct {
+		ModelMaxLength *float64 `json:"model_max_length"` // often 1e30 (VERY_LARGE_INTEGER)
+	}
+	if err := readJSON(path, &c, false); err != nil {
+		return 0, err
+	}
+	if c.ModelMaxLength == nil {
+		return maxPos, nil
+	}
+	if *c.ModelMaxLength < 1 {
+		return 0, fmt.Errorf("%s: model_max_length = %v, want a length >= 1", path, *c.ModelMaxLength)
+	}
+	if *c.ModelMaxLength >= float64(maxPos) {
+		return maxPos, nil
+	}
+	return int(*c.ModelMaxLength), nil
 }
 
 // readMaxLength reads max_seq_length from sentence_bert_config.json (0 when the file or the

@@ -82,11 +82,30 @@ func TestImportSentenceTransformersValues(t *testing.T) {
 			t.Errorf("%s: %v, want one line containing %q", c.to, err, c.want)
 		}
 	}
-	// "dot" and a null max_seq_length are accepted.
+	// "dot" and a null max_seq_length are accepted; the length is then sentence-transformers':
+	// tokenizer_config.json's model_max_length (16) capped at max_position_embeddings (20).
 	os.WriteFile(st, []byte(strings.Replace(string(stData), `"cosine"`, `"dot"`, 1)), 0o644)
 	os.WriteFile(sb, []byte(strings.Replace(string(sbData), `16`, `null`, 1)), 0o644)
-	if d, err := OpenBiEncoder(dir); err != nil || d.Similarity != "dot" || d.MaxLength != 0 {
+	if d, err := OpenBiEncoder(dir); err != nil || d.Similarity != "dot" || d.MaxLength != 16 {
 		t.Errorf("dot, null: %+v, %v", d, err)
+	}
+	tc := filepath.Join(dir, TokenizerConfigFile)
+	tcData, _ := os.ReadFile(tc)
+	if !strings.Contains(string(tcData), `"model_max_length": 16`) {
+		t.Fatalf("%s lacks model_max_length 16", tc)
+	}
+	for _, c := range []struct {
+		value string
+		want  int
+	}{{`1000000000000000019884624838656`, 20}, {`12`, 12}} {
+		os.WriteFile(tc, []byte(strings.Replace(string(tcData), `"model_max_length": 16`, `"model_max_length": `+c.value, 1)), 0o644)
+		if d, err := OpenBiEncoder(dir); err != nil || d.MaxLength != c.want {
+			t.Errorf("model_max_length %s: %+v, %v; want MaxLength %d", c.value, d, err, c.want)
+		}
+	}
+	os.WriteFile(tc, []byte(strings.Replace(string(tcData), `"model_max_length": 16`, `"model_max_length": 0`, 1)), 0o644)
+	if _, err := OpenBiEncoder(dir); err == nil || !strings.Contains(err.Error(), tc+": model_max_length = 0, want a length >= 1") {
+		t.Errorf("model_max_length 0: %v", err)
 	}
 }
 

@@ -25,6 +25,13 @@
 // deterministic port of the Hugging Face WordPieceTrainer (BPE merges with a
 // "##" continuing prefix).
 //
+// LoadDir reads the tokenizer of a Hugging Face BERT directory as distributed: tokenizer.json
+// when present, otherwise vocab.txt (LoadVocab, FromVocab) with the settings of
+// tokenizer_config.json and special_tokens_map.json (do_lower_case, strip_accents,
+// tokenize_chinese_chars, the special tokens), as transformers' BertTokenizer builds it; both
+// routes give the same tokenizer (tests compare them on bert-base-uncased and all-MiniLM-L6-v2,
+// and with transformers' ids on a hand-made vocabulary).
+//
 // Batches have fixed shapes: EncodeBatch and EncodePairBatch pad every row to
 // the maxLen they are given, so a batch of B texts is B×L ids, a B×L float32
 // mask (1 real, 0 padding) and B×L segment ids.
