@@ -17,17 +17,20 @@ import (
 // the layouts). The vocabulary must be the one those weights were trained with, so unless the
 // recipe names tokenizer.file, the run uses the directory's tokenizer.json.
 
-// initFromTokenizer loads the tokenizer.json of the model.init_from directory.
+// initFromTokenizer loads the tokenizer of the model.init_from directory: its tokenizer.json,
+// else a BERT WordPiece vocabulary (vocab.txt with tokenizer_config.json and
+// special_tokens_map.json), as export.BiEncoderDir.LoadTokenizer reads them.
 func initFromTokenizer(dir string, out io.Writer) (*tokenize.Tokenizer, error) {
 	d, err := export.OpenBiEncoder(dir)
 	if err != nil {
 		return nil, fmt.Errorf("model.init_from: %w", err)
 	}
-	if d.Tokenizer == "" {
-		return nil, fmt.Errorf("model.init_from: %s has no %s; name the tokenizer its weights were trained with in tokenizer.file", dir, export.TokenizerFile)
+	tok, src, err := d.LoadTokenizer()
+	if err != nil {
+		return nil, fmt.Errorf("model.init_from: %w; name the tokenizer its weights were trained with in tokenizer.file", err)
 	}
-	fmt.Fprintf(out, "tokenizer: %s (from model.init_from; tokenizer.train is not used)\n", d.Tokenizer)
-	return tokenize.Load(d.Tokenizer)
+	fmt.Fprintf(out, "tokenizer: %s (from model.init_from; tokenizer.train is not used)\n", src)
+	return tok, nil
 }
 
 // InitFrom copies the weights of the model.init_from directory into m.
@@ -103,9 +106,13 @@ func ResolveInitFrom(rec *configs.Recipe, out io.Writer) error {
 		rec.Model.Dropout = c.Dropout
 		took = append(took, fmt.Sprintf("dropout = %g", c.Dropout))
 	}
-	if !rec.IsSet("loss.similarity") && d.Similarity != "" && rec.Loss.Similarity != d.Similarity {
-		rec.Loss.Similarity = d.Similarity
-		took = append(took, fmt.Sprintf("similarity = %q", d.Similarity))
+	sim := d.Similarity
+	if d.Normalize { // unit vectors: dot product is cosine
+		sim = "cosine"
+	}
+	if !rec.IsSet("loss.similarity") && sim != "" && rec.Loss.Similarity != sim {
+		rec.Loss.Similarity = sim
+		took = append(took, fmt.Sprintf("similarity = %q", sim))
 	}
 	if !rec.IsSet("tokenizer.max_length") && d.MaxLength > 0 && rec.Tokenizer.MaxLength != d.MaxLength {
 		rec.Tokenizer.MaxLength = d.MaxLength

@@ -22,7 +22,6 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
-	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 func main() {
@@ -59,10 +58,7 @@ func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
 	if err := d.Init(m); err != nil {
 		return err
 	}
-	if d.Tokenizer == "" {
-		return fmt.Errorf("%s has no %s", dir, export.TokenizerFile)
-	}
-	tok, err := tokenize.Load(d.Tokenizer)
+	tok, _, err := d.LoadTokenizer()
 	if err != nil {
 		return err
 	}
@@ -102,10 +98,10 @@ func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
 	if err != nil {
 		return err
 	}
-	if d.Similarity == "cosine" {
+	if d.Similarity == "cosine" || d.Normalize {
 		dense.NormalizeRows(vecs, t.Dim())
 	}
-	fmt.Fprintf(os.Stderr, "goenc: %d texts, L %d, %s tower of %s (%s layout, similarity %q)\n", len(texts), L, tower, dir, d.Layout, d.Similarity)
+	fmt.Fprintf(os.Stderr, "goenc: %d texts, L %d, %s tower of %s (%s layout, similarity %q, normalize %v)\n", len(texts), L, tower, dir, d.Layout, d.Similarity, d.Normalize)
 	return export.WriteNPYFloat32(filepath.Join(out, "vectors.npy"), vecs, len(texts), t.Dim())
 }
 
