@@ -332,7 +332,10 @@ func pretrainedDir(t *testing.T, name string) string {
 	if root == "" {
 		root = "../pretrained"
 	}
-	dir := filepath.Join(root, name)
+	dir, err := filepath.Abs(filepath.Join(root, name)) // absolute: tests symlink its files
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat(filepath.Join(dir, ConfigFile)); err != nil {
 		t.Skipf("%s is absent (bash tools/pretrained/get.sh %s, or set RAGTRAIN_PRETRAINED)", dir, name)
 	}
