@@ -35,7 +35,8 @@ type ragStage struct {
 	TrainSeconds float64            `json:"train_seconds"`
 }
 
-// Progress records the stages of a rag run as they finish.
+// Progress records the stages of a rag run as they finish (kind selfrag records its stages
+// the same way: experiment/selfrag).
 type Progress struct {
 	Dir    string
 	stages []ragStage

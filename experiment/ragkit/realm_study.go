@@ -130,7 +130,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 	s := &Study{GardenRun: run, d: d, t0: t0}
 	if resume {
-		err = s.restoreTokenizer()
+		err = s.restoreTokenizer("")
 	} else {
 		err = run.tokenizer(d.vocabTexts(world))
 	}
@@ -219,11 +219,15 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	return s, dir, nil
 }
 
-// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).
-func (s *GardenRun) restoreTokenizer() error {
+// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
+// or the one of file when set; the run directory's stays the run's TokenizerPath.
+func (s *GardenRun) restoreTokenizer(file string) error {
 	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
+	if file == "" {
+		file = s.TokenizerPath
+	}
 	var err error
-	if s.Tok, err = tokenize.Load(s.TokenizerPath); err != nil {
+	if s.Tok, err = tokenize.Load(file); err != nil {
 		return err
 	}
 	s.Format, err = NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
