@@ -315,15 +315,31 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 // interrupted. It returns the phase's wall-clock training seconds over every segment.
 func (s *Study) SystemPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, opt *checkpoints.OptimizerState,
 	before float64, lr float64) (float64, error) {
-	_, sec, err := s.RunPhase(ctx, experiment.Phase{Name: phase, Steps: steps, Task: task, LR: lr,
-		Warmup: experiment.ShortWarmup(s.Rec.Train.WarmupSteps, steps), CheckpointEvery: s.Rec.Realm.CheckpointEvery,
-		Params: append(s.Reader.Params(), s.Encoder.Params()...), Config: s.RAGConfig,
+	return s.RunSystemPhase(ctx, experiment.Phase{Name: phase, Steps: steps, Task: task, LR: lr,
 		Start: startStep, Optimizer: opt, SecondsBefore: before})
+}
+
+// RunSystemPhase is SystemPhase of ph (its Name, Steps, Task, LR, resume point and, optionally,
+// State and Tensors): warm-up ShortWarmup(train.warmup_steps, Steps), every parameter
+// checkpointed under RAGConfig every realm.checkpoint_every steps.
+func (s *Study) RunSystemPhase(ctx context.Context, ph experiment.Phase) (float64, error) {
+	ph.Warmup, ph.CheckpointEvery = experiment.ShortWarmup(s.Rec.Train.WarmupSteps, ph.Steps), s.Rec.Realm.CheckpointEvery
+	ph.Params, ph.Config = append(s.Reader.Params(), s.Encoder.Params()...), s.RAGConfig
+	_, sec, err := s.RunPhase(ctx, ph)
 	if err != nil {
 		return 0, err
 	}
 	s.TrainSec += sec
 	return sec, nil
+}
+
+// Resuming returns the checkpoint the system phase continues from (its counters and state,
+// beyond the step and optimizer state the train function gets), nil when it starts afresh.
+func (s *Study) Resuming(phase string) *checkpoints.Checkpoint {
+	if ck := s.resume; ck != nil && ck.Trainer.Phase == phase {
+		return ck
+	}
+	return nil
 }
 
 // supervised trains both towers with InfoNCE on the retriever-training questions and their
