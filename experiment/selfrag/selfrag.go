@@ -76,6 +76,39 @@ const (
 // phaseOrder are the selfrag phases in the order they run.
 var phaseOrder = []string{"reader_lm", "reader_finetune", "selfrag_finetune"}
 
+// dropReflectiveTokenizer removes the tokenizer.json of the run directory dir when starting
+// again (restart) without the plain reader's tokenizer, if it holds the reflection tokens (an
+// earlier version's run directory): the run then trains its tokenizer again.
+func dropReflectiveTokenizer(dir string, restart bool) error {
+	path := filepath.Join(dir, checkpoints.TokenizerFile)
+	if !restart {
+		return nil
+	}
+	tok, err := tokenize.Load(path)
+	if err != nil {
+		return nil // none yet, or unreadable: the run trains it again or names the file
+	}
+	if _, has := tok.ID(tokenize.RetrieveToken); !has {
+		return nil
+	}
+	return os.Remove(path)
+}
+
+// missingStage names what a run directory whose latest checkpoint is of phase lacks to resume
+// there ("" when nothing): the finished stage of every earlier phase in prog and, once
+// reader_finetune is finished, the plain reader (hasPlain).
+func missingStage(prog *ragkit.Progress, phase string, hasPlain bool) string {
+	for _, p := range phaseOrder[:slices.Index(phaseOrder, phase)] {
+		if _, ok := prog.Done(p); !ok {
+			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragkit.ProgressFile))
+		}
+	}
+	if _, ok := prog.Done("reader_finetune"); ok && !hasPlain {
+		return fmt.Sprintf("the plain reader (%s)", filepath.Join(prog.Dir, plainDir))
+	}
+	return ""
+}
+
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	start := time.Now()
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
@@ -108,6 +141,16 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 			}
 			tokFile = filepath.Join(plainCk.Dir, checkpoints.TokenizerFile)
 		}
+		if from != nil {
+			if missing := missingStage(prog, from.Trainer.Phase, plainCk != nil); missing != "" {
+				// A run directory of an earlier version, which started again on resume.
+				fmt.Fprintf(o.Out, "resume: %s holds no record of %s; starting from the first phase\n", o.ResumeDir, missing)
+				from, prog = nil, nil
+			}
+		}
+		if err := dropReflectiveTokenizer(o.ResumeDir, from == nil && tokFile == ""); err != nil {
+			return o.ResumeDir, err
+		}
 	}
 	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, from != nil, tokFile)
 	if run != nil && run.Log != nil {
@@ -137,20 +180,16 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 			return dir, fmt.Errorf("%s: %w", from.Dir, err)
 		}
 	}
-	// begin starts the stage of phase name, unless an earlier segment finished it (restored):
-	// then the latest checkpoint must not be of an earlier phase.
-	begin := func(name string, ev *ragkit.Eval) (restored bool, err error) {
+	// begin starts the stage of phase name, unless an earlier segment finished it: then it
+	// restores the stage's results.
+	begin := func(name string, ev *ragkit.Eval) (restored bool) {
 		if st, ok := prog.Done(name); ok {
 			prog.Restore(run, ev, st)
 			fmt.Fprintf(o.Out, "%s: finished in an earlier segment\n", name)
-			return true, nil
-		}
-		if from != nil && slices.Index(phaseOrder, from.Trainer.Phase) > slices.Index(phaseOrder, name) {
-			return false, fmt.Errorf("%s: the latest checkpoint %s is of phase %s, but stage %s is not finished there",
-				filepath.Join(dir, "rag.json"), from.Dir, from.Trainer.Phase, name)
+			return true
 		}
 		prog.Begin(run, ev)
-		return false, nil
+		return false
 	}
 
 	// The plain reader: pretraining on long rows, the Retrieve labels, fine-tuning.
@@ -160,11 +199,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	run.Format = s.fRow
 	ev := run.NewEval(d)
 	var retrieve map[int]bool
-	restored, err := begin("reader_lm", ev)
-	if err != nil {
-		return dir, err
-	}
-	if restored {
+	if begin("reader_lm", ev) {
 		if retrieve, err = s.readLabels(); err != nil {
 			return dir, err
 		}
@@ -197,14 +232,8 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	s.searchTest(ev)
 	plain := run.Reader
-	if restored, err = begin("reader_finetune", ev); err != nil {
-		return dir, err
-	}
+	restored := begin("reader_finetune", ev)
 	if restored {
-		if plainCk == nil {
-			return dir, fmt.Errorf("%s: stage reader_finetune is finished but %s holds no checkpoint of the plain reader",
-				filepath.Join(dir, "rag.json"), filepath.Join(dir, plainDir))
-		}
 		if err := experiment.SetParams(all, plainCk.Params); err != nil {
 			return dir, fmt.Errorf("%s: %w", plainCk.Dir, err)
 		}

@@ -532,10 +532,12 @@ func TestSelfRAGResume(t *testing.T) {
 	}
 }
 
-// TestSelfRAGResumeBeforeTheFirstCheckpoint: a selfrag run killed before its first checkpoint
-// (simulated by removing the checkpoint its interruption wrote) resumes by starting its first
-// phase again, and ends as the uninterrupted run does.
-func TestSelfRAGResumeBeforeTheFirstCheckpoint(t *testing.T) {
+// TestSelfRAGResumeWithoutCheckpointStartsAgain: a selfrag run killed before its first checkpoint (simulated by
+// removing the checkpoint its interruption wrote), and one whose run directory lacks the
+// earlier phases' results (as an earlier version's did: rag.json, plain/, retrieve_labels.json
+// removed; tokenizer.json holds the reflection tokens), resume by starting their first phase
+// again, and end as the uninterrupted run does.
+func TestSelfRAGResumeWithoutCheckpointStartsAgain(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("end-to-end runs")
@@ -546,25 +548,37 @@ func TestSelfRAGResumeBeforeTheFirstCheckpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "reader_lm", InterruptAt: 5})
-	if !errors.Is(err, trainer.ErrInterrupted) {
-		t.Fatalf("interrupted run: err = %v", err)
-	}
-	entries, _ := os.ReadDir(broken)
-	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), "checkpoint") || e.Name() == checkpoints.LatestFile {
-			os.RemoveAll(filepath.Join(broken, e.Name()))
+	for _, c := range []struct {
+		phase  string
+		at     int
+		remove func(name string) bool // the files of the run directory removed before resuming
+		says   string
+	}{
+		{"reader_lm", 5, func(name string) bool { return strings.HasPrefix(name, "checkpoint") || name == checkpoints.LatestFile },
+			"no checkpoint yet; starting from the first phase"},
+		{"selfrag_finetune", 10, func(name string) bool { return name == ragkit.ProgressFile || name == plainDir || name == labelsFile },
+			"holds no record of stage reader_lm in"},
+	} {
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: c.phase, InterruptAt: c.at})
+		if !errors.Is(err, trainer.ErrInterrupted) {
+			t.Fatalf("%s: interrupted run: err = %v", c.phase, err)
 		}
+		entries, _ := os.ReadDir(broken)
+		for _, e := range entries {
+			if c.remove(e.Name()) {
+				os.RemoveAll(filepath.Join(broken, e.Name()))
+			}
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.phase, err, out.String())
+		}
+		if !strings.Contains(out.String(), c.says) || !strings.Contains(out.String(), "reader_lm: 16 steps") {
+			t.Errorf("%s: the resumed run does not say %q and pretrain again:\n%s", c.phase, c.says, out.String())
+		}
+		sameRun(t, c.phase+": ", full, resumed)
 	}
-	var out strings.Builder
-	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "no checkpoint yet; starting from the first phase") {
-		t.Errorf("output does not say the run starts again:\n%s", out.String())
-	}
-	sameRun(t, "", full, resumed)
 }
 
 // TestPairsTeachSurnameComparison: minimal-pair negatives (selfrag.pair_fraction = 1) are what
