@@ -63,8 +63,9 @@ func init() {
 // evaluation and the labels, "reader_finetune" the phase with the plain reader's evaluation);
 // the plain reader, with the tokenizer before the reflection tokens, in plain/; the tokenizer
 // with them in tokenizer.json. `train -resume` restores the finished stages and continues the
-// phase of the latest checkpoint from its step; a run stopped before its first checkpoint
-// starts again from its first phase. Every batch, dropout mask and initialisation is a
+// phase of the latest checkpoint from its step; a run stopped before its first checkpoint (or
+// whose run directory lacks those records, as an earlier version's) starts again from its
+// first phase. Every batch, dropout mask and initialisation is a
 // function of (seed, step), so the resumed run ends as an uninterrupted one does.
 
 // Files of a selfrag run directory.
@@ -76,14 +77,11 @@ const (
 // phaseOrder are the selfrag phases in the order they run.
 var phaseOrder = []string{"reader_lm", "reader_finetune", "selfrag_finetune"}
 
-// dropReflectiveTokenizer removes the tokenizer.json of the run directory dir when starting
-// again (restart) without the plain reader's tokenizer, if it holds the reflection tokens (an
-// earlier version's run directory): the run then trains its tokenizer again.
-func dropReflectiveTokenizer(dir string, restart bool) error {
+// dropReflectiveTokenizer removes the tokenizer.json of the run directory dir, which starts
+// again without the plain reader's tokenizer, if it holds the reflection tokens (an earlier
+// version's run directory): the run then trains its tokenizer again.
+func dropReflectiveTokenizer(dir string) error {
 	path := filepath.Join(dir, checkpoints.TokenizerFile)
-	if !restart {
-		return nil
-	}
 	tok, err := tokenize.Load(path)
 	if err != nil {
 		return nil // none yet, or unreadable: the run trains it again or names the file
@@ -148,8 +146,10 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 				from, prog = nil, nil
 			}
 		}
-		if err := dropReflectiveTokenizer(o.ResumeDir, from == nil && tokFile == ""); err != nil {
-			return o.ResumeDir, err
+		if from == nil && tokFile == "" {
+			if err := dropReflectiveTokenizer(o.ResumeDir); err != nil {
+				return o.ResumeDir, err
+			}
 		}
 	}
 	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, from != nil, tokFile)
