@@ -24,6 +24,7 @@ const (
 	ConfigFile    = "config.json"
 	TokenizerFile = "tokenizer.json"
 	OptimizerFile = "optimizer.safetensors"
+	StateFile     = "state.safetensors"
 	TrainerFile   = "trainer_state.json"
 	LatestFile    = "latest"
 
@@ -47,6 +48,10 @@ type Checkpoint struct {
 	Optimizer *OptimizerState
 	// Trainer is the loop's position, saved as trainer_state.json.
 	Trainer TrainerState
+	// State holds a task's own tensors beyond the parameters and the optimizer (e.g. a cache it
+	// fills as it trains, which a resumed task must find as the interrupted one left it), any
+	// dtype, saved in state.safetensors; nil for none (after Load: no such file).
+	State []RawTensor
 	// Dir is the checkpoint directory it was loaded from (set by Load and LoadDir), e.g.
 	// run/checkpoint-train-500; tokenize.Load(filepath.Join(Dir, TokenizerFile)) reads the
 	// tokenizer.
@@ -207,6 +212,11 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 			return err
 		}
 	}
+	if len(ck.State) > 0 {
+		if err := WriteSafetensorsRaw(filepath.Join(tmp, StateFile), ck.State, nil); err != nil {
+			return err
+		}
+	}
 	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
 		return err
 	}
@@ -278,8 +288,8 @@ func readLatest(dir string) (string, error) {
 }
 
 // LoadDir loads one checkpoint directory (e.g. run/checkpoint-train-500). model.safetensors,
-// config.json and trainer_state.json are required; tokenizer.json and optimizer.safetensors are
-// read when present.
+// config.json and trainer_state.json are required; tokenizer.json, optimizer.safetensors and
+// state.safetensors are read when present.
 func LoadDir(path string) (*Checkpoint, error) {
 	ck := &Checkpoint{Dir: path}
 	var err error
@@ -304,6 +314,12 @@ func LoadDir(path string) (*Checkpoint, error) {
 	}
 	if ck.Optimizer, err = readOptimizer(filepath.Join(path, OptimizerFile), ck.Params); err != nil {
 		return nil, err
+	}
+	if ck.State, _, err = ReadSafetensorsRaw(filepath.Join(path, StateFile)); err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		ck.State = nil
 	}
 
 	tsPath := filepath.Join(path, TrainerFile)

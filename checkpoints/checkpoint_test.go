@@ -137,6 +137,46 @@ func TestSaveLoadRoundTrip(t *testing.T) {
 	}
 }
 
+// TestStateRoundTrip: a checkpoint's State tensors (any dtype) are saved in state.safetensors
+// and load back byte for byte; a checkpoint without State has no such file and loads none.
+func TestStateRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	ck := sample(t, "replug", 50)
+	ck.State = []RawTensor{I64Raw("cache.keys", []int{2, 2}, []int64{3, 17, 5, -1}), F64Raw("cache.loglik", []int{2}, []float64{-0.125, -7.5}),
+		{Name: "cache.reader_hash", DType: U8, Shape: []int{3}, Data: []byte("abc")}}
+	if err := Save(dir, ck); err != nil {
+		t.Fatal(err)
+	}
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkEqual(t, got, ck)
+	if len(got.State) != len(ck.State) {
+		t.Fatalf("%d state tensors, want %d", len(got.State), len(ck.State))
+	}
+	for _, w := range ck.State {
+		i := slices.IndexFunc(got.State, func(g RawTensor) bool { return g.Name == w.Name })
+		if i < 0 || got.State[i].DType != w.DType || !slices.Equal(got.State[i].Shape, w.Shape) || string(got.State[i].Data) != string(w.Data) {
+			t.Errorf("state tensor %q: got %+v, want %+v", w.Name, got.State, w)
+		}
+	}
+	keys, err := got.State[slices.IndexFunc(got.State, func(g RawTensor) bool { return g.Name == "cache.keys" })].Int64()
+	if err != nil || !slices.Equal(keys, []int64{3, 17, 5, -1}) {
+		t.Errorf("cache.keys = %v (%v)", keys, err)
+	}
+
+	if err := Save(dir, sample(t, "replug", 60)); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = Load(dir); err != nil || got.State != nil {
+		t.Fatalf("checkpoint without state: State %v, err %v", got.State, err)
+	}
+	if _, err := os.Stat(filepath.Join(got.Dir, StateFile)); err == nil {
+		t.Errorf("%s written for a checkpoint without state", StateFile)
+	}
+}
+
 func TestTokenizerFromPath(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(t.TempDir(), "tokenizer.json")

@@ -9,6 +9,7 @@
 //	    config.json                     the architecture config (any JSON value the caller gives)
 //	    tokenizer.json                  the tokenizer, byte for byte (optional)
 //	    optimizer.safetensors           AdamW moments "m.<param>", "v.<param>"; metadata "step" (optional)
+//	    state.safetensors               a task's own tensors, e.g. a cache it fills as it trains (optional)
 //	    trainer_state.json              step, phase, epoch, sampler position, seed, best metric, RNG states
 //
 // Save writes a new checkpoint into a checkpoint.tmp-XXXX directory, renames it into place and

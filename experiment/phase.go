@@ -64,6 +64,10 @@ type Phase struct {
 	// dev split, which records its best value in ts (BestMetric) so a resumed run continues
 	// from the same best.
 	Select func(done int, ts *checkpoints.TrainerState) error
+	// Tensors, when set, returns the task's own tensors to save in the checkpoint after done
+	// steps (checkpoints.Checkpoint.State: e.g. a cache the task fills as it trains), which
+	// the task restores when resumed.
+	Tensors func(done int) []checkpoints.RawTensor
 }
 
 // ShortWarmup is the warm-up rule of every phase but a retriever's "train": train.warmup_steps,
@@ -121,12 +125,15 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 					return err
 				}
 			}
-			var st *trainer.OptimizerState
+			ck := &checkpoints.Checkpoint{Params: ParamTensors(ph.Params), Config: ph.Config, Trainer: ts}
 			if !ph.NoOptimizer {
 				s := opt.State()
-				st = &s
+				ck.Optimizer = &s
 			}
-			return e.Save(dir, ph.Params, ph.Config, st, ts)
+			if ph.Tensors != nil {
+				ck.State = ph.Tensors(done)
+			}
+			return e.SaveCheckpoint(dir, ck)
 		},
 	})
 	if err != nil {
@@ -141,10 +148,17 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 	return res, sec, nil
 }
 
-// Save writes a checkpoint of params (config.json: cfg, the run's tokenizer) into dir; the one
-// place a run saves a checkpoint.
+// Save writes a checkpoint of params (config.json: cfg, the run's tokenizer) into dir
+// (SaveCheckpoint).
 func (e *Env) Save(dir string, params []*model.Param, cfg any, opt *trainer.OptimizerState, ts checkpoints.TrainerState) error {
-	return checkpoints.Save(dir, &checkpoints.Checkpoint{
-		Params: ParamTensors(params), Config: cfg, TokenizerPath: e.TokenizerPath, Optimizer: opt, Trainer: ts,
-	})
+	return e.SaveCheckpoint(dir, &checkpoints.Checkpoint{Params: ParamTensors(params), Config: cfg, Optimizer: opt, Trainer: ts})
+}
+
+// SaveCheckpoint writes ck, with the run's tokenizer, into dir; the one place a run saves a
+// checkpoint.
+func (e *Env) SaveCheckpoint(dir string, ck *checkpoints.Checkpoint) error {
+	if len(ck.Tokenizer) == 0 {
+		ck.TokenizerPath = e.TokenizerPath
+	}
+	return checkpoints.Save(dir, ck)
 }

@@ -131,8 +131,8 @@
 //	                         row_length, top_k and the thresholds of selfrag.*), the source
 //	README.md                the reflection tokens and ids, the sequence layout and the decoding policy
 //
-// A selfrag checkpoint saved before the reflective phase (checkpoint-reader_finetune-N) holds
-// the plain reader and no reflection tokens; it exports as a plain reader (kind "rag", no
+// A selfrag checkpoint saved before the reflective phase (checkpoint-reader_finetune-N, and the
+// plain reader's copy in the run's plain/) holds the plain reader and no reflection tokens; it exports as a plain reader (kind "rag", no
 // retriever/). OpenReader reads a selfrag export or run like a rag one; ReaderDir.ReflectionTokens
 // lists the tokens and ids, which must be complete, special, within the reader's rows and (for an
 // export) equal to ragtrain.json's, or OpenReader fails naming the token. Init needs a reader of

@@ -61,7 +61,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 			prog = &ragkit.Progress{Dir: o.ResumeDir}
 		}
 	}
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, false)
+	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, "")
 	if run != nil && run.Log != nil {
 		defer run.Log.Close()
 	}

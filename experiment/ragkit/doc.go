@@ -2,6 +2,6 @@
 // realm): the world and its datastore (GardenRun, NewGardenRun, Data), the reader's sequence
 // format and training tasks (ReaderFormat, rag_reader.go), the joint retriever-reader task and
 // its index (NewTask, Index, rag_joint.go), the evaluation of readers and retrievers (Eval), the
-// resume record of a rag run (Progress) and the retriever study that replug and realm run
-// (Study, RunStudy, LiveIndex). It registers no kind.
+// resume record of a rag or selfrag run (Progress) and the retriever study that replug and
+// realm run (Study, RunStudy, LiveIndex). It registers no kind.
 package ragkit

@@ -51,6 +51,13 @@ type GardenRun struct {
 	TrainSec  float64
 	// RetrievalNote, if set, replaces the training settings named above the retrieval table.
 	RetrievalNote string
+	// MidPhase makes the phases run by TrainPhase resumable mid-phase (kind selfrag): they
+	// checkpoint every train.checkpoint_every steps, at their end and when interrupted, with
+	// the optimizer state. Without it they save only their last step, without the optimizer.
+	MidPhase bool
+	// From is the checkpoint a resumed MidPhase run continues from: the phase it names starts
+	// at its step with its optimizer state (its parameters are the caller's to set).
+	From *checkpoints.Checkpoint
 }
 
 // JointQuestions are the world's questions jointQ as the joint-training loops take them: the
@@ -268,19 +275,38 @@ func (run *GardenRun) models() error {
 	return nil
 }
 
-// Phase runs one training phase with a fresh AdamW and checkpoints every parameter at its end.
+// Phase runs one training phase with a fresh AdamW (TrainPhase of name, task, steps, lr).
 func (run *GardenRun) Phase(ctx context.Context, task trainer.Task, name string, steps int, lr float64) error {
-	if steps == 0 {
+	return run.TrainPhase(ctx, experiment.Phase{Name: name, Steps: steps, Task: task, LR: lr})
+}
+
+// TrainPhase runs ph (its Name, Steps, Task, LR and, optionally, State) as every garden phase
+// runs: warm-up ShortWarmup(train.warmup_steps, Steps), checkpoints of every parameter of the
+// reader and the bi-encoder under RAGConfig, at the phase's end only, or mid-phase with the
+// optimizer state under MidPhase, continuing From when it names ph. A phase of no steps does
+// nothing.
+func (run *GardenRun) TrainPhase(ctx context.Context, ph experiment.Phase) error {
+	if ph.Steps == 0 {
 		return nil
 	}
-	res, _, err := run.RunPhase(ctx, experiment.Phase{Name: name, Steps: steps, Task: task, LR: lr,
-		Warmup: experiment.ShortWarmup(run.Rec.Train.WarmupSteps, steps), EndOnly: true, NoOptimizer: true,
-		Params: append(run.Reader.Params(), run.Encoder.Params()...), Config: run.RAGConfig})
+	ph.Warmup = experiment.ShortWarmup(run.Rec.Train.WarmupSteps, ph.Steps)
+	ph.Params, ph.Config = append(run.Reader.Params(), run.Encoder.Params()...), run.RAGConfig
+	if !run.MidPhase {
+		ph.EndOnly, ph.NoOptimizer = true, true
+	} else {
+		ph.CheckpointEvery = run.Rec.Train.CheckpointEvery
+		if ck := run.From; ck != nil && ck.Trainer.Phase == ph.Name {
+			ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
+			fmt.Fprintf(run.Opts.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
+		}
+	}
+	res, _, err := run.RunPhase(ctx, ph)
 	if err != nil {
 		return err
 	}
-	run.TrainSec += res.Seconds
-	run.Metrics["time/"+name+"_seconds"] = res.Seconds
+	sec := ph.SecondsBefore + res.Seconds
+	run.TrainSec += sec
+	run.Metrics["time/"+ph.Name+"_seconds"] = sec
 	return nil
 }
 
@@ -449,12 +475,14 @@ func CountTrue(b []bool) int {
 // NewGardenRun starts a garden run (kinds rag and selfrag), or reopens the one o.ResumeDir
 // names: the world, its variants and the run directory, the datastore chunked by chunking
 // (heldOut: joint-training questions apart, rag.held_out_questions), log.jsonl, the tokenizer
-// and the models. A resumed run keeps its world and tokenizer; its log is cut back to its saved
-// start and latest checkpoint (fromStart), or to empty when it starts again from its first
-// phase. A non-nil run holds an open log to close, even with an error.
+// and the models. A resumed run keeps its world and tokenizer; its log is cut back to its
+// latest checkpoint, of the run directory or start/ (continues), or to empty when it starts
+// again from its first phase. A non-nil run holds an open log to close, even with an error.
 //
-// retrain trains the tokenizer again even when the resumed run directory holds one.
-func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, heldOut, fromStart, retrain bool) (*GardenRun, *Data, string, error) {
+// tokenizerFile, when set, is the file a resumed run reads its tokenizer from instead of the
+// run directory's tokenizer.json (which stays the run's TokenizerPath): a selfrag run's
+// tokenizer.json may hold the reflection tokens, which its plain reader has no rows for.
+func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, heldOut, continues bool, tokenizerFile string) (*GardenRun, *Data, string, error) {
 	start := time.Now()
 	world, err := garden.Generate(rec.World)
 	if err != nil {
@@ -481,7 +509,7 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 		len(world.Gardeners), len(world.Pretrain), len(d.IDs), chunking, len(world.Questions), len(d.FinetuneQ), len(d.JointQ), len(d.TestQ), time.Since(start).Seconds())
 	run := &GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
 	switch {
-	case fromStart:
+	case continues:
 		run.Log, err = experiment.OpenRunLog(dir, true, filepath.Join(dir, StudyStartDir))
 	case resume:
 		run.Log, err = trainer.OpenLogAt(filepath.Join(dir, experiment.LogFile), 0)
@@ -491,8 +519,8 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 	if err != nil {
 		return nil, d, dir, err
 	}
-	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && !retrain && serr == nil {
-		err = run.restoreTokenizer()
+	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && serr == nil {
+		err = run.restoreTokenizer(tokenizerFile)
 	} else {
 		err = run.tokenizer(d.vocabTexts(world))
 	}

@@ -23,7 +23,8 @@ import (
 // Every batch, dropout mask and initialisation is a function of (seed, step), so the resumed
 // run ends with the metrics of an uninterrupted one.
 
-const ragProgressFile = "rag.json"
+// ProgressFile is the file of a run directory where Progress records the finished stages.
+const ProgressFile = "rag.json"
 
 // ragStage is one finished stage of a rag run, as rag.json keeps it: the metrics it set, the
 // table rows it added and its training seconds.
@@ -35,7 +36,8 @@ type ragStage struct {
 	TrainSeconds float64            `json:"train_seconds"`
 }
 
-// Progress records the stages of a rag run as they finish.
+// Progress records the stages of a rag run as they finish (kind selfrag records its stages
+// the same way: experiment/selfrag).
 type Progress struct {
 	Dir    string
 	stages []ragStage
@@ -48,7 +50,7 @@ type Progress struct {
 // ReadProgress reads rag.json of a run directory (none: no stage finished).
 func ReadProgress(dir string) (*Progress, error) {
 	p := &Progress{Dir: dir}
-	b, err := os.ReadFile(filepath.Join(dir, ragProgressFile))
+	b, err := os.ReadFile(filepath.Join(dir, ProgressFile))
 	if errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}
@@ -56,7 +58,7 @@ func ReadProgress(dir string) (*Progress, error) {
 		return nil, err
 	}
 	if err := json.Unmarshal(b, &p.stages); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ragProgressFile), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ProgressFile), err)
 	}
 	return p, nil
 }
@@ -97,5 +99,5 @@ func (p *Progress) Finish(name string, run *GardenRun, ev *Eval) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.WriteFile(filepath.Join(p.Dir, ragProgressFile), b)
+	return atomicfile.WriteFile(filepath.Join(p.Dir, ProgressFile), b)
 }

@@ -130,7 +130,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 	s := &Study{GardenRun: run, d: d, t0: t0}
 	if resume {
-		err = s.restoreTokenizer()
+		err = s.restoreTokenizer("")
 	} else {
 		err = run.tokenizer(d.vocabTexts(world))
 	}
@@ -219,11 +219,15 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	return s, dir, nil
 }
 
-// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens).
-func (s *GardenRun) restoreTokenizer() error {
+// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
+// or the one of file when set; the run directory's stays the run's TokenizerPath.
+func (s *GardenRun) restoreTokenizer(file string) error {
 	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
+	if file == "" {
+		file = s.TokenizerPath
+	}
 	var err error
-	if s.Tok, err = tokenize.Load(s.TokenizerPath); err != nil {
+	if s.Tok, err = tokenize.Load(file); err != nil {
 		return err
 	}
 	s.Format, err = NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
@@ -311,15 +315,31 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 // interrupted. It returns the phase's wall-clock training seconds over every segment.
 func (s *Study) SystemPhase(ctx context.Context, task trainer.Task, phase string, steps, startStep int, opt *checkpoints.OptimizerState,
 	before float64, lr float64) (float64, error) {
-	_, sec, err := s.RunPhase(ctx, experiment.Phase{Name: phase, Steps: steps, Task: task, LR: lr,
-		Warmup: experiment.ShortWarmup(s.Rec.Train.WarmupSteps, steps), CheckpointEvery: s.Rec.Realm.CheckpointEvery,
-		Params: append(s.Reader.Params(), s.Encoder.Params()...), Config: s.RAGConfig,
+	return s.RunSystemPhase(ctx, experiment.Phase{Name: phase, Steps: steps, Task: task, LR: lr,
 		Start: startStep, Optimizer: opt, SecondsBefore: before})
+}
+
+// RunSystemPhase is SystemPhase of ph (its Name, Steps, Task, LR, resume point and, optionally,
+// State and Tensors): warm-up ShortWarmup(train.warmup_steps, Steps), every parameter
+// checkpointed under RAGConfig every realm.checkpoint_every steps.
+func (s *Study) RunSystemPhase(ctx context.Context, ph experiment.Phase) (float64, error) {
+	ph.Warmup, ph.CheckpointEvery = experiment.ShortWarmup(s.Rec.Train.WarmupSteps, ph.Steps), s.Rec.Realm.CheckpointEvery
+	ph.Params, ph.Config = append(s.Reader.Params(), s.Encoder.Params()...), s.RAGConfig
+	_, sec, err := s.RunPhase(ctx, ph)
 	if err != nil {
 		return 0, err
 	}
 	s.TrainSec += sec
 	return sec, nil
+}
+
+// Resuming returns the checkpoint the system phase continues from (its counters and state,
+// beyond the step and optimizer state the train function gets), nil when it starts afresh.
+func (s *Study) Resuming(phase string) *checkpoints.Checkpoint {
+	if ck := s.resume; ck != nil && ck.Trainer.Phase == phase {
+		return ck
+	}
+	return nil
 }
 
 // supervised trains both towers with InfoNCE on the retriever-training questions and their

@@ -1,8 +1,11 @@
 package replug
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"path/filepath"
+	"slices"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -81,7 +84,17 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 		return err
 	}
 	defer task.Close()
-	sec, err := s.SystemPhase(ctx, task, phase, p.Steps, startStep, opt, before, p.LR)
+	// The cache and its counters are checkpointed with the steps: a resumed phase hits the
+	// cache and counts as the uninterrupted one does.
+	if ck := s.Resuming(phase); ck != nil {
+		if err := task.restore(ck); err != nil {
+			return err
+		}
+	}
+	sec, err := s.RunSystemPhase(ctx, experiment.Phase{Name: phase, Steps: p.Steps, Task: task, LR: p.LR,
+		Start: startStep, Optimizer: opt, SecondsBefore: before,
+		State:   func(_ int, ts *checkpoints.TrainerState) { ts.Counters = task.counters() },
+		Tensors: func(int) []checkpoints.RawTensor { return task.cacheTensors() }})
 	if err != nil {
 		return err
 	}
@@ -235,6 +248,95 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 }
 
 func (t *replugTask) Close() { t.VM.Close() }
+
+// The replug task's checkpoint counters and state tensors: the cache of the reader's
+// log-likelihoods, in (question, datastore row) order, and the hash of the reader that scored
+// them.
+const (
+	counterHits   = "reader_cache_hits"
+	counterScored = "reader_scored"
+	cacheKeys     = "replug.cache.keys"   // I64 [n, 2]: question, datastore row
+	cacheLogLik   = "replug.cache.loglik" // F64 [n]: log p(answer | passage, question)
+	cacheReader   = "replug.cache.reader" // U8: indexrefresh.HashParams of the reader
+)
+
+// counters are the task's counts so far, as a checkpoint keeps them.
+func (t *replugTask) counters() map[string]int {
+	return map[string]int{counterHits: t.hits, counterScored: t.misses}
+}
+
+// cacheTensors returns the cache as checkpoint state tensors; nil when it is empty.
+func (t *replugTask) cacheTensors() []checkpoints.RawTensor {
+	keys := make([]replugKey, 0, len(t.cache))
+	for k := range t.cache {
+		if k.reader == t.sc.hash {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 {
+		return nil
+	}
+	slices.SortFunc(keys, func(a, b replugKey) int { return cmp.Or(cmp.Compare(a.q, b.q), cmp.Compare(a.row, b.row)) })
+	ids, ll := make([]int64, 0, 2*len(keys)), make([]float64, 0, len(keys))
+	for _, k := range keys {
+		ids, ll = append(ids, int64(k.q), int64(k.row)), append(ll, t.cache[k])
+	}
+	return []checkpoints.RawTensor{
+		checkpoints.I64Raw(cacheKeys, []int{len(keys), 2}, ids),
+		checkpoints.F64Raw(cacheLogLik, []int{len(keys)}, ll),
+		{Name: cacheReader, DType: checkpoints.U8, Shape: []int{len(t.sc.hash)}, Data: []byte(t.sc.hash)},
+	}
+}
+
+// restore puts the counters and the cache of the checkpoint ck back, which must have been
+// scored by this task's reader.
+func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
+	path := filepath.Join(ck.Dir, checkpoints.StateFile)
+	t.hits, t.misses = ck.Trainer.Counters[counterHits], ck.Trainer.Counters[counterScored]
+	var ids []int64
+	var ll []float64
+	reader := ""
+	for _, st := range ck.State {
+		var err error
+		switch st.Name {
+		case cacheKeys:
+			ids, err = st.Int64()
+		case cacheLogLik:
+			ll, err = st.Float64()
+		case cacheReader:
+			if st.DType != checkpoints.U8 {
+				err = fmt.Errorf("dtype %s, want U8", st.DType)
+			}
+			reader = string(st.Data)
+		default:
+			err = fmt.Errorf("not a tensor of the replug cache (%s, %s, %s)", cacheKeys, cacheLogLik, cacheReader)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: tensor %s: %w", path, st.Name, err)
+		}
+	}
+	if len(ck.State) == 0 {
+		if t.misses > 0 {
+			return fmt.Errorf("%s: missing: %s counts %d pairs scored by the reader, but the checkpoint holds no cache of them",
+				path, filepath.Join(ck.Dir, checkpoints.TrainerFile), t.misses)
+		}
+		return nil
+	}
+	if reader != t.sc.hash {
+		return fmt.Errorf("%s: the cache was scored by reader %q, this run's reader is %q", path, reader, t.sc.hash)
+	}
+	if len(ids) != 2*len(ll) {
+		return fmt.Errorf("%s: %s holds %d values for %d log-likelihoods in %s, want 2 per log-likelihood", path, cacheKeys, len(ids), len(ll), cacheLogLik)
+	}
+	for i, v := range ll {
+		q, row := int(ids[2*i]), int(ids[2*i+1])
+		if q < 0 || q >= len(t.Qs) || row < 0 || row >= len(t.Index.Texts) {
+			return fmt.Errorf("%s: %s entry %d is question %d, row %d: out of range (%d questions, %d rows)", path, cacheKeys, i, q, row, len(t.Qs), len(t.Index.Texts))
+		}
+		t.cache[replugKey{q, row, t.sc.hash}] = v
+	}
+	return nil
+}
 
 var _ trainer.Task = (*replugTask)(nil)
 

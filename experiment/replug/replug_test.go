@@ -2,6 +2,7 @@ package replug
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // TestReplugRecallRises trains the retriever by RePlug from the frozen reader, no passage label
@@ -106,5 +108,76 @@ refresh_every = 4
 	}
 	if steps != 12 || m["replug/refreshes"] != 2 {
 		t.Errorf("%d steps logged, %v refreshes; want 12 and 2", steps, m["replug/refreshes"])
+	}
+}
+
+// TestReplugResume interrupts the RePlug phase of a small run (after its checkpoint at step 10;
+// the interruption checkpoints step 15) and resumes it: the checkpoint holds the reader's cache
+// and its counters, and the resumed run ends with the metrics of the uninterrupted one, the
+// reader's cache hits and scored pairs included, its TREC runs and its log lines.
+func TestReplugResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := testkit.TinyStudyRecipe(t, "replug", `[replug]
+systems = ["replug"]
+steps = 30
+batch_size = 8
+top_k = 3
+[realm]
+checkpoint_every = 10
+`)
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hits, scored := m["replug/reader_cache_hits"], m["replug/reader_scored"]
+	if hits == 0 || scored == 0 || hits+scored != 30*8*3 {
+		t.Fatalf("reader scored %v pairs, %v cache hits; want both > 0, %d in all", scored, hits, 30*8*3)
+	}
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "replug", InterruptAt: 14})
+	if !errors.Is(err, trainer.ErrInterrupted) {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	ck, err := checkpoints.Load(broken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ck.Trainer.Counters
+	if ck.Trainer.Phase != "replug" || ck.Trainer.Step != 15 || c["reader_cache_hits"]+c["reader_scored"] != 15*8*3 || c["reader_cache_hits"] == 0 {
+		t.Fatalf("latest checkpoint: %s step %d, counters %v; want replug step 15, %d lookups, some hits", ck.Trainer.Phase, ck.Trainer.Step, c, 15*8*3)
+	}
+	if len(ck.State) != 3 {
+		t.Fatalf("checkpoint state: %d tensors, want the cache's keys, log-likelihoods and reader hash", len(ck.State))
+	}
+	var out strings.Builder
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "checkpoint-replug-15 at step 15") {
+		t.Errorf("the resumed run does not say it continues at step 15:\n%s", out.String())
+	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
+	mr, err := experiment.ReadMetrics(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mr["replug/reader_cache_hits"] != hits || mr["replug/reader_scored"] != scored {
+		t.Errorf("resumed: %v cache hits, %v scored; uninterrupted %v, %v", mr["replug/reader_cache_hits"], mr["replug/reader_scored"], hits, scored)
+	}
+	runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
+	if len(runs) == 0 {
+		t.Fatal("no TREC runs")
+	}
+	for _, r := range runs {
+		testkit.SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
+	}
+	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}
 }

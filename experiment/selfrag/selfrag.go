@@ -2,8 +2,10 @@ package selfrag
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -29,7 +32,7 @@ import (
 //     and read the Retrieve labels of the training questions off its cloze completions;
 //  3. fine-tune it as a plain reader (kind "rag"'s fine-tuning, rows of selfrag.row_length):
 //     the plain reader, evaluated closed-book, over BM25's top passage and over the top K
-//     concatenated;
+//     concatenated, and saved with its tokenizer in plain/;
 //  4. add the seven reflection tokens to the tokenizer (tokenizer.json of the run is rewritten),
 //     grow a copy of the reader's vocabulary (model.GrowVocab) and fine-tune it on reflective
 //     targets (selfrag_data.go), replaying pretraining rows: the reflective reader;
@@ -51,68 +54,208 @@ func init() {
 	})
 }
 
+// Resume. The phases of a selfrag run (reader_lm, reader_finetune, selfrag_finetune)
+// checkpoint every train.checkpoint_every steps, at their end and when interrupted, with their
+// optimizer state (and selfrag_finetune its count of contexts cut), in the run directory. What
+// a later phase needs of an earlier one is saved as it is produced: the Retrieve labels read
+// off the language model (retrieve_labels.json); each finished stage's metrics and table rows
+// (rag.json, ragkit.Progress: stage "reader_lm" is the phase with the language model's cloze
+// evaluation and the labels, "reader_finetune" the phase with the plain reader's evaluation);
+// the plain reader, with the tokenizer before the reflection tokens, in plain/; the tokenizer
+// with them in tokenizer.json. `train -resume` restores the finished stages and continues the
+// phase of the latest checkpoint from its step; a run stopped before its first checkpoint (or
+// whose run directory lacks those records, as an earlier version's) starts again from its
+// first phase. Every batch, dropout mask and initialisation is a
+// function of (seed, step), so the resumed run ends as an uninterrupted one does.
+
+// Files of a selfrag run directory.
+const (
+	plainDir   = "plain"                // checkpoint of the plain reader, with its tokenizer
+	labelsFile = "retrieve_labels.json" // the Retrieve labels of the training questions, by question id
+)
+
+// phaseOrder are the selfrag phases in the order they run.
+var phaseOrder = []string{"reader_lm", "reader_finetune", "selfrag_finetune"}
+
+// dropReflectiveTokenizer removes the tokenizer.json of the run directory dir, which starts
+// again without the plain reader's tokenizer, if it holds the reflection tokens (an earlier
+// version's run directory): the run then trains its tokenizer again.
+func dropReflectiveTokenizer(dir string) error {
+	path := filepath.Join(dir, checkpoints.TokenizerFile)
+	tok, err := tokenize.Load(path)
+	if err != nil {
+		return nil // none yet, or unreadable: the run trains it again or names the file
+	}
+	if _, has := tok.ID(tokenize.RetrieveToken); !has {
+		return nil
+	}
+	return os.Remove(path)
+}
+
+// missingStage names what a run directory whose latest checkpoint is of phase lacks to resume
+// there ("" when nothing): the finished stage of every earlier phase in prog and, once
+// reader_finetune is finished, the plain reader (hasPlain).
+func missingStage(prog *ragkit.Progress, phase string, hasPlain bool) string {
+	for _, p := range phaseOrder[:slices.Index(phaseOrder, phase)] {
+		if _, ok := prog.Done(p); !ok {
+			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragkit.ProgressFile))
+		}
+	}
+	if _, ok := prog.Done("reader_finetune"); ok && !hasPlain {
+		return fmt.Sprintf("the plain reader (%s)", filepath.Join(prog.Dir, plainDir))
+	}
+	return ""
+}
+
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	start := time.Now()
-	// A resumed selfrag run starts again at its first phase in its run directory (world kept,
-	// tokenizer trained again: the run's tokenizer.json may hold the reflection tokens
-	// already, log.jsonl emptied): every phase is a function of the seed, so it ends as an
-	// uninterrupted run does. (Resuming mid-phase would need the plain reader, its Retrieve
-	// labels and evaluation saved beside the reflective reader's checkpoints.)
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
+	// Where to continue: the latest checkpoint of the run directory, the finished stages of
+	// rag.json and the plain reader of plain/.
+	var from, plainCk *checkpoints.Checkpoint
+	var prog *ragkit.Progress
+	tokFile := ""
 	if o.ResumeDir != "" {
-		fmt.Fprintf(o.Out, "resume: kind = %q starts again from its first phase in %s\n", rec.Kind, o.ResumeDir)
+		var err error
+		if experiment.HasCheckpoint(o.ResumeDir) {
+			if from, err = checkpoints.Load(o.ResumeDir); err != nil {
+				return o.ResumeDir, err
+			}
+			if !slices.Contains(phaseOrder, from.Trainer.Phase) {
+				return o.ResumeDir, fmt.Errorf("%s: phase %q is not a selfrag phase (%s)", from.Dir, from.Trainer.Phase, strings.Join(phaseOrder, ", "))
+			}
+			if prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+				return o.ResumeDir, err
+			}
+		} else {
+			fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", o.ResumeDir)
+		}
+		if pd := filepath.Join(o.ResumeDir, plainDir); experiment.HasCheckpoint(pd) {
+			if plainCk, err = checkpoints.Load(pd); err != nil {
+				return o.ResumeDir, err
+			}
+			tokFile = filepath.Join(plainCk.Dir, checkpoints.TokenizerFile)
+		}
+		if from != nil {
+			if missing := missingStage(prog, from.Trainer.Phase, plainCk != nil); missing != "" {
+				// A run directory of an earlier version, which started again on resume.
+				fmt.Fprintf(o.Out, "resume: %s holds no record of %s; starting from the first phase\n", o.ResumeDir, missing)
+				from, prog = nil, nil
+			}
+		}
+		if from == nil && tokFile == "" {
+			if err := dropReflectiveTokenizer(o.ResumeDir); err != nil {
+				return o.ResumeDir, err
+			}
+		}
 	}
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, false, true)
+	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, from != nil, tokFile)
 	if run != nil && run.Log != nil {
 		defer run.Log.Close()
 	}
 	if err != nil {
 		return dir, err
 	}
+	if o.ResumeDir != "" && from == nil && tokFile != "" {
+		// Starting again: tokenizer.json may hold the reflection tokens already.
+		if err := run.Tok.Save(run.TokenizerPath); err != nil {
+			return dir, err
+		}
+	}
+	if prog == nil {
+		prog = &ragkit.Progress{Dir: dir}
+	}
 	run.RAGConfig.Kind = model.KindSelfRAG
+	run.MidPhase, run.From = true, from
 	s := &selfragRun{GardenRun: run, d: d, sr: rec.SelfRAG}
 	if err := s.formats(); err != nil {
 		return dir, err
+	}
+	all := append(run.Reader.Params(), run.Encoder.Params()...)
+	if from != nil && from.Trainer.Phase != "selfrag_finetune" {
+		if err := experiment.SetParams(all, from.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", from.Dir, err)
+		}
+	}
+	// begin starts the stage of phase name, unless an earlier segment finished it: then it
+	// restores the stage's results.
+	begin := func(name string, ev *ragkit.Eval) (restored bool) {
+		if st, ok := prog.Done(name); ok {
+			prog.Restore(run, ev, st)
+			fmt.Fprintf(o.Out, "%s: finished in an earlier segment\n", name)
+			return true
+		}
+		prog.Begin(run, ev)
+		return false
 	}
 
 	// The plain reader: pretraining on long rows, the Retrieve labels, fine-tuning.
 	rows, cutDocs := s.fLong.PackDocuments(d.Docs)
 	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
 		ragkit.CountParams(run.Reader.Params()), len(rows), s.fLong.L, cutDocs)
-	run.Format = s.fLong
-	if err := run.PretrainReader(ctx, rows); err != nil {
-		return dir, err
-	}
 	run.Format = s.fRow
 	ev := run.NewEval(d)
-	if rec.Reader.PretrainPasses > 0 {
-		if err := ev.AddCloze(run.Reader, "lm_cloze"); err != nil {
+	var retrieve map[int]bool
+	if begin("reader_lm", ev) {
+		if retrieve, err = s.readLabels(); err != nil {
+			return dir, err
+		}
+	} else {
+		run.Format = s.fLong
+		if err := run.PretrainReader(ctx, rows); err != nil {
+			return dir, err
+		}
+		run.Format = s.fRow
+		if rec.Reader.PretrainPasses > 0 {
+			if err := ev.AddCloze(run.Reader, "lm_cloze"); err != nil {
+				return dir, err
+			}
+		}
+		if retrieve, err = s.retrieveLabels(); err != nil {
+			return dir, err
+		}
+		if err := s.writeLabels(retrieve); err != nil {
+			return dir, err
+		}
+		if err := prog.Finish("reader_lm", run, ev); err != nil {
 			return dir, err
 		}
 	}
-	retrieve, err := s.retrieveLabels()
-	if err != nil {
-		return dir, err
-	}
 	replay, _ := s.fRow.PackDocuments(d.Docs)
-	if err := run.FinetuneReader(ctx, replay, d.FinetuneQ, d.Gold); err != nil {
-		return dir, err
-	}
 	s.bm25 = index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 	s.row = make(map[string]int, len(d.IDs))
 	for i, id := range d.IDs {
 		s.row[id] = i
 	}
+	s.searchTest(ev)
 	plain := run.Reader
-	if err := s.evaluatePlain(ev, plain); err != nil {
-		return dir, err
+	restored := begin("reader_finetune", ev)
+	if restored {
+		if err := experiment.SetParams(all, plainCk.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", plainCk.Dir, err)
+		}
+		fmt.Fprintf(o.Out, "resume: the plain reader in %s\n", plainCk.Dir)
+	} else {
+		if err := run.FinetuneReader(ctx, replay, d.FinetuneQ, d.Gold); err != nil {
+			return dir, err
+		}
+		if err := s.evaluatePlain(ev, plain); err != nil {
+			return dir, err
+		}
+		if err := run.Save(filepath.Join(dir, plainDir), all, run.RAGConfig, nil,
+			checkpoints.TrainerState{Phase: "plain", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
+			return dir, err
+		}
+		if err := prog.Finish("reader_finetune", run, ev); err != nil {
+			return dir, err
+		}
 	}
 
 	// The reflective reader: reflection tokens, a grown copy of the plain reader, fine-tuning.
-	if err := s.addReflectionTokens(); err != nil {
+	if err := s.addReflectionTokens(restored); err != nil {
 		return dir, err
 	}
 	refl, err := model.GrowVocab(plain, run.Tok.VocabSize(), run.Seed^streamSelfRAG)
@@ -122,6 +265,11 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	fmt.Fprintf(o.Out, "reflection tokens: vocabulary %d -> %d ids, new embedding rows = the mean of the old\n", plain.Vocab(), refl.Vocab())
 	run.Reader = refl
 	run.RAGConfig.Reader.Vocab = refl.Vocab()
+	if from != nil && from.Trainer.Phase == "selfrag_finetune" {
+		if err := experiment.SetParams(append(refl.Params(), run.Encoder.Params()...), from.Params); err != nil {
+			return dir, fmt.Errorf("%s: %w", from.Dir, err)
+		}
+	}
 	if err := s.finetuneReflective(ctx, replay, retrieve); err != nil {
 		return dir, err
 	}
@@ -219,8 +367,28 @@ func (s *selfragRun) retrieveLabels() (map[int]bool, error) {
 }
 
 // addReflectionTokens adds the reflection tokens to the run's tokenizer, rewrites its
-// tokenizer.json (checkpoints saved from now on carry it) and reloads it.
-func (s *selfragRun) addReflectionTokens() error {
+// tokenizer.json (checkpoints saved from now on carry it) and reloads it. A resumed run whose
+// tokenizer.json holds them already (at the ids after the run's tokenizer's) reads it back.
+func (s *selfragRun) addReflectionTokens(resumed bool) error {
+	if resumed {
+		tok, err := tokenize.Load(s.TokenizerPath)
+		if err != nil {
+			return err
+		}
+		if _, has := tok.ID(tokenize.RetrieveToken); has {
+			v := s.Tok.VocabSize()
+			for i, t := range tokenize.ReflectionTokens() {
+				if id, ok := tok.ID(t); !ok || id != v+i {
+					return fmt.Errorf("%s: reflection token %s has id %d (%t), want %d (after the plain reader's %d ids)", s.TokenizerPath, t, id, ok, v+i, v)
+				}
+			}
+			if tok.VocabSize() != v+len(tokenize.ReflectionTokens()) {
+				return fmt.Errorf("%s: %d tokens, want the plain reader's %d and the %d reflection tokens", s.TokenizerPath, tok.VocabSize(), v, len(tokenize.ReflectionTokens()))
+			}
+			s.Tok = tok
+			return s.formats()
+		}
+	}
 	if _, err := s.Tok.AddSpecialTokens(tokenize.ReflectionTokens()); err != nil {
 		return err
 	}
@@ -233,6 +401,42 @@ func (s *selfragRun) addReflectionTokens() error {
 	}
 	s.Tok = tok
 	return s.formats()
+}
+
+// writeLabels writes the Retrieve labels (keyed by index in World.Questions) to
+// retrieve_labels.json, by question id.
+func (s *selfragRun) writeLabels(labels map[int]bool) error {
+	byID := make(map[string]bool, len(labels))
+	for i, l := range labels {
+		byID[s.World.Questions[i].ID] = l
+	}
+	b, err := json.MarshalIndent(byID, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(filepath.Join(s.Dir, labelsFile), append(b, '\n'))
+}
+
+// readLabels reads the Retrieve labels writeLabels wrote; every training question must have one.
+func (s *selfragRun) readLabels() (map[int]bool, error) {
+	path := filepath.Join(s.Dir, labelsFile)
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var byID map[string]bool
+	if err := json.Unmarshal(b, &byID); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	labels := make(map[int]bool, len(s.d.FinetuneQ))
+	for _, i := range s.d.FinetuneQ {
+		l, ok := byID[s.World.Questions[i].ID]
+		if !ok {
+			return nil, fmt.Errorf("%s: no label for training question %s", path, s.World.Questions[i].ID)
+		}
+		labels[i] = l
+	}
+	return labels, nil
 }
 
 // finetuneReflective trains the reflective reader on the training questions' reflective
@@ -334,7 +538,11 @@ func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, ret
 	defer task.Close()
 	fmt.Fprintf(s.Opts.Out, "reflective data: %d training questions; irrelevant contexts per question: %.1f news naming the gardener, %.1f entries of training gardeners of the same first name\n",
 		len(sources), float64(news)/float64(len(sources)), float64(others)/float64(len(sources)))
-	if err := s.Phase(ctx, task, "selfrag_finetune", sr.FinetuneSteps, sr.LR); err != nil {
+	if ck := s.From; ck != nil && ck.Trainer.Phase == "selfrag_finetune" {
+		cut = ck.Trainer.Counters["contexts_cut"]
+	}
+	if err := s.TrainPhase(ctx, experiment.Phase{Name: "selfrag_finetune", Steps: sr.FinetuneSteps, Task: task, LR: sr.LR,
+		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": cut} }}); err != nil {
 		return err
 	}
 	s.Metrics["selfrag_finetune/contexts_cut"] = float64(cut)
@@ -356,15 +564,22 @@ func (s *selfragRun) plainSystem(ev *ragkit.Eval, r *model.Reader, f *ragkit.Rea
 	return e.Decode(r, name, prompts, false)
 }
 
-// evaluatePlain evaluates the plain reader closed-book, over BM25 top-1 and over the top K
-// concatenated, and on the questions whose gardener has no entry.
-func (s *selfragRun) evaluatePlain(ev *ragkit.Eval, plain *model.Reader) error {
+// searchTest retrieves BM25's top K passages of every test question (topK, concat).
+func (s *selfragRun) searchTest(ev *ragkit.Eval) {
 	n, K := len(ev.Qs), s.sr.TopK
 	s.topK, s.concat = make([][]string, n), make([]string, n)
-	top1 := make([]string, n)
 	for i, q := range ev.Qs {
 		s.topK[i] = s.search(s.bm25, s.d.Texts, s.row, q.Trained, K)
 		s.concat[i] = strings.Join(s.topK[i], " ")
+	}
+}
+
+// evaluatePlain evaluates BM25's recall and the plain reader closed-book, over BM25 top-1 and
+// over the top K concatenated (searchTest's), and on the questions whose gardener has no entry.
+func (s *selfragRun) evaluatePlain(ev *ragkit.Eval, plain *model.Reader) error {
+	n, K := len(ev.Qs), s.sr.TopK
+	top1 := make([]string, n)
+	for i := range ev.Qs {
 		if len(s.topK[i]) > 0 {
 			top1[i] = s.topK[i][0]
 		}

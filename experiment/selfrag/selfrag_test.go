@@ -2,6 +2,7 @@ package selfrag
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -10,12 +11,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // smallSelfRAGRecipe is a kind = "selfrag" recipe over a small garden world, small enough to
@@ -416,37 +419,166 @@ func TestPairNegative(t *testing.T) {
 	}
 }
 
-// TestGardenRunsRefuseResume: kinds rag and selfrag cannot be resumed; -resume says so by kind
-// before anything is written.
-func TestSelfRAGResumeStartsAgain(t *testing.T) {
+// resumeRecipe is the small selfrag recipe, shorter, with language-model pretraining (one pass,
+// 16 steps), a log line every 5 steps and a checkpoint every 10 steps of each phase.
+func resumeRecipe(t *testing.T) *configs.Recipe {
+	rec := smallSelfRAGRecipe(t, "")
+	rec.Reader.PretrainPasses, rec.Reader.PretrainBatchSize = 1, 32
+	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 60, 60
+	rec.Train.LogEvery, rec.Train.CheckpointEvery = 5, 10
+	return rec
+}
+
+// sameRun fails t unless the run directory resumed ended as full did: metrics.json (timing keys
+// aside), the TREC runs, log.jsonl's (phase, step) lines, tokenizer.json and the Retrieve labels.
+func sameRun(t *testing.T, where, full, resumed string) {
+	t.Helper()
+	testkit.SameMetrics(t, where, full, resumed, testkit.Untimed)
+	runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
+	if len(runs) == 0 {
+		t.Fatal("no TREC runs")
+	}
+	for _, r := range runs {
+		testkit.SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
+	}
+	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("%slog.jsonl (phase, step) lines: resumed %v, uninterrupted %v", where, g, w)
+	}
+	for _, f := range []string{"tokenizer.json", labelsFile} {
+		testkit.SameFile(t, filepath.Join(full, f), filepath.Join(resumed, f))
+	}
+}
+
+// TestSelfRAGResume interrupts a small selfrag run mid-phase in each of its phases (the
+// interruption checkpoints the step after InterruptAt) and resumes it: the resumed run
+// continues the phase from that checkpoint, takes the earlier phases' results from the run
+// directory (rag.json, retrieve_labels.json, plain/, tokenizer.json), and ends with the
+// metrics, TREC runs, log lines, tokenizer and labels of the uninterrupted run. One run is
+// stopped twice (in reader_finetune, then, resumed, in selfrag_finetune) and resumed again.
+func TestSelfRAGResume(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
-	rec := smallSelfRAGRecipe(t, "")
-	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 60, 60
+	rec := resumeRecipe(t)
+	var out strings.Builder
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "reader_lm: 16 steps") {
+		t.Fatalf("the uninterrupted run does not pretrain for 16 steps:\n%s", out.String())
+	}
+	m, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"lm_cloze/EM", "labels/no_retrieve_rate", "plain_bm25_top1/EM", "selfrag_k3/EM", "selfrag_finetune/contexts_cut"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics.json lacks %s", k)
+		}
+	}
+	type stop struct {
+		phase string
+		at    int
+	}
+	for _, c := range []struct {
+		name  string
+		stops []stop   // the segments' interruptions: the first run's, then each resume's
+		says  []string // what the last resumed run prints
+	}{
+		{"reader_lm", []stop{{"reader_lm", 7}}, []string{"checkpoint-reader_lm-8 at step 8"}},
+		{"reader_finetune", []stop{{"reader_finetune", 34}}, []string{"reader_lm: finished in an earlier segment", "checkpoint-reader_finetune-35 at step 35"}},
+		{"selfrag_finetune", []stop{{"selfrag_finetune", 27}}, []string{"reader_lm: finished in an earlier segment",
+			"reader_finetune: finished in an earlier segment", "resume: the plain reader in", "checkpoint-selfrag_finetune-28 at step 28"}},
+		{"twice", []stop{{"reader_finetune", 4}, {"selfrag_finetune", 44}}, []string{"reader_finetune: finished in an earlier segment",
+			"checkpoint-selfrag_finetune-45 at step 45"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := ""
+			var out strings.Builder
+			for i, st := range c.stops {
+				out.Reset()
+				o := experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: dir, InterruptPhase: st.phase, InterruptAt: st.at}
+				d, err := experiment.Run(context.Background(), rec, o)
+				if !errors.Is(err, trainer.ErrInterrupted) {
+					t.Fatalf("segment %d, stopped in %s at %d: err = %v\n%s", i, st.phase, st.at, err, out.String())
+				}
+				dir = d
+				ck, err := checkpoints.Load(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ck.Trainer.Phase != st.phase || ck.Trainer.Step != st.at+1 || ck.Optimizer == nil {
+					t.Fatalf("segment %d: latest checkpoint %s step %d (optimizer %t), want %s step %d with the optimizer",
+						i, ck.Trainer.Phase, ck.Trainer.Step, ck.Optimizer != nil, st.phase, st.at+1)
+				}
+			}
+			out.Reset()
+			resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: dir})
+			if err != nil || resumed != dir {
+				t.Fatalf("resume: dir %s, err %v\n%s", resumed, err, out.String())
+			}
+			for _, say := range c.says {
+				if !strings.Contains(out.String(), say) {
+					t.Errorf("the resumed run does not print %q:\n%s", say, out.String())
+				}
+			}
+			if strings.Contains(out.String(), "first phase") {
+				t.Errorf("the resumed run starts again:\n%s", out.String())
+			}
+			sameRun(t, c.name+": ", full, resumed)
+		})
+	}
+}
+
+// TestSelfRAGResumeWithoutCheckpointStartsAgain: a selfrag run killed before its first checkpoint (simulated by
+// removing the checkpoint its interruption wrote), and one whose run directory lacks the
+// earlier phases' results (as an earlier version's did: rag.json, plain/, retrieve_labels.json
+// removed; tokenizer.json holds the reflection tokens), resume by starting their first phase
+// again, and end as the uninterrupted run does.
+func TestSelfRAGResumeWithoutCheckpointStartsAgain(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := resumeRecipe(t)
+	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 20, 20
 	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Stopped in the reflective phase, after the tokenizer gained the reflection tokens.
-	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "selfrag_finetune", InterruptAt: 30})
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("interrupted run: err = %v", err)
+	for _, c := range []struct {
+		phase  string
+		at     int
+		remove func(name string) bool // the files of the run directory removed before resuming
+		says   string
+	}{
+		{"reader_lm", 5, func(name string) bool { return strings.HasPrefix(name, "checkpoint") || name == checkpoints.LatestFile },
+			"no checkpoint yet; starting from the first phase"},
+		{"selfrag_finetune", 10, func(name string) bool { return name == ragkit.ProgressFile || name == plainDir || name == labelsFile },
+			"holds no record of stage reader_lm in"},
+	} {
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: c.phase, InterruptAt: c.at})
+		if !errors.Is(err, trainer.ErrInterrupted) {
+			t.Fatalf("%s: interrupted run: err = %v", c.phase, err)
+		}
+		entries, _ := os.ReadDir(broken)
+		for _, e := range entries {
+			if c.remove(e.Name()) {
+				os.RemoveAll(filepath.Join(broken, e.Name()))
+			}
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", c.phase, err, out.String())
+		}
+		if !strings.Contains(out.String(), c.says) || !strings.Contains(out.String(), "reader_lm: 16 steps") {
+			t.Errorf("%s: the resumed run does not say %q and pretrain again:\n%s", c.phase, c.says, out.String())
+		}
+		sameRun(t, c.phase+": ", full, resumed)
 	}
-	var out strings.Builder
-	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-	if err != nil || resumed != broken {
-		t.Fatalf("resume: dir %s, err %v\n%s", resumed, err, out.String())
-	}
-	if !strings.Contains(out.String(), "starts again from its first phase") {
-		t.Errorf("output does not say the run starts again:\n%s", out.String())
-	}
-	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
-	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
-		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
-	}
-	testkit.SameFile(t, filepath.Join(full, "tokenizer.json"), filepath.Join(resumed, "tokenizer.json"))
 }
 
 // TestPairsTeachSurnameComparison: minimal-pair negatives (selfrag.pair_fraction = 1) are what
