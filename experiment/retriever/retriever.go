@@ -282,7 +282,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, loss.Cosine(), bm25, passages, dir, metrics, o.Out, o.Progress); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, sel, loss.Cosine(), bm25, passages, dir, metrics, o.Out, o.Progress); err != nil {
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
@@ -355,15 +355,24 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
-func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, cosine bool,
+// A non-nil sel holding the chosen checkpoint's corpus index (built when it was chosen, with
+// the weights m now holds) serves instead of encoding the corpus again.
+func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, sel *selector, cosine bool,
 	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out, progress io.Writer) error {
-	start := time.Now()
-	searcher, err := newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress)
-	if err != nil {
-		return err
+	var searcher *dense.Searcher
+	var encodeSeconds float64
+	if sel != nil && sel.searcher != nil {
+		searcher, encodeSeconds = sel.searcher, sel.encodeSeconds
+		sel.searcher = nil
+	} else {
+		start := time.Now()
+		var err error
+		if searcher, err = newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress); err != nil {
+			return err
+		}
+		encodeSeconds = time.Since(start).Seconds()
 	}
 	defer searcher.Close()
-	encodeSeconds := time.Since(start).Seconds()
 	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
 	depth := rec.Eval.Depth

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
@@ -63,6 +64,10 @@ type selector struct {
 	best     float64
 	bestStep int // 0: none yet
 	resumed  checkpoints.TrainerState
+	// searcher is the corpus index of the best checkpoint when this segment of the run built it
+	// (encodeSeconds its encoding time), so the final evaluation need not encode the corpus again.
+	searcher      *dense.Searcher
+	encodeSeconds float64
 }
 
 // bestStepCounter is the TrainerState counter holding the chosen step.
@@ -104,11 +109,18 @@ func (s *selector) record(ts *checkpoints.TrainerState) {
 // check evaluates the weights after done steps on the dev split and keeps them in BestDir when
 // they beat the best so far (ties keep the earlier step).
 func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
+	start := time.Now()
 	sr, err := newSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages, s.env.Opts.Progress)
 	if err != nil {
 		return err
 	}
-	defer sr.Close()
+	enc := time.Since(start).Seconds()
+	kept := false
+	defer func() {
+		if !kept {
+			sr.Close()
+		}
+	}()
 	hits, err := sr.Search(s.texts, s.rec.Eval.Depth)
 	if err != nil {
 		return err
@@ -131,6 +143,10 @@ func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 		if err := s.env.Save(filepath.Join(s.env.Dir, BestDir), s.m.Params(), s.cfg, nil, bs); err != nil {
 			return fmt.Errorf("select: saving the best checkpoint: %w", err)
 		}
+		if s.searcher != nil {
+			s.searcher.Close()
+		}
+		s.searcher, s.encodeSeconds, kept = sr, enc, true
 	}
 	fmt.Fprintf(s.env.Opts.Out, "select: train step %d: %s %s = %.4f%s\n", done, s.rec.Data.DevSplit, s.metric, v, mark)
 	if s.env.Log != nil {
