@@ -136,12 +136,26 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			}
 		}
 		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" {
+			// The training queries are ranked in one batch, the window's depth each.
+			trainQIDs := ds.Qrels[rec.Data.TrainSplit].QueryIDs()
+			trainTexts := make([]string, len(trainQIDs))
+			for i, q := range trainQIDs {
+				trainTexts[i], _ = ds.Queries.Text(q)
+			}
+			hits, err := zeroShot.Search(trainTexts, rec.Sampler.NegativeWindow[1])
+			if err != nil {
+				return dir, err
+			}
+			denseIDs := map[string][]string{}
+			for i, q := range trainQIDs {
+				denseIDs[q] = hitIDs(hits[i])
+			}
 			denseRanking := func(q, text string, n int) ([]string, error) {
-				hits, err := zeroShot.Search([]string{text}, n)
-				if err != nil {
-					return nil, err
+				ids, ok := denseIDs[q]
+				if !ok {
+					return nil, fmt.Errorf("no dense ranking of training query %q", q)
 				}
-				return hitIDs(hits[0]), nil
+				return ids[:min(n, len(ids))], nil
 			}
 			ranking := denseRanking
 			if rec.Sampler.NegativeSource == "bm25+dense" {
