@@ -23,6 +23,10 @@ const EncodeBatchSize = 64
 // at 64 x 256 holds about 5 GB, at 16 x 256 about 1.3 GB.
 const EncodeTokens = 64 * 64
 
+// closeFrom is the padded length from which a dynamic Encode closes a bucket's graph once the
+// lengths fall below it.
+const closeFrom = 128
+
 // dynamicRows is the batch size of a dynamic-padding batch padded to L.
 func dynamicRows(L int) int { return max(8, min(EncodeBatchSize, EncodeTokens/L)) }
 
@@ -166,9 +170,12 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 		rows := order[lo:min(lo+dynamicRows(L), len(order))]
 		lo += len(rows)
 		// Lengths only fall from here, so the graphs of longer buckets are done with: close
-		// them, keeping one graph's activations in memory (a B x 256 MiniLM graph holds GBs).
+		// the large ones, keeping one large graph's activations in memory (a 16 x 256 MiniLM
+		// graph holds 1.3 GB). Small graphs stay cached between calls: building graphs again
+		// and again is what costs memory (a query encoder rebuilding its 32 and 64 graphs on
+		// every other call grew to 10 GB in 100 calls).
 		for l, old := range e.runners {
-			if l > L {
+			if l > L && l >= closeFrom {
 				old.Close()
 				delete(e.runners, l)
 			}
