@@ -5,7 +5,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -100,16 +99,6 @@ func TestRAGResume(t *testing.T) {
 				t.Errorf("%s: the resumed run does not print %q:\n%s", stop.phase, say, out.String())
 			}
 		}
-		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
-		runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
-		if len(runs) == 0 {
-			t.Fatal("no TREC runs")
-		}
-		for _, r := range runs {
-			testkit.SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
-		}
-		if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
-			t.Errorf("%s: log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", stop.phase, g, w)
-		}
+		testkit.SameRunDir(t, stop.phase+": ", full, resumed)
 	}
 }

@@ -162,22 +162,12 @@ checkpoint_every = 10
 	if !strings.Contains(out.String(), "checkpoint-replug-15 at step 15") {
 		t.Errorf("the resumed run does not say it continues at step 15:\n%s", out.String())
 	}
-	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
+	testkit.SameRunDir(t, "", full, resumed)
 	mr, err := experiment.ReadMetrics(resumed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if mr["replug/reader_cache_hits"] != hits || mr["replug/reader_scored"] != scored {
 		t.Errorf("resumed: %v cache hits, %v scored; uninterrupted %v, %v", mr["replug/reader_cache_hits"], mr["replug/reader_scored"], hits, scored)
-	}
-	runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
-	if len(runs) == 0 {
-		t.Fatal("no TREC runs")
-	}
-	for _, r := range runs {
-		testkit.SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
-	}
-	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
-		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}
 }

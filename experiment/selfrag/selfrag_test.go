@@ -433,17 +433,7 @@ func resumeRecipe(t *testing.T) *configs.Recipe {
 // aside), the TREC runs, log.jsonl's (phase, step) lines, tokenizer.json and the Retrieve labels.
 func sameRun(t *testing.T, where, full, resumed string) {
 	t.Helper()
-	testkit.SameMetrics(t, where, full, resumed, testkit.Untimed)
-	runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
-	if len(runs) == 0 {
-		t.Fatal("no TREC runs")
-	}
-	for _, r := range runs {
-		testkit.SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
-	}
-	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
-		t.Errorf("%slog.jsonl (phase, step) lines: resumed %v, uninterrupted %v", where, g, w)
-	}
+	testkit.SameRunDir(t, where, full, resumed)
 	for _, f := range []string{"tokenizer.json", labelsFile} {
 		testkit.SameFile(t, filepath.Join(full, f), filepath.Join(resumed, f))
 	}

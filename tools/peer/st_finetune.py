@@ -59,6 +59,7 @@ def main():
     ap.add_argument("--run", required=True, help="the ragtrain run directory (recipe.resolved.toml, train_examples.jsonl)")
     ap.add_argument("--out", required=True, help="output directory")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--zeroshot-only", action="store_true", help="rank the test split with the pretrained model only (no training)")
     args = ap.parse_args()
 
     from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, SentenceTransformerTrainingArguments
@@ -115,6 +116,11 @@ def main():
     write_trec(zs, test_split, "zeroshot")
     report["zeroshot/nDCG@10"] = ndcg10(zs, test_split)
     print(f"zeroshot {test_split} nDCG@10 {report['zeroshot/nDCG@10']:.4f}", flush=True)
+    if args.zeroshot_only:
+        with open(os.path.join(args.out, "peer.json"), "w") as f:
+            json.dump(report, f, indent=1, sort_keys=True)
+        print(args.out)
+        return 0
 
     rows = {"anchor": [], "positive": []}
     examples = read_jsonl(os.path.join(args.run, "train_examples.jsonl"))

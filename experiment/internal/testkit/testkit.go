@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -317,4 +318,22 @@ func RecipeFile(t *testing.T, path string) *configs.Recipe {
 		t.Fatal(err)
 	}
 	return rec
+}
+
+// SameRunDir fails t unless the run directory resumed ended as full did: metrics.json (timing
+// keys aside), every TREC run byte for byte, and log.jsonl's (phase, step) lines. where
+// prefixes the messages.
+func SameRunDir(t *testing.T, where, full, resumed string) {
+	t.Helper()
+	SameMetrics(t, where, full, resumed, Untimed)
+	runs, _ := filepath.Glob(filepath.Join(full, "runs", "*.trec"))
+	if len(runs) == 0 {
+		t.Fatalf("%sno TREC runs in %s", where, full)
+	}
+	for _, r := range runs {
+		SameFile(t, r, filepath.Join(resumed, "runs", filepath.Base(r)))
+	}
+	if w, g := LogSteps(t, full), LogSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("%slog.jsonl (phase, step) lines: resumed %v, uninterrupted %v", where, g, w)
+	}
 }
