@@ -152,7 +152,11 @@
 // names, F32/F16/BF16/F64; the pooler and pre-training heads are skipped), a bow tower directory,
 // or a run or checkpoint directory; Init copies its tensors into a model bit for bit, or fails
 // with a *MismatchError naming every missing, unexpected and wrongly shaped tensor with both
-// shapes. Export -> import is bit-exact.
+// shapes. Export -> import is bit-exact. OpenCrossEncoder reads a cross-encoder export, a
+// BertForSequenceClassification directory or a reranker run, and also an encoder body (a
+// BertModel / sentence-transformers directory or a shared-tower bi-encoder): Init then copies
+// the encoder and BERT's pooler when present, and CrossEncoderDir.Fresh names the head
+// parameters it leaves to the model's initialisation.
 //
 // # Adding a model kind
 //
