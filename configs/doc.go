@@ -92,7 +92,7 @@
 //	model.ffn                           512            feed-forward inner width; >= 1
 //	model.dropout                       0.1            dropout probability in training; in [0, 1)
 //	model.max_position                  512            learned positions; >= tokenizer.max_length for the transformer
-//	model.init_from                     ""             directory whose weights initialise the model: a run directory (its latest checkpoint), an export of `train export`, or a Hugging Face BERT directory; "" for random init
+//	model.init_from                     ""             directory whose weights initialise the model: a run directory (its latest checkpoint), an export of `train export`, or a Hugging Face BERT directory; for kind reranker also a BertModel / sentence-transformers body (encoder and pooler loaded, classifier fresh; [model] sizes left out are taken from its config.json); "" for random init
 //	loss.name                           "infonce"      the training loss, one the kind trains (see Kinds): "infonce" for every kind that reads [loss]
 //	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
 //	loss.temperature                    0.05           tau in softmax(s / tau); > 0
@@ -129,7 +129,7 @@
 //	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
 //	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
 //	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
-//	rerank.match_init                   0.0            gain·I added to the cross-encoder's first-layer query and key projections (a term-matching prior; not with model.init_from); 0 = off; >= 0
+//	rerank.match_init                   0.0            gain·I added to the cross-encoder's first-layer query and key projections (a term-matching prior; not with model.init_from, refused with a pretrained body); 0 = off; >= 0
 //	rerank.pretrain_depth               30             BM25 hits of a cropped pseudo-query that its pretraining negatives are drawn from (kind reranker, pretrain.steps > 0); >= 1
 //	rerank.pretrain_window              0              cropped pseudo-queries come from a passage's first pretrain_window words (the part the cross-encoder sees); 0 = anywhere; >= 0
 //	rerank.match_word_scale             1.0            factor on the cross-encoder's initial word embeddings, so a token's word dominates its position and segment; > 0

@@ -164,7 +164,10 @@ type Model struct {
 	// InitFrom is a directory whose weights initialise the model, relative to
 	// the recipe file: a run directory (its latest checkpoint), an export
 	// written by `train export`, or a Hugging Face BERT directory with a
-	// compatible architecture; "" to start from random weights.
+	// compatible architecture; "" to start from random weights. Kind reranker
+	// also reads an encoder body (a BertModel / sentence-transformers
+	// directory): its [model] sizes that the recipe leaves out are the
+	// directory's.
 	// Default "".
 	InitFrom string `toml:"init_from"`
 }

@@ -3,6 +3,7 @@ package export
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -207,8 +208,19 @@ type CrossEncoderDir struct {
 	// LoadTokenizer also reads a directory that has only vocab.txt and tokenizer_config.json.
 	Tokenizer string
 	// Ignored lists tensors that are not parameters and are skipped by design (the
-	// embeddings.position_ids buffer), as "file: name".
+	// embeddings.position_ids buffer; for a body, BERT's pre-training heads cls.*), as
+	// "file: name".
 	Ignored []string
+	// Body is true when the directory holds an encoder without a cross-encoder's head: a
+	// BertModel or sentence-transformers directory, or a bi-encoder (export or run) with one
+	// shared tower (OpenBiEncoder's layouts). Init then copies the encoder and, when the
+	// directory has BERT's pooler (pooler.dense.weight and .bias, as BertModel saves them), the
+	// pooler; Fresh names the parameters it leaves as the model initialised them.
+	Body bool
+	// Fresh lists, in model order, the parameters the directory has no tensor for and Init does
+	// not touch: classifier.weight and classifier.bias of a body, and pooler.weight and
+	// pooler.bias of a body without BERT's pooler. Empty for a cross-encoder directory.
+	Fresh []string
 
 	set    *tensorSet
 	name   func(param string) (string, error) // the tensor name of a model parameter
@@ -237,13 +249,29 @@ func InitCrossEncoder(m *model.CrossEncoder, dir string) (*CrossEncoderDir, erro
 //     bert.pooler.dense.*, classifier.* (F16, BF16 and F64 are converted to float32);
 //   - a reranker run directory's model (run/reranker-<loss>, whose latest checkpoint is read),
 //     one of its checkpoint directories, or a run directory whose latest checkpoint is a
-//     reranker's.
+//     reranker's;
+//   - an encoder body (Body): a Hugging Face BERT directory without a classifier (BertModel,
+//     a sentence-transformers model such as all-MiniLM-L6-v2, a BertFor* pre-training
+//     checkpoint: model.safetensors holds no classifier.* tensor), a bi-encoder export with one
+//     shared tower, or a bi-encoder run; read by OpenBiEncoder, plus BERT's pooler.dense.* when
+//     the safetensors file has it.
 //
 // Errors name the file and field at fault.
 func OpenCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
 		return openRunCrossEncoder(dir)
+	case exists(filepath.Join(dir, ManifestFile)):
+		var man struct {
+			Kind string `json:"kind"`
+		}
+		if err := readJSON(filepath.Join(dir, ManifestFile), &man, false); err != nil {
+			return nil, err
+		}
+		if man.Kind == KindBiEncoder {
+			return openBodyCrossEncoder(dir, nil)
+		}
+		return openHFCrossEncoder(dir)
 	case exists(filepath.Join(dir, ConfigFile)):
 		return openHFCrossEncoder(dir)
 	}
@@ -255,6 +283,9 @@ func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	r, err := OpenRun(dir)
 	if err != nil {
 		return nil, err
+	}
+	if r.Kind == KindBiEncoder {
+		return openBodyCrossEncoder(dir, nil)
 	}
 	if r.Kind != KindCrossEncoder {
 		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindCrossEncoder)
@@ -281,6 +312,19 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	if c.ModelType != modelTypeBert {
 		return nil, fmt.Errorf("%s: model_type %q; a cross-encoder directory is a BERT (%q)", cfgPath, c.ModelType, modelTypeBert)
 	}
+	path, raw, err := readRawWeights(dir)
+	if err != nil {
+		return nil, err
+	}
+	if !exists(filepath.Join(dir, ManifestFile)) && !slices.ContainsFunc(raw, func(r checkpoints.RawTensor) bool {
+		return strings.HasPrefix(r.Name, "classifier.")
+	}) {
+		pooler, err := bertPooler(path, raw)
+		if err != nil {
+			return nil, err
+		}
+		return openBodyCrossEncoder(dir, pooler)
+	}
 	if n := max(c.NumLabels, len(c.ID2Label)); n != 1 {
 		return nil, fmt.Errorf("%s: %d labels (num_labels, id2label); a reranker has one score (num_labels = 1)", cfgPath, n)
 	}
@@ -289,10 +333,6 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 		return nil, err
 	}
 	enc.Pooling = model.PoolingCLS
-	path, raw, err := readRawWeights(dir)
-	if err != nil {
-		return nil, err
-	}
 	d := &CrossEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: enc, tokDir: dir,
 		Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)), name: model.HFCrossEncoderName,
 		set: &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}}
@@ -323,17 +363,91 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	return d, nil
 }
 
-// Init copies the directory's tensors into m, bit for bit. The encoder must be a transformer
-// with the directory's number of heads. Every parameter of m must find a tensor of its shape
-// and every tensor a parameter (Ignored aside); otherwise the error is a *MismatchError listing
-// each missing, unexpected and wrongly shaped tensor with both shapes, and m may be partly
-// overwritten. Pooling, dropout and the maximum length are the model's own.
+// bertPooler returns BERT's pooler from the tensors raw of the file at path, named
+// pooler.dense.weight and pooler.dense.bias (without the "bert." prefix of BertFor* models),
+// converted to float32; nil when the file has neither.
+func bertPooler(path string, raw []checkpoints.RawTensor) ([]checkpoints.Tensor, error) {
+	var out []checkpoints.Tensor
+	for _, r := range raw {
+		name := strings.TrimPrefix(r.Name, "bert.")
+		if name != "pooler.dense.weight" && name != "pooler.dense.bias" {
+			continue
+		}
+		data, err := toFloat32(r)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		out = append(out, checkpoints.Tensor{Name: name, Shape: r.Shape, Data: data})
+	}
+	return out, nil
+}
+
+// openBodyCrossEncoder opens an encoder body (OpenBiEncoder's layouts, one shared transformer
+// tower) as the start of a cross-encoder; pooler holds BERT's pooler.dense.weight and .bias
+// when the directory has them (bertPooler), else nil: the pooler is then fresh, with the
+// classifier.
+func openBodyCrossEncoder(dir string, pooler []checkpoints.Tensor) (*CrossEncoderDir, error) {
+	bd, err := OpenBiEncoder(dir)
+	if err != nil {
+		return nil, err
+	}
+	if bd.Encoder.Encoder != model.EncoderTransformer {
+		return nil, fmt.Errorf("%s holds a %s encoder; a cross-encoder's body is a transformer", dir, bd.Encoder.Encoder)
+	}
+	if bd.Encoder.Causal {
+		return nil, fmt.Errorf("%s holds a causal transformer; a cross-encoder's query and passage must see each other", dir)
+	}
+	if !bd.Shared {
+		return nil, fmt.Errorf("%s has separate query and passage towers; a cross-encoder reads the pair with one body (name one tower's directory)", dir)
+	}
+	enc := bd.Encoder
+	enc.Pooling = model.PoolingCLS
+	src := bd.query
+	d := &CrossEncoderDir{Dir: dir, Layout: bd.Layout, Encoder: enc, Tokenizer: bd.Tokenizer, Body: true, set: src.set, tokDir: bd.tokDir}
+	used := map[string]bool{}
+	for _, t := range pooler {
+		src.set.add(t)
+		used[t.Name] = true
+	}
+	for _, ig := range bd.Ignored {
+		_, name, _ := strings.Cut(ig, ": ")
+		if !used[strings.TrimPrefix(name, "bert.")] {
+			d.Ignored = append(d.Ignored, ig)
+		}
+	}
+	heads := map[string]string{model.PoolerWeight: "pooler.dense.weight", model.PoolerBias: "pooler.dense.bias"}
+	if len(pooler) == 0 {
+		d.Fresh = append(d.Fresh, model.PoolerWeight, model.PoolerBias)
+	}
+	d.Fresh = append(d.Fresh, model.ClassifierWeight, model.ClassifierBias)
+	d.name = func(p string) (string, error) {
+		if n, ok := heads[p]; ok {
+			return n, nil
+		}
+		rest, ok := strings.CutPrefix(p, model.PrefixShared+".")
+		if !ok {
+			return "", fmt.Errorf("model: parameter %q is not a cross-encoder parameter", p)
+		}
+		return src.name(rest), nil
+	}
+	return d, nil
+}
+
+// Init copies the directory's tensors into m, bit for bit, except the parameters of Fresh,
+// which keep m's values. The encoder must be a transformer with the directory's number of
+// heads. Every other parameter of m must find a tensor of its shape and every tensor a
+// parameter (Ignored aside); otherwise the error is a *MismatchError listing each missing,
+// unexpected and wrongly shaped tensor with both shapes, and m may be partly overwritten.
+// Pooling, dropout and the maximum length are the model's own.
 func (d *CrossEncoderDir) Init(m *model.CrossEncoder) error {
 	if m.Cfg.Heads != d.Encoder.Heads {
 		return fmt.Errorf("%s has %d attention heads; the model has %d (model.heads)", d.Dir, d.Encoder.Heads, m.Cfg.Heads)
 	}
 	var mm MismatchError
 	for _, p := range m.Params() {
+		if slices.Contains(d.Fresh, p.Name) {
+			continue
+		}
 		n, err := d.name(p.Name)
 		if err != nil {
 			return err

@@ -182,6 +182,11 @@
 //	tokenizer      BiEncoderDir.LoadTokenizer: tokenizer.json, else vocab.txt with
 //	               tokenizer_config.json and special_tokens_map.json (tokenize.LoadDir)
 //
+// OpenCrossEncoder reads a cross-encoder export, a BertForSequenceClassification directory or a
+// reranker run, and also an encoder body (a BertModel / sentence-transformers directory or a
+// shared-tower bi-encoder): Init then copies the encoder and BERT's pooler when present, and
+// CrossEncoderDir.Fresh names the head parameters it leaves to the model's initialisation.
+//
 // # Adding a model kind
 //
 // Each kind is one file: it registers its exporter with register(kind, f) in an init function

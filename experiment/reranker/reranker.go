@@ -3,6 +3,7 @@ package reranker
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -45,7 +46,12 @@ import (
 // The models start from the seed's initialisation with the term-matching prior of
 // rerank.match_init and rerank.match_word_scale (model.CrossEncoder.InitMatching), or from the
 // weights of model.init_from (a cross-encoder export, a BertForSequenceClassification directory
-// or a reranker model directory; export.OpenCrossEncoder); with pretrain.steps > 0 these weights
+// or a reranker model directory; export.OpenCrossEncoder), or from a pretrained encoder body
+// there (a BertModel or sentence-transformers directory such as all-MiniLM-L6-v2, or a
+// shared-tower bi-encoder): its encoder and BERT's pooler when it has one, the classifier (and a
+// missing pooler) from the seed, without the term-matching prior (refused). The directory fixes
+// the architecture: [model] sizes the recipe leaves out are taken from it, those it sets must
+// agree (initfrom.go). With pretrain.steps > 0 these weights
 // are first trained with the listwise loss on cropping lists of the corpus (sampler.CropLists:
 // a span of a passage as the query, the passage as its positive, BM25 hits of the span as its
 // negatives), and every loss starts from the result.
@@ -119,6 +125,28 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		if initDir, err = export.OpenCrossEncoder(rec.Model.InitFrom); err != nil {
 			return "", fmt.Errorf("model.init_from: %w", err)
 		}
+		keys, err := readRecipeKeys(o.RecipePath)
+		if err != nil {
+			return "", err
+		}
+		if err := refuseMatchInit(rr, initDir, keys); err != nil {
+			return "", err
+		}
+		// The directory fixes the architecture: the sizes the recipe leaves out are its (a copy
+		// of the recipe holds them, and the run directory's resolved recipe records them).
+		r := *rec
+		rec = &r
+		taken, err := initArchitecture(&rec.Model, initDir, keys)
+		if err != nil {
+			return "", err
+		}
+		if len(taken) > 0 {
+			fmt.Fprintf(o.Out, "init_from: architecture of %s: %s; from it, as the recipe does not set them: %s\n",
+				initDir.Dir, describeArch(initDir), strings.Join(taken, ", "))
+		}
+		if L := rec.Tokenizer.MaxLength; L > rec.Model.MaxPosition {
+			return "", fmt.Errorf("%stokenizer.max_length = %d exceeds the %d positions of model.init_from %s", keys.where("tokenizer.max_length"), L, rec.Model.MaxPosition, initDir.Dir)
+		}
 	}
 	tok, err := prepareRerankTokenizer(rec, o.ResumeDir, initDir, passages, o.Out)
 	if err != nil {
@@ -141,7 +169,11 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		return "", err
 	}
 	if initDir != nil {
-		fmt.Fprintf(o.Out, "init_from: %d parameters from %s (%s layout)\n", len(seedModel.Params()), initDir.Dir, initDir.Layout)
+		shapes := map[string][]int{}
+		for _, p := range seedModel.Params() {
+			shapes[p.Name] = p.Value.Shape()
+		}
+		reportInit(o.Out, initDir, len(seedModel.Params()), rec.Seed, shapes)
 	}
 	tok, tokPath, err := experiment.SaveTokenizer(tok, dir, resume)
 	if err != nil {
@@ -737,21 +769,74 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 // scoreWorkers is the number of inference graphs scoring pairs in parallel.
 const scoreWorkers = 2
 
-// scoreBatch is the pairs per inference graph run.
+// scoreBatch is the most pairs per inference graph run.
 const scoreBatch = 50
 
-// scorePairs scores n encoded pairs with m, split between scoreWorkers graphs, with a
-// progress bar.
+// scoreTokens caps the pair tokens (padding included) of one inference graph run: a run of B
+// pairs padded to Lb tokens holds B = min(scoreBatch, scoreTokens / Lb) pairs, so that a long
+// bucket's graph (its activations grow with B·Lb, its attention scores with B·Lb²) stays near
+// the size of scoreBatch pairs of 96 tokens (the Cranfield recipe's L, where B = scoreBatch).
+const scoreTokens = scoreBatch * 96
+
+// scoreBucket is the granularity of the padded lengths: a batch of pairs is padded to its
+// longest pair rounded up to a multiple of scoreBucket tokens (at most L).
+const scoreBucket = 32
+
+// bucketLen is the padded length of a pair of n tokens: n rounded up to a multiple of
+// scoreBucket, at most L.
+func bucketLen(n, L int) int {
+	return min(L, max(1, (n+scoreBucket-1)/scoreBucket)*scoreBucket)
+}
+
+// scorePairs scores n pairs encoded to L tokens each (enc, row-major, as EncodePairBatch lays
+// them out) with m and returns their scores in enc's order, with a progress bar. The pairs are
+// sorted by length (their mask's count) and grouped by bucketLen, and each group runs through
+// graphs built for its padded length, so a short pair costs its own length rather than L; the
+// scores equal those of graphs padded to L within float32 rounding (the padding is masked;
+// TestScorePairsBucketsMatchFixedPadding). The groups run one after another, shortest first,
+// each split between scoreWorkers graphs built for it and closed after it.
 func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io.Writer, desc string) ([]float32, error) {
 	bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription(desc),
 		progressbar.OptionShowCount(), progressbar.OptionSetWidth(24), progressbar.OptionThrottle(200*time.Millisecond),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(progress) }))
+	order := make([]int, n)
+	length := make([]int, n)
+	for i := range order {
+		order[i] = i
+		for _, v := range enc.Mask[i*L : (i+1)*L] {
+			if v != 0 {
+				length[i]++
+			}
+		}
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return length[a] - length[b] })
 	scores := make([]float32, n)
-	chunk := (n + scoreWorkers - 1) / scoreWorkers
-	chunk = (chunk + scoreBatch - 1) / scoreBatch * scoreBatch
+	for lo := 0; lo < n; {
+		lb := bucketLen(length[order[lo]], L)
+		hi := lo
+		for hi < n && bucketLen(length[order[hi]], L) == lb {
+			hi++
+		}
+		if err := scoreBucketPairs(m, enc, order[lo:hi], L, lb, scores, bar); err != nil {
+			return nil, err
+		}
+		lo = hi
+	}
+	_ = bar.Finish()
+	return scores, nil
+}
+
+// scoreBucketPairs scores the pairs idx (rows of enc, L tokens each, every one at most lb tokens
+// long) cut to their first lb tokens, writing scores[i] for each i of idx: the pairs are split
+// in contiguous chunks between up to scoreWorkers graphs of B x lb.
+func scoreBucketPairs(m *model.CrossEncoder, enc tokenize.Batch, idx []int, L, lb int, scores []float32, bar *progressbar.ProgressBar) error {
+	B := max(1, min(scoreBatch, scoreTokens/lb))
+	batches := (len(idx) + B - 1) / B
+	workers := min(scoreWorkers, batches)
+	per := (batches + workers - 1) / workers * B // pairs per worker, whole batches
 	// The runners are built before any runs: building a graph's tape machine sets the engine
 	// of the parameter tensors every runner shares, a write that must not overlap a run.
-	runners := make([]*model.ScoreRunner, scoreWorkers)
+	runners := make([]*model.ScoreRunner, workers)
 	defer func() {
 		for _, r := range runners {
 			if r != nil {
@@ -759,47 +844,47 @@ func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io
 			}
 		}
 	}()
-	for w := range scoreWorkers {
-		if w*chunk >= n {
-			break
-		}
-		r, err := model.NewScoreRunner(m, scoreBatch, L)
+	for w := range runners {
+		r, err := model.NewScoreRunner(m, B, lb)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		runners[w] = r
 	}
 	var wg sync.WaitGroup
-	errs := make([]error, scoreWorkers)
-	for w := range scoreWorkers {
-		lo, hi := w*chunk, min(n, (w+1)*chunk)
+	errs := make([]error, workers)
+	for w := range workers {
+		lo, hi := w*per, min(len(idx), (w+1)*per)
 		if lo >= hi {
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r := runners[w]
-			for s := lo; s < hi; s += scoreBatch {
-				e := min(hi, s+scoreBatch)
-				out, err := r.Score(enc.IDs[s*L:e*L], enc.Mask[s*L:e*L], enc.Types[s*L:e*L], e-s)
+			ids, types := make([]int, B*lb), make([]int, B*lb)
+			mask := make([]float32, B*lb)
+			for s := lo; s < hi; s += B {
+				e := min(hi, s+B)
+				for k, i := range idx[s:e] {
+					copy(ids[k*lb:(k+1)*lb], enc.IDs[i*L:i*L+lb])
+					copy(mask[k*lb:(k+1)*lb], enc.Mask[i*L:i*L+lb])
+					copy(types[k*lb:(k+1)*lb], enc.Types[i*L:i*L+lb])
+				}
+				k := e - s
+				out, err := runners[w].Score(ids[:k*lb], mask[:k*lb], types[:k*lb], k)
 				if err != nil {
 					errs[w] = err
 					return
 				}
-				copy(scores[s:e], out)
-				_ = bar.Add(e - s)
+				for j, i := range idx[s:e] {
+					scores[i] = out[j]
+				}
+				_ = bar.Add(k)
 			}
 		}()
 	}
 	wg.Wait()
-	_ = bar.Finish()
-	for _, err := range errs {
-		if err != nil {
-			return nil, err
-		}
-	}
-	return scores, nil
+	return errors.Join(errs...)
 }
 
 // interpolate mixes two rankings of the same candidates: per query, each run's scores are
