@@ -1,12 +1,8 @@
 package configs
 
 import (
-	"fmt"
-	"os"
 	"strconv"
 	"strings"
-
-	"github.com/BurntSushi/toml"
 )
 
 // keyLines maps every key defined in a TOML document to the 1-based line
@@ -156,21 +152,4 @@ func scanValue(s string, depth int) (int, string) {
 		}
 	}
 	return depth, ""
-}
-
-// FileKeys returns the keys the recipe file at path defines, each with the 1-based line that
-// defines it: "model.hidden" for `hidden = ...` under [model], "model" for the [model] header
-// (keys inside inline tables are not listed). Run-time checks use it to tell a key the recipe
-// sets from one left at its default, and to name the line in their errors. It fails when the
-// file does not read or does not parse as TOML.
-func FileKeys(path string) (map[string]int, error) {
-	src, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("recipe: %w", err)
-	}
-	var doc map[string]any
-	if _, err := toml.Decode(string(src), &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return keyLines(string(src)), nil
 }

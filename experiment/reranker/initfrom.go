@@ -33,20 +33,15 @@ var archKeys = []archKey{
 }
 
 // recipeKeys says which keys the recipe sets and where: the keys its file defines
-// (configs.FileKeys; none when the recipe was not read from a file) and every [model] size away
-// from its default, so that a recipe built in code that sets a size is held to it too.
+// (configs.Recipe.Lines, from Load; none for a recipe built in code) and, in initArchitecture,
+// every [model] size away from its default, so that a recipe built in code that sets a size is
+// held to it too.
 type recipeKeys struct {
 	path  string         // the recipe file, "" when unknown
 	lines map[string]int // key -> line in path
 }
 
-func readRecipeKeys(path string) (recipeKeys, error) {
-	if path == "" {
-		return recipeKeys{}, nil
-	}
-	lines, err := configs.FileKeys(path)
-	return recipeKeys{path: path, lines: lines}, err
-}
+func keysOf(rec *configs.Recipe) recipeKeys { return recipeKeys{path: rec.Path, lines: rec.Lines} }
 
 // where returns "path:line: " for a key the file defines, "path: " for another key of a known
 // file, and "" otherwise.

@@ -126,10 +126,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		if initDir, err = export.OpenCrossEncoder(rec.Model.InitFrom); err != nil {
 			return "", fmt.Errorf("model.init_from: %w", err)
 		}
-		keys, err := readRecipeKeys(o.RecipePath)
-		if err != nil {
-			return "", err
-		}
+		keys := keysOf(rec)
 		if err := refuseMatchInit(rr, initDir, keys); err != nil {
 			return "", err
 		}
