@@ -7,7 +7,9 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 )
@@ -87,8 +89,8 @@ func (l *loader) lineOf(key string) int {
 
 // errf returns "path:line: key: message", without the line when key has none.
 func (l *loader) errf(key, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if n := l.lineOf(key); n > 0 {
+	n, msg, key := l.lineOf(key), oneLine(fmt.Sprintf(format, args...)), oneLine(key)
+	if n > 0 {
 		return fmt.Errorf("%s:%d: %s: %s", l.path, n, key, msg)
 	}
 	return fmt.Errorf("%s: %s: %s", l.path, key, msg)
@@ -111,14 +113,15 @@ var (
 func (l *loader) decodeError(err error) error {
 	var pe toml.ParseError
 	if errors.As(err, &pe) {
+		msg := oneLine(pe.Message)
 		if pe.LastKey != "" {
-			return fmt.Errorf("%s:%d: %s: %s", l.path, pe.Position.Line, pe.LastKey, pe.Message)
+			return fmt.Errorf("%s:%d: %s: %s", l.path, pe.Position.Line, oneLine(pe.LastKey), msg)
 		}
-		return fmt.Errorf("%s:%d: %s", l.path, pe.Position.Line, pe.Message)
+		return fmt.Errorf("%s:%d: %s", l.path, pe.Position.Line, msg)
 	}
-	m := decodeErrRE.FindStringSubmatch(err.Error())
+	m := decodeErrRE.FindStringSubmatch(oneLine(err.Error()))
 	if m == nil {
-		return fmt.Errorf("%s: %w", l.path, err)
+		return fmt.Errorf("%s: %s", l.path, oneLine(err.Error()))
 	}
 	line, key, msg := m[1], m[2], m[3]
 	if t := badTypeRE.FindStringSubmatch(msg); t != nil {
@@ -130,6 +133,25 @@ func (l *loader) decodeError(err error) error {
 		return l.errf(key, "%s", msg)
 	}
 	return fmt.Errorf("%s:%s: %s: %s", l.path, line, key, msg)
+}
+
+// oneLine escapes the line breaks and other control characters that BurntSushi/toml copies
+// from the input into its messages (e.g. "not a binary number: '0b\n'"), so that an error
+// stays one line naming the file.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // tomlTypeName names a Go type from BurntSushi/toml's messages as TOML does.

@@ -70,8 +70,8 @@ func (r *Recipe) IsSet(key string) bool {
 // KeyError returns "path:line: key: message" (without the line when the file does not set
 // key), the form of every error of Load.
 func (r *Recipe) KeyError(key, format string, args ...any) error {
-	msg := fmt.Sprintf(format, args...)
-	if n := r.Lines[key]; n > 0 {
+	n, msg, key := r.Lines[key], oneLine(fmt.Sprintf(format, args...)), oneLine(key)
+	if n > 0 {
 		return fmt.Errorf("%s:%d: %s: %s", r.Path, n, key, msg)
 	}
 	return fmt.Errorf("%s: %s: %s", r.Path, key, msg)
