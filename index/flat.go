@@ -133,6 +133,19 @@ func (f *Flat) searchBlock(qs []float32, lo, hi, k int, out [][]Hit) {
 	}
 }
 
+// DotInOrder is the float32 inner product of a and b (len(b) >= len(a)) summed left to right,
+// one rounding per term. Joint training (RAG, RePlug, REALM) computes its retrieval logits with
+// it; Flat's search uses dot, whose four running sums round differently (both are
+// deterministic, but they are not interchangeable without changing those recipes' numbers).
+func DotInOrder(a, b []float32) float32 {
+	b = b[:len(a)]
+	var s float32
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
 // dot is the float32 inner product with four running sums, added in a fixed order.
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]

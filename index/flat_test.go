@@ -180,3 +180,20 @@ func TestNormalizeRows(t *testing.T) {
 		}
 	}
 }
+
+// TestDotInOrderRoundsLeftToRight pins the two sums apart: on [1e8, 1, -1e8, 1] · 1 the
+// left-to-right float32 sum keeps the last 1 (1e8+1 rounds to 1e8, minus 1e8 is 0, plus 1),
+// while the four-lane dot of Flat adds (1e8 + 1) + (-1e8 + 1), which rounds to 0.
+func TestDotInOrderRoundsLeftToRight(t *testing.T) {
+	a := []float32{1e8, 1, -1e8, 1}
+	b := []float32{1, 1, 1, 1, 7} // longer b: only its first len(a) values count
+	if got := DotInOrder(a, b); got != 1 {
+		t.Fatalf("DotInOrder = %v, want 1", got)
+	}
+	if got := dot(a, b); got != 0 {
+		t.Fatalf("dot = %v, want 0 (four running sums)", got)
+	}
+	if got := DotInOrder([]float32{0.5, -2, 3}, []float32{4, 0.25, 2}); got != 7.5 {
+		t.Fatalf("DotInOrder = %v, want 7.5", got)
+	}
+}

@@ -80,7 +80,7 @@ func (x *Index) candidates(qv []float32, texts []string, k int, source string, d
 				rows[j] = x.Row[h.DocID]
 			}
 			q := qv[i*x.Dim : (i+1)*x.Dim]
-			score := func(r int) float64 { return float64(dot32(q, x.Vecs[r*x.Dim:(r+1)*x.Dim])) }
+			score := func(r int) float64 { return float64(index.DotInOrder(q, x.Vecs[r*x.Dim:(r+1)*x.Dim])) }
 			slices.SortStableFunc(rows, func(a, b int) int {
 				sa, sb := score(a), score(b)
 				switch {
@@ -109,7 +109,7 @@ func (x *Index) logZ(q []float32) float64 {
 	s := make([]float64, n)
 	mx := math.Inf(-1)
 	for i := range n {
-		s[i] = float64(dot32(q, x.Vecs[i*x.Dim:(i+1)*x.Dim])) / x.Tau
+		s[i] = float64(index.DotInOrder(q, x.Vecs[i*x.Dim:(i+1)*x.Dim])) / x.Tau
 		mx = math.Max(mx, s[i])
 	}
 	var sum float64
@@ -117,18 +117,6 @@ func (x *Index) logZ(q []float32) float64 {
 		sum += math.Exp(v - mx)
 	}
 	return mx + math.Log(sum)
-}
-
-// dot32 is the float32 inner product summed left to right: the retrieval logits of joint
-// training (RAG, RePlug, REALM) use this order, while index.Flat sums four lanes for speed.
-// The two round differently, so swapping one for the other changes the rag, replug and realm
-// recipes' numbers; it stays until a recipe change may move them.
-func dot32(a, b []float32) float32 {
-	var s float32
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }
 
 // Question is one training question of joint training.

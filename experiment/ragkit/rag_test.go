@@ -305,14 +305,14 @@ func TestRAGCandidates(t *testing.T) {
 	if !slices.Equal(got, []string{"b", "d"}) {
 		t.Errorf("bm25+dense candidates %v, want b and d", got)
 	}
-	sb, sd := dot32(qv, x.Vecs[1*x.Dim:2*x.Dim]), dot32(qv, x.Vecs[3*x.Dim:4*x.Dim])
+	sb, sd := index.DotInOrder(qv, x.Vecs[1*x.Dim:2*x.Dim]), index.DotInOrder(qv, x.Vecs[3*x.Dim:4*x.Dim])
 	if (sb >= sd) != (hybrid[0][0] == 1) {
 		t.Errorf("bm25+dense order %v ignores dense scores %g (b), %g (d)", hybrid[0], sb, sd)
 	}
 	// logZ is the log-sum-exp of every passage's score.
 	var sum float64
 	for i := range ids {
-		sum += math.Exp(float64(dot32(qv, x.Vecs[i*x.Dim:(i+1)*x.Dim])))
+		sum += math.Exp(float64(index.DotInOrder(qv, x.Vecs[i*x.Dim:(i+1)*x.Dim])))
 	}
 	if z := x.logZ(qv); math.Abs(z-math.Log(sum)) > 1e-9 {
 		t.Errorf("logZ %g, want %g", z, math.Log(sum))
