@@ -4,7 +4,11 @@
 // parameters).
 //
 // Retriever losses: InfoNCE and InfoNCEMasked (contrastive, in-batch plus hard negatives),
-// Pairwise (RankNet), Listwise (ListNet), Pointwise (binary cross-entropy). Retrieval-augmented
+// MatryoshkaInfoNCE (InfoNCE on truncated prefixes of the embeddings, Kusupati et al. 2022),
+// Pairwise (RankNet), Listwise (ListNet), Pointwise (binary cross-entropy). Distillation from a
+// teacher ranker's scores: MarginMSE (Hofstätter et al. 2020) and KLDistill (listwise KL
+// between tempered softmaxes); their registered specs set Spec.Teacher and read
+// Inputs.Teacher. Retrieval-augmented
 // generation: RAGSequence, RAGToken, RAGSequenceFull and the posterior RAGPosterior (Lewis et
 // al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023);
 // RetrievalLogits computes their retrieval logits s from query and candidate embeddings.

@@ -19,10 +19,15 @@ func infoNCEMaskedBuilder(tau float64, sim Similarity) builder {
 	}
 }
 
-// TestInfoNCEGolden matches the three PyTorch infonce cases: loss, grad_q, grad_d_pos and
-// grad_d_neg, to 1e-6 relative in float64 and 1e-3 in float32.
+// TestInfoNCEGolden matches the four PyTorch infonce cases (the fourth has 16 queries, one hard
+// negative each): loss, grad_q, grad_d_pos and grad_d_neg, to 1e-6 relative in float64 and
+// 1e-4 in float32, called directly and (the fourth) through the losses table.
 func TestInfoNCEGolden(t *testing.T) {
-	for ci, c := range goldenCases(t, "infonce") {
+	cases := goldenCases(t, "infonce")
+	if len(cases) != 4 {
+		t.Fatalf("%d infonce cases, want 4", len(cases))
+	}
+	for ci, c := range cases {
 		sim, err := ParseSimilarity(c["similarity"].(string))
 		if err != nil {
 			t.Fatal(err)
@@ -54,6 +59,22 @@ func TestInfoNCEGolden(t *testing.T) {
 				loss, grads := mustEval(t, dt, infoNCEBuilder(tau, sim),
 					input{"q", qs, q, true},
 					input{"p", []int{n, qs[1]}, p, true})
+				wantLoss(t, loss, c.num(t, "loss"), rtol)
+				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
+				assertClose(t, "grad_d_pos ++ grad_d_neg", grads["p"], wantGP, rtol, atol)
+			})
+			if qs[0] < 16 {
+				continue
+			}
+			t.Run("registered/"+sim.String()+"/"+dt.String()+"/case"+string(rune('0'+ci)), func(t *testing.T) {
+				rtol, atol := tolerances(dt)
+				spec, err := Lookup("infonce")
+				if err != nil {
+					t.Fatal(err)
+				}
+				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Tau: tau, Sim: sim})
+				}, input{"q", qs, q, true}, input{"p", []int{n, qs[1]}, p, true})
 				wantLoss(t, loss, c.num(t, "loss"), rtol)
 				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
 				assertClose(t, "grad_d_pos ++ grad_d_neg", grads["p"], wantGP, rtol, atol)

@@ -34,27 +34,47 @@ const (
 )
 
 // Inputs are the graph nodes (and sizes) a loss builder reads; which are set depends on the
-// Spec's Batch.
+// Spec's Batch (and Teacher).
 type Inputs struct {
-	// Contrastive.
+	// Contrastive. Tau is also the student's temperature of a Lists loss that softmaxes its
+	// scores (kl_distill).
 	Q, P, Mask *G.Node
 	Tau        float64
 	Sim        Similarity
+	// Dims are the embedding prefixes a Matryoshka loss trains on (matryoshka_infonce: every
+	// m in Dims, 1 <= m <= H) and DimWeights their weights (nil: all 1).
+	Dims       []int
+	DimWeights []float64
 	// Lists.
 	Scores *G.Node
 	B, K   int
 	// Labels is the [B,K] tensor a Lists loss with labels reads; the caller fills it before
 	// every run, the builder wraps it in a node.
 	Labels *tensor.Dense
+	// Teacher holds a teacher's scores of the batch's candidates, read by a Spec with Teacher
+	// set (distillation). The caller fills it before every run, the builder wraps it in a node;
+	// it is a constant of the loss (no gradient), in the Q or Scores dtype. Its shape follows
+	// the batch: Lists [B,K], row i the scores of list i's candidates in slot order;
+	// Contrastive [B,1+M] for N = B(1+M) passages, row i the score of query i's positive p_i
+	// then those of its own hard negatives p_{B+iM} .. p_{B+iM+M-1}.
+	Teacher *tensor.Dense
+	// TeacherTau is the temperature of the teacher's scores, for a loss that softmaxes them
+	// (kl_distill).
+	TeacherTau float64
 }
 
 // Spec is one trainable loss: its name (loss.name, rerank.losses), the batch it needs, the
-// labels it reads and its builder, which returns the scalar loss node.
+// labels it reads, whether it reads a teacher's scores, and its builder, which returns the
+// scalar loss node.
 type Spec struct {
 	Name   string
 	Batch  Batch
 	Labels Labels
-	Build  func(in Inputs) (*G.Node, error)
+	// Teacher is set for a distillation loss: it reads Inputs.Teacher (and TeacherTau where it
+	// softmaxes the teacher's scores), scores of the batch's candidates by a stronger model
+	// (a cross-encoder, an LLM) computed before the step.
+	Teacher bool
+	Build   func(in Inputs) (*G.Node, error)
 }
 
 var (
@@ -116,4 +136,15 @@ func listInputs(in Inputs) (*G.Node, *G.Node, error) {
 	}
 	y := G.NewMatrix(in.Scores.Graph(), in.Labels.Dtype(), G.WithShape(in.B, in.K), G.WithValue(in.Labels), G.WithName("labels"))
 	return a, y, nil
+}
+
+// teacherInput wraps Inputs.Teacher, which must have shape [rows, cols], in a node of g.
+func teacherInput(loss string, g *G.ExprGraph, in Inputs, rows, cols int) (*G.Node, error) {
+	if in.Teacher == nil {
+		return nil, fmt.Errorf("losses: %s: a distillation loss built without Inputs.Teacher", loss)
+	}
+	if s := in.Teacher.Shape(); !s.Eq(tensor.Shape{rows, cols}) {
+		return nil, fmt.Errorf("losses: %s: Inputs.Teacher has shape %v, want (%d, %d)", loss, s, rows, cols)
+	}
+	return G.NewMatrix(g, in.Teacher.Dtype(), G.WithShape(rows, cols), G.WithValue(in.Teacher), G.WithName(loss+".teacher")), nil
 }

@@ -9,19 +9,25 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce"}) {
+	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce"}) {
 		t.Errorf("contrastive losses %v", got)
 	}
-	if got := Names(Lists); !slices.Equal(got, []string{"listwise", "pairwise", "pointwise"}) {
+	if got := Names(Lists); !slices.Equal(got, []string{"kl_distill", "listwise", "pairwise", "pointwise"}) {
 		t.Errorf("list losses %v", got)
 	}
-	for name, labels := range map[string]Labels{"listwise": GradedLabels, "pointwise": BinaryLabels, "pairwise": NoLabels} {
+	for name, labels := range map[string]Labels{"listwise": GradedLabels, "pointwise": BinaryLabels, "pairwise": NoLabels, "kl_distill": NoLabels} {
 		s, err := Lookup(name)
 		if err != nil || s.Labels != labels {
 			t.Errorf("Lookup(%q) = %+v, %v", name, s, err)
 		}
 	}
-	if _, err := Lookup("margin_mse"); err == nil {
+	for _, name := range Names("") {
+		s, _ := Lookup(name)
+		if want := name == "margin_mse" || name == "kl_distill"; s.Teacher != want {
+			t.Errorf("%s: Teacher = %v, want %v", name, s.Teacher, want)
+		}
+	}
+	if _, err := Lookup("no_such_loss"); err == nil {
 		t.Error("Lookup of an unregistered loss succeeded")
 	}
 }
