@@ -1,9 +1,6 @@
 package losses
 
 import (
-	"math"
-
-	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
 )
 
@@ -26,58 +23,7 @@ import (
 //
 // Prefer it when the reader is a black box that can only score continuations: unlike
 // RAGSequence and RAGToken it needs no gradient from the generator, and it trains only the
-// retriever.
+// retriever. It is KLDistill with the language model as the teacher.
 func RePlugKL(s, lmLogLik *G.Node, tauR, tauLM float64) (*G.Node, error) {
-	const loss = "RePlugKL"
-	dt, err := floatDtype(loss, []string{"s", "lmLogLik"}, s, lmLogLik)
-	if err != nil {
-		return nil, err
-	}
-	for _, tau := range []struct {
-		name string
-		v    float64
-	}{{"tauR", tauR}, {"tauLM", tauLM}} {
-		if !(tau.v > 0) || math.IsInf(tau.v, 0) {
-			return nil, errors.Errorf("losses: %s: %s = %g, want > 0", loss, tau.name, tau.v)
-		}
-	}
-	if err := wantShape(loss, "s", s, -1, -1); err != nil {
-		return nil, err
-	}
-	if err := wantShape(loss, "lmLogLik", lmLogLik, s.Shape()[0], s.Shape()[1]); err != nil {
-		return nil, err
-	}
-	target, err := constSoftmaxRows(lmLogLik, 1/tauLM) // [B,K] constant
-	if err != nil {
-		return nil, err
-	}
-	negH, err := negEntropyRows(target) // [B]: sum_k p_LM log p_LM
-	if err != nil {
-		return nil, err
-	}
-	scaled, err := G.HadamardProd(s, scalar(dt, 1/tauR))
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: scale by 1/tauR", loss)
-	}
-	logR, err := logSoftmaxRows(scaled)
-	if err != nil {
-		return nil, err
-	}
-	cross, err := G.HadamardProd(target, logR)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
-	}
-	crossRows, err := G.Sum(cross, 1) // [B]: sum_k p_LM log p_R
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
-	}
-	kl, err := G.Sub(negH, crossRows)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
-	}
-	out, err := G.Mean(kl)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
-	}
-	return out, nil
+	return softKL("RePlugKL", [4]string{"s", "lmLogLik", "tauR", "tauLM"}, s, lmLogLik, tauR, tauLM)
 }
