@@ -39,7 +39,13 @@
 // The top-level keys (kind, name, seed, output_dir) are read by every kind.
 //
 //   - retriever: data, tokenizer, model, loss, sampler, pretrain, train, index, eval;
-//     loss.name "infonce" (in-batch softmax over positives, hard and in-batch negatives).
+//     loss.name "infonce" (in-batch softmax over positives, hard and in-batch negatives),
+//     "matryoshka_infonce" (InfoNCE summed over the prefixes loss.dims, Kusupati et al. 2022;
+//     needs loss.dims), "margin_mse" (the teacher's margin between a query's positive and its one
+//     hard negative, Hofstätter et al. 2020; needs loss.teacher and sampler.hard_negatives = 1)
+//     or "kl_distill" (the teacher's softmax over the query's positive and hard negatives; needs
+//     loss.teacher and sampler.hard_negatives >= 1). A distillation run's pretrain phase trains
+//     InfoNCE.
 //   - reranker: data, tokenizer, model, pretrain, train, index, eval, rerank;
 //     rerank.losses from "pairwise", "listwise", "pointwise" (one model per loss; [loss] is not read).
 //   - rag: world, tokenizer, reader, model, loss, pretrain, train, index, rag;
@@ -56,7 +62,8 @@
 //
 // # Paths
 //
-// output_dir, data.dir, tokenizer.file, model.init_from, reader.init_from and rerank.first_stage
+// output_dir, data.dir, tokenizer.file, model.init_from, reader.init_from, loss.teacher,
+// loss.teacher_cache and rerank.first_stage
 // (unless "bm25") are relative to the directory of the recipe file; absolute
 // paths are kept. After Load they are absolute.
 //
@@ -96,6 +103,11 @@
 //	loss.name                           "infonce"      the training loss, one the kind trains (see Kinds): "infonce" for every kind that reads [loss]
 //	loss.similarity                     "cosine"       query-passage score: "dot" or "cosine"
 //	loss.temperature                    0.05           tau in softmax(s / tau); > 0
+//	loss.dims                           []             matryoshka_infonce (needs it): the embedding prefixes trained, full dimension first, strictly descending, each in [1, output dimension]; each m below the full one is also evaluated as "finetuned@m" / "dense@m" (prefix re-normalised for cosine; TREC file runs/<split>.finetuned_d<m>.trec)
+//	loss.dim_weights                    []             matryoshka_infonce: weight of each prefix's InfoNCE term, one per dim, each > 0; [] = all 1
+//	loss.teacher                        ""             margin_mse, kl_distill (need it): the cross-encoder teacher, a reranker run's <run>/reranker-<loss> or an exported cross-encoder directory; its scores of every training pair are computed once before training and cached in <run>/teacher_scores.tsv by (query id, passage id, teacher sha256)
+//	loss.teacher_temperature            1.0            tau_T: kl_distill matches softmax(s / temperature) to softmax(t / teacher_temperature); margin_mse matches s+ - s- to (t+ - t-) * temperature / teacher_temperature; > 0
+//	loss.teacher_cache                  ""             a teacher_scores.tsv of an earlier run, read before scoring and written back after (a rerun with the same teacher scores nothing); a file of another teacher is refused; "" = the run directory's only
 //	sampler.hard_negatives              1              mined negatives per query; >= 0
 //	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint) or "bm25+dense" (both interleaved); judged-relevant passages excluded
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives

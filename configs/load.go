@@ -289,6 +289,15 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 			return l.errf("model.init_from", "%v", err)
 		}
 	}
+	if r.Loss.Teacher != "" {
+		r.Loss.Teacher = abs(r.Loss.Teacher)
+		if err := isDir(r.Loss.Teacher); err != nil {
+			return l.errf("loss.teacher", "%v", err)
+		}
+	}
+	if r.Loss.TeacherCache != "" {
+		r.Loss.TeacherCache = abs(r.Loss.TeacherCache)
+	}
 	if r.Reader.InitFrom != "" {
 		r.Reader.InitFrom = abs(r.Reader.InitFrom)
 		if err := isDir(r.Reader.InitFrom); err != nil {

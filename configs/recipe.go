@@ -182,6 +182,33 @@ type Loss struct {
 	Similarity string `toml:"similarity"`
 	// Temperature is tau in softmax(s / tau); > 0. Default 0.05.
 	Temperature float64 `toml:"temperature"`
+	// Dims are the embedding prefixes matryoshka_infonce trains (Kusupati et al. 2022), the
+	// full dimension first: strictly descending, each >= 1 and at most the model's output
+	// dimension (model.hidden, or model.init_from's). Each m below the full dimension is also
+	// evaluated as the systems "finetuned@m" / "dense@m" (vectors cut to their first m
+	// coordinates, re-normalised for cosine; TREC files runs/<split>.finetuned_d<m>.trec).
+	// Read only by matryoshka_infonce, which needs it. Default [].
+	Dims []int `toml:"dims"`
+	// DimWeights are the weights of the prefixes' InfoNCE terms, one per dim, each > 0; []
+	// weighs every prefix 1. Default [].
+	DimWeights []float64 `toml:"dim_weights"`
+	// Teacher is the cross-encoder a distillation loss (margin_mse, kl_distill) learns from,
+	// relative to the recipe file: a reranker run's model directory (<run>/reranker-<loss>, a
+	// run checkpoint) or an exported cross-encoder (BertForSequenceClassification layout).
+	// Its scores of every training (query, passage) pair are computed before training and
+	// cached in <run>/teacher_scores.tsv. Required by, and read only by, the distillation
+	// losses. Default "".
+	Teacher string `toml:"teacher"`
+	// TeacherTemperature is tau_T: kl_distill matches softmax(s / temperature) to
+	// softmax(t / teacher_temperature); margin_mse matches the student's margin s+ - s- to the
+	// teacher's (t+ - t-) * temperature / teacher_temperature (the two margins in softmax
+	// units, so a cosine student can reach a cross-encoder's logits); > 0. Default 1.0.
+	TeacherTemperature float64 `toml:"teacher_temperature"`
+	// TeacherCache is a teacher_scores.tsv of an earlier run (relative to the recipe file)
+	// read before scoring and written back after, so that a rerun with the same teacher scores
+	// nothing again; a file of another teacher (its hash differs) is refused. "" uses only the
+	// run directory's file. Read only with loss.teacher. Default "".
+	TeacherCache string `toml:"teacher_cache"`
 }
 
 // Sampler is the [sampler] section: how training examples are drawn.
@@ -379,6 +406,10 @@ func Defaults() *Recipe {
 			Name:        "infonce",
 			Similarity:  "cosine",
 			Temperature: 0.05,
+
+			Dims:               []int{},
+			DimWeights:         []float64{},
+			TeacherTemperature: 1,
 		},
 		Sampler: Sampler{
 			HardNegatives:    1,

@@ -65,6 +65,7 @@ func (l *loader) validate(r *Recipe) error {
 	}
 	v.oneOf("loss.similarity", r.Loss.Similarity, similarities)
 	v.positive("loss.temperature", r.Loss.Temperature)
+	validateLossNeeds(v, r)
 
 	s := r.Sampler
 	atLeast(v, "sampler.hard_negatives", s.HardNegatives, 0)
@@ -267,4 +268,75 @@ func quoteList(list []string) string {
 		return q[0]
 	}
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+// Losses whose [loss] keys the schema checks beyond loss.name (the retriever's; doc.go).
+const (
+	matryoshkaLoss = "matryoshka_infonce"
+	marginMSELoss  = "margin_mse"
+	klDistillLoss  = "kl_distill"
+)
+
+// IsDistillation reports whether loss learns from a teacher's scores (loss.teacher).
+func IsDistillation(loss string) bool { return loss == marginMSELoss || loss == klDistillLoss }
+
+// validateLossNeeds checks what loss.name needs and the [loss] keys only some losses read:
+// loss.dims and loss.dim_weights (matryoshka_infonce), loss.teacher, loss.teacher_cache and the
+// negatives a distillation loss compares (margin_mse: exactly one per query; kl_distill: at
+// least one).
+func validateLossNeeds(v *checker, r *Recipe) {
+	l := r.Loss
+	v.positive("loss.teacher_temperature", l.TeacherTemperature)
+	if l.Name == matryoshkaLoss {
+		if len(l.Dims) == 0 {
+			v.fail(v.setOf("loss.dims", "loss.name"), "%s needs loss.dims, the embedding prefixes it trains, full dimension first (e.g. [384, 256, 128, 64])", l.Name)
+		}
+		for i, d := range l.Dims {
+			if d < 1 {
+				v.fail("loss.dims", "dims[%d] = %d, want >= 1", i, d)
+			} else if i > 0 && d >= l.Dims[i-1] {
+				v.fail("loss.dims", "must be strictly descending (the full dimension first), got %v", l.Dims)
+			}
+		}
+		if len(l.Dims) > 0 && r.Model.InitFrom == "" && l.Dims[0] > r.Model.Hidden {
+			v.fail(v.setOf("loss.dims", "model.hidden"), "dims[0] = %d exceeds the model's output dimension model.hidden = %d", l.Dims[0], r.Model.Hidden)
+		}
+		if len(l.DimWeights) > 0 && len(l.DimWeights) != len(l.Dims) {
+			v.fail("loss.dim_weights", "%d weights for the %d loss.dims %v (one per dim, or none for all 1)", len(l.DimWeights), len(l.Dims), l.Dims)
+		}
+		for i, w := range l.DimWeights {
+			if v.finite("loss.dim_weights", w) && w <= 0 {
+				v.fail("loss.dim_weights", "dim_weights[%d] = %v, want > 0", i, w)
+			}
+		}
+	} else {
+		// (a resolved recipe writes every key: only values away from the defaults are refused)
+		if len(l.Dims) > 0 {
+			v.fail("loss.dims", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
+		}
+		if len(l.DimWeights) > 0 {
+			v.fail("loss.dim_weights", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
+		}
+	}
+	if !IsDistillation(l.Name) {
+		def := Defaults().Loss
+		for _, k := range []struct {
+			key string
+			set bool
+		}{{"loss.teacher", l.Teacher != ""}, {"loss.teacher_cache", l.TeacherCache != ""}, {"loss.teacher_temperature", l.TeacherTemperature != def.TeacherTemperature}} {
+			if k.set {
+				v.fail(k.key, "is read only by the distillation losses %q and %q (loss.name is %q)", marginMSELoss, klDistillLoss, l.Name)
+			}
+		}
+		return
+	}
+	if l.Teacher == "" {
+		v.fail(v.setOf("loss.teacher", "loss.name"), "%s distils a cross-encoder teacher: set loss.teacher to a reranker's model directory (<run>/reranker-<loss>) or an exported cross-encoder", l.Name)
+	}
+	switch n := r.Sampler.HardNegatives; {
+	case l.Name == marginMSELoss && n != 1:
+		v.fail("loss.name", "%s compares each query's positive with one hard negative: it needs sampler.hard_negatives = 1, got %d", l.Name, n)
+	case l.Name == klDistillLoss && n < 1:
+		v.fail("loss.name", "%s matches the teacher's distribution over each query's positive and hard negatives: it needs sampler.hard_negatives >= 1, got %d", l.Name, n)
+	}
 }

@@ -240,6 +240,9 @@ func ReadMetrics(dir string) (map[string]float64, error) {
 // System is one ranked run to evaluate, e.g. "bm25", "dense" or "rrf".
 type System struct {
 	Name string
+	// File names the system in its TREC file runs/<split>.<File>.trec when Name is not
+	// file-safe (a Matryoshka prefix "finetuned@256" is written as "finetuned_d256"); "" for Name.
+	File string
 	Run  eval.Run
 }
 
@@ -250,7 +253,11 @@ func EvaluateSystems(dir, split string, primary bool, qrels map[string]map[strin
 	systems []System, metricNames []string, metrics map[string]float64) ([]eval.Row, error) {
 	var rows []eval.Row
 	for _, s := range systems {
-		if err := eval.WriteTREC(filepath.Join(dir, RunsDir, split+"."+s.Name+".trec"), s.Run, s.Name); err != nil {
+		file := s.File
+		if file == "" {
+			file = s.Name
+		}
+		if err := eval.WriteTREC(filepath.Join(dir, RunsDir, split+"."+file+".trec"), s.Run, s.Name); err != nil {
 			return nil, err
 		}
 		scores, err := eval.Evaluate(s.Run, qrels, metricNames)

@@ -33,6 +33,10 @@ type Manifest struct {
 	Similarity  string            `json:"similarity"`  // "cosine" or "dot"
 	Temperature float64           `json:"temperature"` // tau of the training loss (for the record)
 	MaxLength   int               `json:"max_length"`  // tokens per text, [CLS] and [SEP] included
+	// TruncateDim is the number of leading coordinates the model is served with (a Matryoshka
+	// model exported with Options.TruncateDim; sentence-transformers' truncate_dim); absent for
+	// the full vectors.
+	TruncateDim int `json:"truncate_dim,omitempty"`
 	// Embeddings is the directory of the corpus embeddings, "" when none were written.
 	Embeddings string  `json:"embeddings,omitempty"`
 	Source     *Source `json:"source,omitempty"`
@@ -43,6 +47,9 @@ type BiEncoderMeta struct {
 	Similarity  string  // "cosine" or "dot"
 	Temperature float64 // the training loss's tau
 	MaxLength   int     // tokens per text, [CLS] and [SEP] included
+	// TruncateDim, when > 0, serves the first TruncateDim coordinates of every embedding
+	// (sentence-transformers' truncate_dim, after its Normalize module); 0 = all.
+	TruncateDim int
 }
 
 // BiEncoder rebuilds the run's bi-encoder from its checkpoint: the architecture from
@@ -79,6 +86,7 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 	if err != nil {
 		return err
 	}
+	meta.TruncateDim = o.TruncateDim
 	tok, err := r.Tokenizer()
 	if err != nil {
 		return err
@@ -101,7 +109,11 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 			return err
 		}
 	}
-	fmt.Fprintf(o.Log, "export: %s bi-encoder (%s towers) from %s\n", m.Cfg.Encoder, towersWord(m.Shared), src.Checkpoint)
+	trunc := ""
+	if meta.TruncateDim > 0 {
+		trunc = fmt.Sprintf(", truncate_dim %d of %d", meta.TruncateDim, m.Passage.Dim())
+	}
+	fmt.Fprintf(o.Log, "export: %s bi-encoder (%s towers%s) from %s\n", m.Cfg.Encoder, towersWord(m.Shared), trunc, src.Checkpoint)
 	return nil
 }
 
@@ -132,13 +144,16 @@ func writeBiEncoder(dir string, m *model.BiEncoder, tok *tokenize.Tokenizer, met
 	default:
 		return nil, fmt.Errorf("export: similarity %q, want \"cosine\" or \"dot\"", meta.Similarity)
 	}
+	if d := meta.TruncateDim; d < 0 || d > m.Passage.Dim() {
+		return nil, fmt.Errorf("export: truncate_dim %d, want 1..%d (the model's dimension) or 0 for all", d, m.Passage.Dim())
+	}
 	pooling := m.Cfg.Pooling
 	if pooling == "" {
 		pooling = model.PoolingMean
 	}
 	man := &Manifest{FormatVersion: ManifestFormat, Kind: KindBiEncoder, Encoder: m.Cfg.Encoder, SharedTowers: m.Shared,
 		Towers: map[string]string{"query": ".", "passage": "."}, Pooling: pooling,
-		Similarity: meta.Similarity, Temperature: meta.Temperature, MaxLength: meta.MaxLength, Source: src}
+		Similarity: meta.Similarity, Temperature: meta.Temperature, MaxLength: meta.MaxLength, TruncateDim: meta.TruncateDim, Source: src}
 	if m.Shared {
 		if err := writeTower(dir, m.Query, tok, meta); err != nil {
 			return nil, err
@@ -191,7 +206,7 @@ func writeTransformerTower(dir string, t *model.Tower, tok *tokenize.Tokenizer, 
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
 		return err
 	}
-	return writeSentenceTransformers(dir, t.Cfg, meta.MaxLength, meta.Similarity)
+	return writeSentenceTransformersDim(dir, t.Cfg, meta.MaxLength, meta.Similarity, meta.TruncateDim)
 }
 
 // The bow layout: model.safetensors holds the word embeddings under BertModel's name and the

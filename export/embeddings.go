@@ -150,8 +150,16 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 		return err
 	}
 	cosine := meta.Similarity == "cosine"
+	dim := t.Dim()
+	if d := meta.TruncateDim; d > 0 && d < dim { // a Matryoshka prefix, normalised again for cosine
+		cut := make([]float32, len(passages)*d)
+		for i := range passages {
+			copy(cut[i*d:(i+1)*d], vecs[i*dim:i*dim+d])
+		}
+		vecs, dim = cut, d
+	}
 	if cosine {
-		index.NormalizeRows(vecs, t.Dim())
+		index.NormalizeRows(vecs, dim)
 	}
 	modelSum, err := fileSHA256(modelPath)
 	if err != nil {
@@ -167,7 +175,7 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 		version = st.Phase + "-" + version
 	}
 	return WriteEmbeddings(dir, corpus.IDs, vecs, EmbeddingsManifest{
-		Dim: t.Dim(), Normalized: cosine, Similarity: meta.Similarity,
+		Dim: dim, Normalized: cosine, Similarity: meta.Similarity,
 		ModelSHA256: modelSum, ModelFile: filepath.ToSlash(filepath.Clean(modelRel)), IndexVersion: version,
 		Corpus: corpusPath, CorpusSHA256: corpusSum, TitleField: r.Recipe.Data.TitleField, MaxLength: meta.MaxLength,
 	})

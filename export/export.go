@@ -31,6 +31,12 @@ type Options struct {
 	Embeddings bool
 	// Log receives one line per written directory; nil discards them.
 	Log io.Writer
+	// TruncateDim, when > 0, exports a bi-encoder trained with Matryoshka prefixes
+	// (loss.dims) truncated to its first TruncateDim coordinates: truncate_dim in
+	// config_sentence_transformers.json and ragtrain.json, and corpus embeddings of that width
+	// (re-normalised for cosine). 0 exports the full vectors. Bi-encoders only; at most the
+	// model's dimension.
+	TruncateDim int
 }
 
 // Run is a trained model as a run directory holds it: its latest checkpoint and its recipe.
@@ -156,6 +162,9 @@ func Export(run, out string, o Options) error {
 	r, err := OpenRun(run)
 	if err != nil {
 		return err
+	}
+	if o.TruncateDim != 0 && r.Kind != KindBiEncoder {
+		return fmt.Errorf("%s: truncate_dim %d: only a bi-encoder's embeddings can be truncated, this is a %s", r.Dir, o.TruncateDim, r.Kind)
 	}
 	f, ok := exporters[r.Kind]
 	if !ok {

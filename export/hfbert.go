@@ -213,6 +213,11 @@ type stConfig struct {
 	Prompts           map[string]string `json:"prompts"`
 	DefaultPromptName *string           `json:"default_prompt_name"`
 	SimilarityFnName  string            `json:"similarity_fn_name"`
+	// TruncateDim is the embedding size the model serves (Matryoshka): sentence-transformers
+	// (from the release with sentence_transformer/ and base/, v5.x/6) reads it at load when the
+	// caller passes no truncate_dim and keeps the first TruncateDim coordinates of every
+	// embedding, after Normalize; earlier releases ignore the key. Absent for the full vectors.
+	TruncateDim int `json:"truncate_dim,omitempty"`
 }
 
 type sentenceBertConfig struct {
@@ -226,6 +231,12 @@ type sentenceBertConfig struct {
 // config_sentence_transformers.json, so that SentenceTransformer(dir) encodes as the tower does
 // and, for cosine, returns unit vectors as a cosine model of sentence-transformers does.
 func writeSentenceTransformers(dir string, c model.EncoderConfig, maxLength int, similarity string) error {
+	return writeSentenceTransformersDim(dir, c, maxLength, similarity, 0)
+}
+
+// writeSentenceTransformersDim is writeSentenceTransformers with truncate_dim (> 0) in
+// config_sentence_transformers.json.
+func writeSentenceTransformersDim(dir string, c model.EncoderConfig, maxLength int, similarity string, truncateDim int) error {
 	mods := []stModule{
 		{Idx: 0, Name: "0", Path: "", Type: "sentence_transformers.models.Transformer"},
 		{Idx: 1, Name: "1", Path: "1_Pooling", Type: "sentence_transformers.models.Pooling"},
@@ -257,7 +268,7 @@ func writeSentenceTransformers(dir string, c model.EncoderConfig, maxLength int,
 	}
 	return writeJSON(filepath.Join(dir, STConfigFile), stConfig{
 		Version: map[string]string{"sentence_transformers": stVersionWithSimilar}, Prompts: map[string]string{},
-		SimilarityFnName: similarity,
+		SimilarityFnName: similarity, TruncateDim: truncateDim,
 	})
 }
 

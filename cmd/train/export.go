@@ -21,7 +21,7 @@ func runExport(args []string) error {
 		fs.Usage()
 		return errors.New("export: -run and -out are required, and nothing else")
 	}
-	if err := export.Export(a.run, a.out, export.Options{Embeddings: a.embeddings, Log: os.Stderr}); err != nil {
+	if err := export.Export(a.run, a.out, export.Options{Embeddings: a.embeddings, TruncateDim: a.truncateDim, Log: os.Stderr}); err != nil {
 		return fmt.Errorf("export: %w", err)
 	}
 	fmt.Println(a.out)
@@ -30,8 +30,9 @@ func runExport(args []string) error {
 
 // exportArgs are the flags of `train export`.
 type exportArgs struct {
-	run, out   string
-	embeddings bool
+	run, out    string
+	embeddings  bool
+	truncateDim int
 }
 
 func exportFlags(a *exportArgs) *flag.FlagSet {
@@ -39,8 +40,9 @@ func exportFlags(a *exportArgs) *flag.FlagSet {
 	fs.StringVar(&a.run, "run", "", "run directory (its latest checkpoint is exported) or checkpoint directory")
 	fs.StringVar(&a.out, "out", "", "new directory to write the export into (must not exist or be empty)")
 	fs.BoolVar(&a.embeddings, "embeddings", true, "bi-encoders: also write the corpus embeddings (embeddings/: embeddings.npy, ids.txt, manifest.json)")
+	fs.IntVar(&a.truncateDim, "truncate-dim", 0, "bi-encoders trained with loss.dims (Matryoshka): serve the first N coordinates (truncate_dim in config_sentence_transformers.json, embeddings of N columns); 0 = all")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: train export -run RUN -out DIR [-embeddings=false]\n\nFlags of %s:\n", fs.Name())
+		fmt.Fprintf(fs.Output(), "Usage: train export -run RUN -out DIR [-embeddings=false] [-truncate-dim N]\n\nFlags of %s:\n", fs.Name())
 		fs.PrintDefaults()
 	}
 	return fs

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 
 	"gorgonia.org/gorgonia"
@@ -23,6 +24,9 @@ type PairBatch struct {
 	// Mask, when not nil, is B x N: 0 removes candidate j from query i's softmax (a passage
 	// judged relevant to query i that serves as another query's positive or negative).
 	Mask []float32
+	// Teacher, for a distillation loss, is B x (1+M) (N = B(1+M)): row i the teacher's scores
+	// of query i's positive, then of its own hard negatives in order.
+	Teacher []float32
 }
 
 // BiTask trains a bi-encoder with InfoNCE: one Gorgonia graph for a fixed shape (B queries of
@@ -40,6 +44,10 @@ type BiTask struct {
 	pIn    *model.Inputs
 	loss   *gorgonia.Node
 	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
+	// teacher holds the teacher's scores B x (1+M) of a distillation loss (nil otherwise), times
+	// teacherScale.
+	teacher      *tensor.Dense
+	teacherScale float32
 	experiment.GraphParams
 	B, N    int
 	lastTru int                   // texts truncated in the last batch
@@ -70,10 +78,24 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 	if err != nil {
 		return nil, err
 	}
-	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim}
-	if masked {
+	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTau: loss.TeacherTau}
+	if masked && !loss.spec.Teacher { // a distillation loss compares each query with its own candidates only
 		t.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(tensor.Float32))
 		in.Mask = gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
+	}
+	if loss.spec.Teacher {
+		if N%B != 0 || N == B {
+			return nil, fmt.Errorf("bi-encoder task: %s needs each query's hard negatives (N = B(1+M) passages, M >= 1), got B = %d, N = %d", loss.spec.Name, B, N)
+		}
+		k := N / B
+		t.teacher, t.teacherScale = tensor.New(tensor.WithShape(B, k), tensor.Of(tensor.Float32)), float32(loss.teacherScale())
+		in.Teacher = t.teacher
+		if loss.spec.Batch == losses.Lists { // the student's list: each query's own candidates
+			if in.Scores, err = losses.CandidateScores(q, p, k-1, loss.Sim); err != nil {
+				return nil, err
+			}
+			in.B, in.K = B, k
+		}
 	}
 	if t.loss, err = loss.spec.Build(in); err != nil {
 		return nil, err
@@ -107,6 +129,15 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 			}
 		}
 	}
+	if t.teacher != nil {
+		ts := t.teacher.Data().([]float32)
+		if len(pb.Teacher) != len(ts) {
+			return 0, 0, fmt.Errorf("teacher scores: %d values, want %d (B x (1+M))", len(pb.Teacher), len(ts))
+		}
+		for i, v := range pb.Teacher {
+			ts[i] = v * t.teacherScale
+		}
+	}
 	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
 	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	t.lastTru = qb.Truncated + pbt.Truncated
@@ -136,20 +167,26 @@ func (t *BiTask) Truncation() (int, []experiment.TruncPart) {
 }
 
 // ContrastiveLoss is a bi-encoder's loss: loss.name from the losses table (a contrastive
-// one), loss.temperature and loss.similarity, parsed once per run.
+// one, or a list distillation loss over each query's own candidates), loss.temperature,
+// loss.similarity, loss.dims / loss.dim_weights (matryoshka_infonce) and
+// loss.teacher_temperature (distillation), parsed once per run.
 type ContrastiveLoss struct {
-	spec losses.Spec
-	Tau  float64
-	Sim  losses.Similarity
+	spec       losses.Spec
+	Tau        float64
+	Sim        losses.Similarity
+	Dims       []int     // prefixes of a Matryoshka loss, nil otherwise
+	DimWeights []float64 // their weights, nil for all 1
+	TeacherTau float64   // the teacher's temperature of a distillation loss
 }
 
-// NewContrastiveLoss reads the recipe's [loss]: a bi-encoder trains a contrastive loss.
+// NewContrastiveLoss reads the recipe's [loss]: a bi-encoder trains a contrastive loss, or a list
+// loss that distils a teacher (kl_distill: each query's positive and hard negatives are its list).
 func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 	spec, err := losses.Lookup(rec.Loss.Name)
 	if err != nil {
 		return ContrastiveLoss{}, fmt.Errorf("loss.name: %w", err)
 	}
-	if spec.Batch != losses.Contrastive {
+	if spec.Batch != losses.Contrastive && !(spec.Batch == losses.Lists && spec.Teacher) {
 		return ContrastiveLoss{}, fmt.Errorf("loss.name = %q: a %s loss, but a bi-encoder trains a %s one (%s); list losses train cross-encoders (kind = \"reranker\", rerank.losses)",
 			rec.Loss.Name, spec.Batch, losses.Contrastive, strings.Join(losses.Names(losses.Contrastive), ", "))
 	}
@@ -157,7 +194,17 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 	if err != nil {
 		return ContrastiveLoss{}, fmt.Errorf("loss.similarity: %w", err)
 	}
-	return ContrastiveLoss{spec: spec, Tau: rec.Loss.Temperature, Sim: sim}, nil
+	l := ContrastiveLoss{spec: spec, Tau: rec.Loss.Temperature, Sim: sim}
+	if len(rec.Loss.Dims) > 0 {
+		l.Dims = slices.Clone(rec.Loss.Dims)
+	}
+	if len(rec.Loss.DimWeights) > 0 {
+		l.DimWeights = slices.Clone(rec.Loss.DimWeights)
+	}
+	if spec.Teacher {
+		l.TeacherTau = rec.Loss.TeacherTemperature
+	}
+	return l, nil
 }
 
 // infoNCE is the losses table's InfoNCE with temperature tau and similarity sim.
@@ -169,3 +216,30 @@ func infoNCE(tau float64, sim losses.Similarity) (ContrastiveLoss, error) {
 // Cosine reports whether the loss compares L2-normalised embeddings (the index then holds
 // normalised rows).
 func (l ContrastiveLoss) Cosine() bool { return l.Sim == losses.Cosine }
+
+// Name is the loss's name in the losses table.
+func (l ContrastiveLoss) Name() string { return l.spec.Name }
+
+// Teacher reports whether the loss distils a teacher: its batches carry PairBatch.Teacher.
+func (l ContrastiveLoss) Teacher() bool { return l.spec.Teacher }
+
+// Unsupervised is the loss of a phase without labels or teacher (independent cropping): the loss
+// itself, or InfoNCE at its temperature and similarity for a distillation loss (crops have no
+// teacher scores).
+func (l ContrastiveLoss) Unsupervised() (ContrastiveLoss, error) {
+	if !l.spec.Teacher {
+		return l, nil
+	}
+	return infoNCE(l.Tau, l.Sim)
+}
+
+// teacherScale is the factor on the teacher's scores fed to the loss: for a contrastive
+// distillation loss (margin_mse, which compares raw margins) Tau / TeacherTau, so that the
+// student's margin meets the teacher's in softmax units; 1 for a list loss, whose builder divides
+// by both temperatures itself.
+func (l ContrastiveLoss) teacherScale() float64 {
+	if l.spec.Batch == losses.Lists {
+		return 1
+	}
+	return l.Tau / l.TeacherTau
+}

@@ -46,6 +46,9 @@ type SearchOptions struct {
 	Dynamic bool
 	// Progress, when set, shows a progress bar while the passages are encoded (dynamic padding).
 	Progress io.Writer
+	// Prefixes are embedding sizes m below the full one also indexed (Matryoshka evaluation):
+	// every vector cut to its first m coordinates, then L2-normalised with Cosine. Nil for none.
+	Prefixes []int
 }
 
 // Searcher ranks a corpus for queries with a bi-encoder: the passages are encoded once
@@ -56,6 +59,8 @@ type Searcher struct {
 	opt   SearchOptions
 	query *Encoder
 	flat  *index.Flat
+	// prefix holds the index of each SearchOptions.Prefixes size.
+	prefix map[int]*index.Flat
 	// Len holds the lengths queries and passages are cut to (SearchOptions.Len).
 	Len Lengths
 	// PassageCut counts what truncation to Len.Passage cut of the corpus, QueryCut what
@@ -81,14 +86,59 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 	if err != nil {
 		return nil, err
 	}
-	if opt.Cosine {
-		NormalizeRows(pv, m.Passage.Dim())
+	h := m.Passage.Dim()
+	prefix := map[int]*index.Flat{}
+	for _, d := range opt.Prefixes {
+		if d < 1 || d >= h {
+			return nil, fmt.Errorf("dense: prefix of %d dimensions, want 1..%d (below the full %d)", d, h-1, h)
+		}
+		f, err := index.NewFlat(ids, Prefix(pv, h, d, opt.Cosine), d)
+		if err != nil {
+			return nil, err
+		}
+		prefix[d] = f
 	}
-	flat, err := index.NewFlat(ids, pv, m.Passage.Dim())
+	if opt.Cosine {
+		NormalizeRows(pv, h)
+	}
+	flat, err := index.NewFlat(ids, pv, h)
 	if err != nil {
 		return nil, err
 	}
-	return &Searcher{m: m, opt: opt, query: q, flat: flat, Len: opt.Len, PassageCut: pCut}, nil
+	return &Searcher{m: m, opt: opt, query: q, flat: flat, prefix: prefix, Len: opt.Len, PassageCut: pCut}, nil
+}
+
+// Prefix returns the first d coordinates of each h-dimensional row of vecs, L2-normalised when
+// normalize is set (a Matryoshka embedding truncated for cosine similarity); vecs is unchanged.
+func Prefix(vecs []float32, h, d int, normalize bool) []float32 {
+	n := len(vecs) / h
+	out := make([]float32, n*d)
+	for i := range n {
+		copy(out[i*d:(i+1)*d], vecs[i*h:i*h+d])
+	}
+	if normalize {
+		NormalizeRows(out, d)
+	}
+	return out
+}
+
+// SearchPrefixes is Search that also ranks with every prefix index (SearchOptions.Prefixes):
+// the queries are encoded once, and each prefix search uses their first m coordinates
+// (normalised again with Cosine). The full ranking is Search's.
+func (d *Searcher) SearchPrefixes(texts []string, depth int) ([][]index.Hit, map[int][][]index.Hit, error) {
+	qv, err := d.query.Encode(texts, &d.QueryCut)
+	if err != nil {
+		return nil, nil, err
+	}
+	h := d.m.Query.Dim()
+	byPrefix := map[int][][]index.Hit{}
+	for m, f := range d.prefix {
+		byPrefix[m] = f.SearchBatch(Prefix(qv, h, m, d.opt.Cosine), depth)
+	}
+	if d.opt.Cosine {
+		NormalizeRows(qv, h)
+	}
+	return d.flat.SearchBatch(qv, depth), byPrefix, nil
 }
 
 // Search returns the depth best passages of each query text.

@@ -3,7 +3,6 @@ package reranker
 import (
 	"bufio"
 	"context"
-	"errors"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -11,13 +10,10 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
@@ -26,6 +22,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/crossenc"
 	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
@@ -764,130 +761,15 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 	return runs, nil
 }
 
-// scoreWorkers is the number of inference graphs scoring pairs in parallel.
-const scoreWorkers = 2
+// The pair scoring of evaluation is package crossenc's (shared with the retriever's
+// distillation teacher).
+var (
+	scorePairs = crossenc.Score
+	bucketLen  = crossenc.BucketLen
+)
 
-// scoreBatch is the most pairs per inference graph run.
-const scoreBatch = 50
-
-// scoreTokens caps the pair tokens (padding included) of one inference graph run: a run of B
-// pairs padded to Lb tokens holds B = min(scoreBatch, scoreTokens / Lb) pairs, so that a long
-// bucket's graph (its activations grow with B·Lb, its attention scores with B·Lb²) stays near
-// the size of scoreBatch pairs of 96 tokens (the Cranfield recipe's L, where B = scoreBatch).
-const scoreTokens = scoreBatch * 96
-
-// scoreBucket is the granularity of the padded lengths: a batch of pairs is padded to its
-// longest pair rounded up to a multiple of scoreBucket tokens (at most L).
-const scoreBucket = 32
-
-// bucketLen is the padded length of a pair of n tokens: n rounded up to a multiple of
-// scoreBucket, at most L.
-func bucketLen(n, L int) int {
-	return min(L, max(1, (n+scoreBucket-1)/scoreBucket)*scoreBucket)
-}
-
-// scorePairs scores n pairs encoded to L tokens each (enc, row-major, as EncodePairBatch lays
-// them out) with m and returns their scores in enc's order, with a progress bar. The pairs are
-// sorted by length (their mask's count) and grouped by bucketLen, and each group runs through
-// graphs built for its padded length, so a short pair costs its own length rather than L; the
-// scores equal those of graphs padded to L within float32 rounding (the padding is masked;
-// TestScorePairsBucketsMatchFixedPadding). The groups run one after another, shortest first,
-// each split between scoreWorkers graphs built for it and closed after it.
-func scorePairs(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io.Writer, desc string) ([]float32, error) {
-	bar := progressbar.NewOptions(n, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowCount(), progressbar.OptionSetWidth(24), progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(progress) }))
-	order := make([]int, n)
-	length := make([]int, n)
-	for i := range order {
-		order[i] = i
-		for _, v := range enc.Mask[i*L : (i+1)*L] {
-			if v != 0 {
-				length[i]++
-			}
-		}
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return length[a] - length[b] })
-	scores := make([]float32, n)
-	for lo := 0; lo < n; {
-		lb := bucketLen(length[order[lo]], L)
-		hi := lo
-		for hi < n && bucketLen(length[order[hi]], L) == lb {
-			hi++
-		}
-		if err := scoreBucketPairs(m, enc, order[lo:hi], L, lb, scores, bar); err != nil {
-			return nil, err
-		}
-		// The bucket's graphs are closed: collect them before the next bucket's are built, so
-		// that the process holds one bucket's graphs, not the sum over buckets (a MiniLM graph
-		// of 25 x 192 tokens holds about 1 GB of activations).
-		debug.FreeOSMemory()
-		lo = hi
-	}
-	_ = bar.Finish()
-	return scores, nil
-}
-
-// scoreBucketPairs scores the pairs idx (rows of enc, L tokens each, every one at most lb tokens
-// long) cut to their first lb tokens, writing scores[i] for each i of idx: the pairs are split
-// in contiguous chunks between up to scoreWorkers graphs of B x lb.
-func scoreBucketPairs(m *model.CrossEncoder, enc tokenize.Batch, idx []int, L, lb int, scores []float32, bar *progressbar.ProgressBar) error {
-	B := max(1, min(scoreBatch, scoreTokens/lb))
-	batches := (len(idx) + B - 1) / B
-	workers := min(scoreWorkers, batches)
-	per := (batches + workers - 1) / workers * B // pairs per worker, whole batches
-	// The runners are built before any runs: building a graph's tape machine sets the engine
-	// of the parameter tensors every runner shares, a write that must not overlap a run.
-	runners := make([]*model.ScoreRunner, workers)
-	defer func() {
-		for _, r := range runners {
-			if r != nil {
-				r.Close()
-			}
-		}
-	}()
-	for w := range runners {
-		r, err := model.NewScoreRunner(m, B, lb)
-		if err != nil {
-			return err
-		}
-		runners[w] = r
-	}
-	var wg sync.WaitGroup
-	errs := make([]error, workers)
-	for w := range workers {
-		lo, hi := w*per, min(len(idx), (w+1)*per)
-		if lo >= hi {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ids, types := make([]int, B*lb), make([]int, B*lb)
-			mask := make([]float32, B*lb)
-			for s := lo; s < hi; s += B {
-				e := min(hi, s+B)
-				for k, i := range idx[s:e] {
-					copy(ids[k*lb:(k+1)*lb], enc.IDs[i*L:i*L+lb])
-					copy(mask[k*lb:(k+1)*lb], enc.Mask[i*L:i*L+lb])
-					copy(types[k*lb:(k+1)*lb], enc.Types[i*L:i*L+lb])
-				}
-				k := e - s
-				out, err := runners[w].Score(ids[:k*lb], mask[:k*lb], types[:k*lb], k)
-				if err != nil {
-					errs[w] = err
-					return
-				}
-				for j, i := range idx[s:e] {
-					scores[i] = out[j]
-				}
-				_ = bar.Add(k)
-			}
-		}()
-	}
-	wg.Wait()
-	return errors.Join(errs...)
-}
+// scoreBatch is the most pairs per inference graph run (crossenc.Batch).
+const scoreBatch = crossenc.Batch
 
 // interpolate mixes two rankings of the same candidates: per query, each run's scores are
 // min-max normalised to [0, 1] (all 0 when they are all equal) and a candidate scores

@@ -22,19 +22,24 @@ import (
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// The retriever kind: configs.Load accepts the sections it reads and the one loss that trains a
-// bi-encoder.
+// The retriever kind: configs.Load accepts the sections it reads and the losses that train a
+// bi-encoder: InfoNCE, its Matryoshka sum over embedding prefixes (loss.dims), and distillation
+// of a cross-encoder teacher (loss.teacher) by margins or by the softmax over each query's
+// candidates.
 func init() {
 	experiment.Register("retriever", runRetriever)
 	configs.RegisterKind("retriever", configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "pretrain", "train", "index", "eval"},
-		Losses:   []string{"infonce"},
+		Losses:   []string{"infonce", "matryoshka_infonce", "margin_mse", "kl_distill"},
 	})
 }
 
 func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	if err := experiment.ResolveInitFrom(rec, o.Out); err != nil {
 		return "", err
+	}
+	if d := rec.Loss.Dims; len(d) > 0 && d[0] > rec.Model.Hidden { // model.init_from's size is known now
+		return "", rec.KeyError("loss.dims", "dims[0] = %d exceeds the model's output dimension %d", d[0], rec.Model.Hidden)
 	}
 	loss, err := dense.NewContrastiveLoss(rec)
 	if err != nil {
@@ -174,6 +179,14 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			return dir, err
 		}
 	}
+	// A distillation loss reads the teacher's scores of every training pair: scored once here
+	// (or read back from the run's cache), before any step.
+	var teacher *teacherScores
+	if smp != nil && loss.Teacher() {
+		if teacher, err = prepareTeacher(rec, smp, ds, passages, dir, o); err != nil {
+			return dir, err
+		}
+	}
 
 	// Where to start: a fresh run starts at the first phase; a resumed one where its latest
 	// checkpoint stopped (at the first phase when it was stopped before its first checkpoint).
@@ -219,7 +232,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if state.Phase == "pretrain" {
 			startStep = state.Step
 		}
-		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, loss, false, seed, dense.StreamPretrain,
+		ptLoss, err := loss.Unsupervised()
+		if err != nil {
+			return dir, err
+		}
+		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, ptLoss, false, seed, dense.StreamPretrain,
 			func(step int) (dense.PairBatch, error) {
 				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
@@ -235,7 +252,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		optState = nil
 	}
 
-	// Phase 2: supervised InfoNCE on the training qrels with BM25-mined hard negatives.
+	// Phase 2: supervised training (loss.name) on the training qrels with mined hard negatives.
 	sel := newSelector(rec, ds, tok, m, loss.Cosine(), passages, env, cfg, state)
 	if tr := rec.Train; tr.Steps > 0 && phaseOrder[state.Phase] <= 2 && !(state.Phase == "train" && state.Step >= tr.Steps) {
 		startStep := 0
@@ -256,6 +273,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 				pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
 				if masked {
 					pb.Mask = b.Mask
+				}
+				if err == nil && teacher != nil {
+					pb.Teacher, err = teacher.batchScores(b)
 				}
 				return pb, err
 			})
@@ -381,7 +401,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 	} else {
 		start := time.Now()
 		var err error
-		if searcher, err = newSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress); err != nil {
+		if searcher, err = newEvalSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress); err != nil {
 			return err
 		}
 		encodeSeconds = time.Since(start).Seconds()
@@ -398,7 +418,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 			texts[i], _ = ds.Queries.Text(q)
 		}
 		searcher.QueryCut = experiment.TruncCount{}
-		denseHits, err := searcher.Search(texts, depth)
+		denseHits, prefixHits, err := searcher.SearchPrefixes(texts, depth)
 		if err != nil {
 			return err
 		}
@@ -423,6 +443,20 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 				return fmt.Errorf("eval.systems: %q is not a system of a retriever recipe (bm25, dense, finetuned, zeroshot, rrf)", s)
 			}
 			systems = append(systems, experiment.System{Name: s, Run: r})
+		}
+		// A Matryoshka model is also evaluated at each smaller prefix of loss.dims, after the
+		// listed systems (bm25, rrf and the full vectors keep their names and numbers).
+		for _, base := range []string{"dense", "finetuned"} {
+			if !slices.Contains(rec.Eval.Systems, base) {
+				continue
+			}
+			for _, d := range evalPrefixes(rec, m.Query.Dim()) {
+				r := eval.Run{}
+				for i, hits := range prefixHits[d] {
+					r[qids[i]] = hits
+				}
+				systems = append(systems, experiment.System{Name: PrefixSystem(base, d), File: PrefixFile(base, d), Run: r})
+			}
 		}
 		rows, err := experiment.EvaluateSystems(dir, split, split == rec.Data.TestSplit, qrels, systems, rec.Eval.Metrics, metrics)
 		if err != nil {

@@ -44,6 +44,38 @@ func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenize
 	}, ids, passages)
 }
 
+// newEvalSearcher is newSearcher for the trained model, which also indexes the Matryoshka
+// prefixes evaluated (evalPrefixes).
+func newEvalSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*dense.Searcher, error) {
+	return dense.NewSearcher(m, tok, dense.SearchOptions{
+		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress, Prefixes: evalPrefixes(rec, m.Query.Dim()),
+	}, ids, passages)
+}
+
+// evalPrefixes are the embedding sizes below the full h that a Matryoshka recipe evaluates
+// beside it: loss.dims without h (nil for other losses).
+func evalPrefixes(rec *configs.Recipe, h int) []int {
+	if rec.Loss.Name != "matryoshka_infonce" {
+		return nil
+	}
+	var out []int
+	for _, d := range rec.Loss.Dims {
+		if d < h {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// PrefixSystem names the system of base ("finetuned" or "dense") searched with the first m
+// coordinates of every vector: "finetuned@256" in metrics.json and the results table, and
+// PrefixFile's "finetuned_d256" in runs/<split>.finetuned_d256.trec.
+func PrefixSystem(base string, m int) string { return fmt.Sprintf("%s@%d", base, m) }
+
+// PrefixFile is the file-safe name of PrefixSystem(base, m): "finetuned_d256".
+func PrefixFile(base string, m int) string { return fmt.Sprintf("%s_d%d", base, m) }
+
 // selector is model selection on the dev split (eval.select_metric): at every regular
 // checkpoint of the train phase the corpus is encoded with the current weights, the dev
 // queries ranked, and the best checkpoint so far copied to <run>/best/.
@@ -110,7 +142,7 @@ func (s *selector) record(ts *checkpoints.TrainerState) {
 // they beat the best so far (ties keep the earlier step).
 func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 	start := time.Now()
-	sr, err := newSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages, s.env.Opts.Progress)
+	sr, err := newEvalSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages, s.env.Opts.Progress)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,318 @@
+package retriever
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/crossenc"
+	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/sampler"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// Distillation (loss.teacher): a cross-encoder scores every (query, passage) pair the training
+// batches hold, once, before training; the scores are cached in the run directory by (query id,
+// passage id, teacher hash), so that a resumed run, or a rerun naming the file in
+// loss.teacher_cache, scores nothing again.
+
+// TeacherScoresFile is the run directory's cache of the teacher's scores: a header line
+//
+//	# ragtrain teacher scores; teacher_sha256 <hex>; max_length <L>; teacher <dir>
+//
+// then one line per pair, "query-id TAB passage-id TAB score" (float32, shortest round-trip
+// form), sorted. A file whose teacher_sha256 is not the teacher's is refused.
+const TeacherScoresFile = "teacher_scores.tsv"
+
+const teacherHeader = "# ragtrain teacher scores"
+
+// teacherScores are a teacher's scores of the training pairs.
+type teacherScores struct {
+	hash   string
+	scores map[[2]string]float32 // (query id, passage id) -> score
+	// Scored counts the pairs the teacher scored in this process, Cached those read from a
+	// cache file.
+	Scored, Cached int
+}
+
+// score returns the teacher's score of (qid, pid).
+func (t *teacherScores) score(qid, pid string) (float32, error) {
+	s, ok := t.scores[[2]string{qid, pid}]
+	if !ok {
+		return 0, fmt.Errorf("teacher: no score of query %q, passage %q (the pairs were collected from the batches of train.steps)", qid, pid)
+	}
+	return s, nil
+}
+
+// batchScores is the B x (1+N) PairBatch.Teacher of a sampler batch: row i the scores of query
+// i's positive, then of its N hard negatives.
+func (t *teacherScores) batchScores(b sampler.Batch) ([]float32, error) {
+	k := 1 + b.N
+	out := make([]float32, len(b.QueryIDs)*k)
+	for i, q := range b.QueryIDs {
+		ids := append([]string{b.PositiveIDs[i]}, b.NegativeIDs[i*b.N:(i+1)*b.N]...)
+		for j, d := range ids {
+			s, err := t.score(q, d)
+			if err != nil {
+				return nil, err
+			}
+			out[i*k+j] = s
+		}
+	}
+	return out, nil
+}
+
+// trainingPairs lists the distinct (query id, passage id) pairs of the batches of steps
+// 0..steps-1, in first-seen order: each query with its positive and its hard negatives
+// (random fills included: batches are a function of the step).
+func trainingPairs(smp *sampler.Sampler, steps int) ([][2]string, error) {
+	seen := map[[2]string]bool{}
+	var pairs [][2]string
+	add := func(q, d string) {
+		if k := [2]string{q, d}; !seen[k] {
+			seen[k] = true
+			pairs = append(pairs, k)
+		}
+	}
+	for step := range steps {
+		b, _, err := smp.Batch(step)
+		if err != nil {
+			return nil, err
+		}
+		for i, q := range b.QueryIDs {
+			add(q, b.PositiveIDs[i])
+			for _, d := range b.NegativeIDs[i*b.N : (i+1)*b.N] {
+				add(q, d)
+			}
+		}
+	}
+	return pairs, nil
+}
+
+// loadTeacher opens loss.teacher as a cross-encoder (export.OpenCrossEncoder: a reranker run's
+// model directory or checkpoint, an export, a BertForSequenceClassification directory) with its
+// tokenizer, and returns the pair length it scores at: the directory's max_length, else
+// tokenizer.max_length, at most its positions.
+func loadTeacher(rec *configs.Recipe) (*model.CrossEncoder, *tokenize.Tokenizer, int, *export.CrossEncoderDir, error) {
+	dir := rec.Loss.Teacher
+	d, err := export.OpenCrossEncoder(dir)
+	if err != nil {
+		return nil, nil, 0, nil, rec.KeyError("loss.teacher", "%v", err)
+	}
+	if d.Body {
+		return nil, nil, 0, nil, rec.KeyError("loss.teacher", "%s holds an encoder without a cross-encoder's head (%s layout); name a trained reranker (<run>/reranker-<loss>) or an exported cross-encoder", dir, d.Layout)
+	}
+	tok, _, err := d.LoadTokenizer()
+	if err != nil {
+		return nil, nil, 0, nil, rec.KeyError("loss.teacher", "%v", err)
+	}
+	m, err := model.NewCrossEncoder(d.Encoder, 0)
+	if err != nil {
+		return nil, nil, 0, nil, rec.KeyError("loss.teacher", "%s: %v", dir, err)
+	}
+	if err := d.Init(m); err != nil {
+		return nil, nil, 0, nil, rec.KeyError("loss.teacher", "%v", err)
+	}
+	L := d.MaxLength
+	if L == 0 {
+		L = rec.Tokenizer.MaxLength
+	}
+	return m, tok, min(L, d.Encoder.MaxPosition), d, nil
+}
+
+// teacherHash is the SHA-256 (hex) of what decides a teacher's scores: its parameters (names,
+// shapes, float32 values in model order), its tokenizer (as tokenizer.json) and the pair length.
+func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string, error) {
+	h := sha256.New()
+	fmt.Fprintf(h, "ragtrain teacher v1\nmax_length %d\n", L)
+	tmp, err := os.MkdirTemp("", "teacher-tok-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+	if err := tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
+		return "", err
+	}
+	b, err := os.ReadFile(filepath.Join(tmp, "tokenizer.json"))
+	if err != nil {
+		return "", err
+	}
+	fmt.Fprintf(h, "tokenizer %d\n", len(b))
+	h.Write(b)
+	var buf [4]byte
+	for _, p := range m.Params() {
+		fmt.Fprintf(h, "%s %v\n", p.Name, p.Value.Shape())
+		for _, v := range p.Value.Data().([]float32) {
+			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
+			h.Write(buf[:])
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// readTeacherCache reads a TeacherScoresFile into scores; a missing file is no error. A file of
+// another teacher hash is refused.
+func readTeacherCache(path, hash string, scores map[[2]string]float32) (int, error) {
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<16), 1<<20)
+	n, line := 0, 0
+	for sc.Scan() {
+		line++
+		text := sc.Text()
+		if line == 1 {
+			got := headerField(text, "teacher_sha256")
+			if !strings.HasPrefix(text, teacherHeader) || got == "" {
+				return 0, fmt.Errorf("%s:1: not a teacher scores file (want %q)", path, teacherHeader+"; teacher_sha256 ...")
+			}
+			if got != hash {
+				return 0, fmt.Errorf("%s: holds the scores of teacher sha256 %s, but loss.teacher has sha256 %s (another teacher, tokenizer or max_length): refused; remove the file or name the teacher it was scored with", path, got, hash)
+			}
+			continue
+		}
+		parts := strings.Split(text, "\t")
+		if len(parts) != 3 {
+			return 0, fmt.Errorf("%s:%d: want query-id TAB passage-id TAB score", path, line)
+		}
+		v, err := strconv.ParseFloat(parts[2], 32)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return 0, fmt.Errorf("%s:%d: score %q is not a finite number", path, line, parts[2])
+		}
+		if _, dup := scores[[2]string{parts[0], parts[1]}]; !dup {
+			n++
+		}
+		scores[[2]string{parts[0], parts[1]}] = float32(v)
+	}
+	if err := sc.Err(); err != nil {
+		return 0, fmt.Errorf("%s: %w", path, err)
+	}
+	if line == 0 {
+		return 0, fmt.Errorf("%s: empty teacher scores file", path)
+	}
+	return n, nil
+}
+
+// headerField returns the value after "key " in a "; "-separated header line.
+func headerField(line, key string) string {
+	for _, f := range strings.Split(line, "; ") {
+		if v, ok := strings.CutPrefix(f, key+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// writeTeacherCache writes every score to path (atomically), sorted by query and passage id.
+func writeTeacherCache(path, hash, teacher string, L int, scores map[[2]string]float32) error {
+	keys := make([][2]string, 0, len(scores))
+	for k := range scores {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b [2]string) int {
+		if c := strings.Compare(a[0], b[0]); c != 0 {
+			return c
+		}
+		return strings.Compare(a[1], b[1])
+	})
+	return atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		fmt.Fprintf(bw, "%s; teacher_sha256 %s; max_length %d; teacher %s\n", teacherHeader, hash, L, teacher)
+		for _, k := range keys {
+			fmt.Fprintf(bw, "%s\t%s\t%s\n", k[0], k[1], strconv.FormatFloat(float64(scores[k]), 'g', -1, 32))
+		}
+		return bw.Flush()
+	})
+}
+
+// prepareTeacher returns the teacher's scores of every training pair of the run's batches:
+// those in the run directory's TeacherScoresFile (a resumed run) or in loss.teacher_cache are
+// read, the others scored in one batched pass, and the union written back to both files. It
+// prints the counts (pairs, scored, cached).
+func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset, passages []string, dir string, o experiment.Options) (*teacherScores, error) {
+	pairs, err := trainingPairs(smp, rec.Train.Steps)
+	if err != nil {
+		return nil, err
+	}
+	m, tok, L, d, err := loadTeacher(rec)
+	if err != nil {
+		return nil, err
+	}
+	hash, err := teacherHash(m, tok, L)
+	if err != nil {
+		return nil, err
+	}
+	t := &teacherScores{hash: hash, scores: map[[2]string]float32{}}
+	files := []string{filepath.Join(dir, TeacherScoresFile)}
+	if c := rec.Loss.TeacherCache; c != "" {
+		files = append(files, c)
+	}
+	for _, f := range files {
+		if _, err := readTeacherCache(f, hash, t.scores); err != nil {
+			return nil, err
+		}
+	}
+	var missing [][2]string
+	for _, p := range pairs {
+		if _, ok := t.scores[p]; ok {
+			t.Cached++
+		} else {
+			missing = append(missing, p)
+		}
+	}
+	if len(missing) > 0 {
+		qs, ps := make([]string, len(missing)), make([]string, len(missing))
+		for i, p := range missing {
+			qs[i], _ = ds.Queries.Text(p[0])
+			j, ok := ds.Corpus.Index(p[1])
+			if !ok {
+				return nil, fmt.Errorf("teacher: passage %q of a training batch is not in the corpus", p[1])
+			}
+			ps[i] = passages[j]
+		}
+		start := time.Now()
+		scores, cut, err := crossenc.Pairs(m, tok, qs, ps, L, o.Progress, "teacher: score pairs")
+		if err != nil {
+			return nil, fmt.Errorf("teacher: %w", err)
+		}
+		experiment.ReportTruncation(o.Out, "teacher pairs", L, experiment.TruncPart{Name: "pairs", Count: &cut})
+		for i, p := range missing {
+			if s := scores[i]; math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
+				return nil, fmt.Errorf("teacher: score %v of query %q, passage %q", s, p[0], p[1])
+			}
+			t.scores[p] = scores[i]
+		}
+		t.Scored = len(missing)
+		fmt.Fprintf(o.Out, "teacher: scored %d pairs in %.1fs\n", len(missing), time.Since(start).Seconds())
+	}
+	if t.Scored > 0 || t.Cached > 0 {
+		for _, f := range files {
+			if err := writeTeacherCache(f, hash, d.Dir, L, t.scores); err != nil {
+				return nil, err
+			}
+		}
+	}
+	fmt.Fprintf(o.Out, "teacher: %s (%s layout, sha256 %s, pairs of %d tokens): %d training pairs, %d scored, %d cached (%s)\n",
+		d.Dir, d.Layout, hash[:12], L, len(pairs), t.Scored, t.Cached, TeacherScoresFile)
+	return t, nil
+}
