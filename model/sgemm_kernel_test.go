@@ -5,6 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"gorgonia.org/gorgonia"
 )
 
 // kernelPaths names the GEMM kernel paths this build and CPU can run
@@ -143,4 +145,61 @@ func TestKernelChoice(t *testing.T) {
 		}
 	}
 	t.Logf("kernel paths %v; this process uses %s (AVX-512 available: %v, Zen 4: %v)", kernelPaths(), BLAS(), haveAVX512, isZen4())
+}
+
+// TestTransformerStepKernelsBitIdentical runs one forward and backward step
+// of a float32 transformer bi-encoder on each kernel path: the loss and
+// every gradient must have the same bits.
+func TestTransformerStepKernelsBitIdentical(t *testing.T) {
+	if !haveAVX512 || !haveAVX2FMA {
+		t.Skip("needs both the AVX2 and the AVX-512 kernel")
+	}
+	const Q, P, L = 4, 8, 16
+	cfg := EncoderConfig{Encoder: EncoderTransformer, Vocab: 200, Hidden: 64, Layers: 2, Heads: 2, FFN: 160, MaxPosition: L, Dropout: 0.1}
+	var out [2][][]float32
+	for i, path := range []string{"avx2", "avx512"} {
+		withKernel(path, func() {
+			m, err := NewBiEncoder(cfg, true, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pg := newPairGraphQP(t, m, Q, P, L)
+			grads, err := gorgonia.Grad(pg.loss, pg.binder.Nodes()...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vm := gorgonia.NewTapeMachine(pg.g)
+			defer vm.Close()
+			r := rand.New(rand.NewPCG(1, 2))
+			m.SetRNG(rand.New(rand.NewPCG(7, 0)))
+			qi, qm, qt := tinyBatch(r, Q, L, cfg.Vocab)
+			pi, pm, pt := tinyBatch(r, P, L, cfg.Vocab)
+			if err := pg.qIn.Let(qi, qm, qt); err != nil {
+				t.Fatal(err)
+			}
+			if err := pg.pIn.Let(pi, pm, pt); err != nil {
+				t.Fatal(err)
+			}
+			if err := vm.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range append([]*gorgonia.Node{pg.loss}, grads...) {
+				switch v := n.Value().Data().(type) {
+				case []float32:
+					out[i] = append(out[i], append([]float32(nil), v...))
+				case float32:
+					out[i] = append(out[i], []float32{v})
+				default:
+					t.Fatalf("%v: value of type %T", n, v)
+				}
+			}
+		})
+	}
+	for i := range out[0] {
+		for j := range out[0][i] {
+			if math.Float32bits(out[0][i][j]) != math.Float32bits(out[1][i][j]) {
+				t.Fatalf("output %d (0 = loss, then gradients)[%d]: avx2 %v, avx512 %v", i, j, out[0][i][j], out[1][i][j])
+			}
+		}
+	}
 }
