@@ -2,9 +2,20 @@
 
 package model
 
-const haveAVX2FMA = false
+const (
+	haveAVX2FMA = false
+	haveAVX512  = false
+)
+
+var useAVX512 = false
+
+func isZen4() bool { return false }
 
 func sgemmKernel6x16(k int, a, b, c *float32, ldc int, bias *float32, add bool) {
+	panic("model: no sgemm kernel on this platform")
+}
+
+func sgemmKernel12x32AVX512(k int, a *float32, aStride int, b *float32, bStride int, c *float32, ldc int, bias *float32, add bool) {
 	panic("model: no sgemm kernel on this platform")
 }
 

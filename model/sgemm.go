@@ -10,15 +10,22 @@ import (
 // Geijn, 2008): op(B) is packed in kc x nc blocks of 16-column panels, op(A)
 // in mc x kc blocks of 6-row panels (scaled by alpha), and an assembly
 // kernel (AVX2+FMA) multiplies one 6-row panel by one 16-column panel into a
-// 6 x 16 block of C. Row blocks run in parallel. Where the kernel is
-// unavailable, gonum's Sgemm does the work; with the build tag openblas,
-// OpenBLAS does (sgemmExt).
+// 6 x 16 block of C. On CPUs with AVX-512 (useAVX512) a second kernel takes
+// two 6-row panels and two 16-column panels at once into a 12 x 32 block,
+// the 6 x 16 kernel doing the edges; each element of C sums the same
+// products in the same order in both kernels, so the two paths give the same
+// bits. Row blocks run in parallel. Where the kernels are unavailable,
+// gonum's Sgemm does the work; with the build tag openblas, OpenBLAS does
+// (sgemmExt).
 const (
 	gemmMR = 6
 	gemmNR = 16
 	gemmKC = 256
-	gemmMC = 120 // a multiple of gemmMR
+	gemmMC = 120 // a multiple of gemmMR and gemmZMR
 	gemmNC = 1024
+
+	gemmZMR = 2 * gemmMR // the AVX-512 kernel's block of C
+	gemmZNR = 2 * gemmNR
 )
 
 var gemmPool = sync.Pool{New: func() any { return new([]float32) }}
@@ -85,8 +92,13 @@ func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 	if m*n*k < 1<<21 {
 		workers = 1
 	}
+	wide := useAVX512
+	mr := gemmMR
+	if wide {
+		mr = gemmZMR
+	}
 	// Row blocks: at most gemmMC rows, at least one block per worker.
-	mc := min(gemmMC, roundUp((m+workers-1)/workers, gemmMR))
+	mc := min(gemmMC, roundUp((m+workers-1)/workers, mr))
 	nBlocks := (m + mc - 1) / mc
 
 	bBuf := getBuf(gemmKC * roundUp(min(n, gemmNC), gemmNR))
@@ -119,46 +131,85 @@ func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 					ic := blk * mc
 					mb := min(mc, m-ic)
 					packA(ap, a, lda, tA, ic, mb, pc, kb, alpha)
-					for jr := 0; jr < nb; jr += gemmNR {
-						nr := min(gemmNR, nb-jr)
+					add := !overwrite || pc > 0
+					// block computes the (possibly partial) 6 x 16 block of
+					// c at rows ic+ir, columns jc+jr.
+					block := func(ir, jr int) {
+						mr, nr := min(gemmMR, mb-ir), min(gemmNR, nb-jr)
 						bPanel := bp[(jr/gemmNR)*kb*gemmNR:]
-						for ir := 0; ir < mb; ir += gemmMR {
-							mr := min(gemmMR, mb-ir)
-							aPanel := ap[(ir/gemmMR)*kb*gemmMR:]
-							ci := (ic+ir)*ldc + jc + jr
-							add := !overwrite || pc > 0
-							var bb []float32 // bias of these columns, first k block only
-							if bias != nil && !add {
-								bb = bias[jc+jr : jc+jr+nr]
+						aPanel := ap[(ir/gemmMR)*kb*gemmMR:]
+						ci := (ic+ir)*ldc + jc + jr
+						var bb []float32 // bias of these columns, first k block only
+						if bias != nil && !add {
+							bb = bias[jc+jr : jc+jr+nr]
+						}
+						if mr == gemmMR && nr == gemmNR {
+							var bp *float32
+							if bb != nil {
+								bp = &bb[0]
 							}
-							if mr == gemmMR && nr == gemmNR {
-								var bp *float32
-								if bb != nil {
-									bp = &bb[0]
+							sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &c[ci], ldc, bp, add)
+							return
+						}
+						sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, nil, false)
+						for r := 0; r < mr; r++ {
+							dst, src := c[ci+r*ldc:ci+r*ldc+nr], tmp[r*gemmNR:r*gemmNR+nr]
+							switch {
+							case add:
+								addInto(dst, src)
+							case bb != nil:
+								for j := range dst {
+									dst[j] = src[j] + bb[j]
 								}
-								sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &c[ci], ldc, bp, add)
+							default:
+								copy(dst, src)
+							}
+						}
+					}
+					if !wide {
+						for jr := 0; jr < nb; jr += gemmNR {
+							for ir := 0; ir < mb; ir += gemmMR {
+								block(ir, jr)
+							}
+						}
+						continue
+					}
+					// The AVX-512 kernel on whole 12 x 32 blocks, block on the
+					// edges.
+					for jr := 0; jr < nb; jr += gemmZNR {
+						for ir := 0; ir < mb; ir += gemmZMR {
+							if mb-ir < gemmZMR || nb-jr < gemmZNR {
+								for jj := jr; jj < min(jr+gemmZNR, nb); jj += gemmNR {
+									for ii := ir; ii < min(ir+gemmZMR, mb); ii += gemmMR {
+										block(ii, jj)
+									}
+								}
 								continue
 							}
-							sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, nil, false)
-							for r := 0; r < mr; r++ {
-								dst, src := c[ci+r*ldc:ci+r*ldc+nr], tmp[r*gemmNR:r*gemmNR+nr]
-								switch {
-								case add:
-									addInto(dst, src)
-								case bb != nil:
-									for j := range dst {
-										dst[j] = src[j] + bb[j]
-									}
-								default:
-									copy(dst, src)
-								}
+							var bb *float32
+							if bias != nil && !add {
+								bb = &bias[jc+jr]
 							}
+							sgemmKernel12x32AVX512(kb, &ap[(ir/gemmMR)*kb*gemmMR], kb*gemmMR, &bp[(jr/gemmNR)*kb*gemmNR], kb*gemmNR, &c[(ic+ir)*ldc+jc+jr], ldc, bb, add)
 						}
 					}
 				}
 			})
 		}
 	}
+}
+
+// pickAVX512 reports whether a CPU with both GEMM kernels uses the AVX-512
+// one, given RAGTRAIN_KERNEL (env) and whether the CPU is a Zen 4 (see
+// useAVX512).
+func pickAVX512(env string, zen4 bool) bool {
+	switch env {
+	case "avx2":
+		return false
+	case "avx512":
+		return true
+	}
+	return !zen4
 }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }

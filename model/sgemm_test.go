@@ -9,10 +9,16 @@ import (
 
 // TestSgemm compares sgemm (and sgemmBias) with a float64 reference loop on
 // shapes around the block sizes, all transposes, strided operands and
-// alpha/beta values.
+// alpha/beta values, on each kernel path.
 func TestSgemm(t *testing.T) {
+	for _, path := range kernelPaths() {
+		t.Run(path, func(t *testing.T) { withKernel(path, func() { testSgemm(t) }) })
+	}
+}
+
+func testSgemm(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
-	shapes := [][3]int{{1, 1, 1}, {6, 16, 1}, {7, 17, 3}, {5, 15, 300}, {13, 40, 257}, {64, 64, 32}, {130, 33, 520}, {250, 1030, 9}}
+	shapes := [][3]int{{1, 1, 1}, {6, 16, 1}, {7, 17, 3}, {5, 15, 300}, {12, 32, 1}, {13, 40, 257}, {24, 64, 256}, {64, 64, 32}, {130, 33, 520}, {250, 1030, 9}, {100, 100, 600}}
 	for _, s := range shapes {
 		m, n, k := s[0], s[1], s[2]
 		for _, tr := range [][2]bool{{false, false}, {false, true}, {true, false}, {true, true}} {
