@@ -119,6 +119,7 @@
 //	pretrain.crop_max                   32             longest cropped span in tokens; >= crop_min
 //	train.steps                         1000           optimiser steps; >= 0
 //	train.batch_size                    32             B: queries per batch; >= 2
+//	train.mini_batch_size               0              kind retriever: gradient caching (GradCache): encode the batch this many rows at a time, take the loss over the whole batch, back-propagate each chunk again; the gradient is the full batch's, memory the chunk's; must divide batch_size; 0 = off
 //	train.lr                            0.001          peak AdamW learning rate; > 0
 //	train.weight_decay                  0.01           AdamW decoupled weight decay; >= 0
 //	train.warmup_steps                  100            linear warm-up steps; >= 0

@@ -259,6 +259,12 @@ type Train struct {
 	// BatchSize is B, queries per batch; >= 2 (in-batch negatives need two).
 	// Default 32.
 	BatchSize int `toml:"batch_size"`
+	// MiniBatchSize, when > 0, trains each batch by gradient caching (GradCache, Gao et al.
+	// 2021): the queries and passages are encoded MiniBatchSize rows at a time, the loss is
+	// taken over the whole batch, and each chunk is run again to back-propagate its share, so
+	// memory follows the chunk and the gradient is the full batch's. Must divide batch_size;
+	// kind retriever only. 0 (off) trains the batch in one graph. Default 0.
+	MiniBatchSize int `toml:"mini_batch_size"`
 	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
 	LR float64 `toml:"lr"`
 	// WeightDecay is AdamW's decoupled weight decay; >= 0. Default 0.01.

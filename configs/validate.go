@@ -92,6 +92,14 @@ func (l *loader) validate(r *Recipe) error {
 	tr := r.Train
 	atLeast(v, "train.steps", tr.Steps, 0)
 	atLeast(v, "train.batch_size", tr.BatchSize, 2)
+	atLeast(v, "train.mini_batch_size", tr.MiniBatchSize, 0)
+	if mb := tr.MiniBatchSize; mb > 0 {
+		if r.Kind != "retriever" {
+			v.fail("train.mini_batch_size", "gradient caching trains a bi-encoder: kind %q does not read it (0 = off)", r.Kind)
+		} else if tr.BatchSize >= 2 && (mb > tr.BatchSize || tr.BatchSize%mb != 0) {
+			v.fail(v.setOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
+		}
+	}
 	v.positive("train.lr", tr.LR)
 	v.nonNegative("train.weight_decay", tr.WeightDecay)
 	atLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)

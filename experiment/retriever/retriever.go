@@ -266,19 +266,19 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), lens, loss, masked, seed, dense.StreamTrain,
-			func(step int) (dense.PairBatch, error) {
-				b, st, err := smp.Batch(step)
-				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
-				pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
-				if masked {
-					pb.Mask = b.Mask
-				}
-				if err == nil && teacher != nil {
-					pb.Teacher, err = teacher.batchScores(b)
-				}
-				return pb, err
-			})
+		next := func(step int) (dense.PairBatch, error) {
+			b, st, err := smp.Batch(step)
+			avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
+			pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
+			if masked {
+				pb.Mask = b.Mask
+			}
+			if err == nil && teacher != nil {
+				pb.Teacher, err = teacher.batchScores(b)
+			}
+			return pb, err
+		}
+		task, err := newTrainTask(m, tok, tr, tr.BatchSize*(1+n), lens, loss, masked, seed, next)
 		if err != nil {
 			return dir, err
 		}
@@ -320,6 +320,22 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
+}
+
+// trainTask is the supervised phase's bi-encoder task.
+type trainTask interface {
+	trainer.Task
+	Close()
+}
+
+// newTrainTask builds the supervised phase's task for batches of tr.BatchSize queries and N
+// passages: one graph over the batch, or gradient caching over chunks of train.mini_batch_size.
+func newTrainTask(m *model.BiEncoder, tok *tokenize.Tokenizer, tr configs.Train, N int, lens dense.Lengths, loss dense.ContrastiveLoss,
+	masked bool, seed uint64, next func(step int) (dense.PairBatch, error)) (trainTask, error) {
+	if tr.MiniBatchSize > 0 {
+		return dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+	}
+	return dense.NewBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next)
 }
 
 // rankFunc returns the ids of the n best passages for a query, best first.
