@@ -109,7 +109,10 @@
 //	loss.teacher_temperature            1.0            tau_T: kl_distill matches softmax(s / temperature) to softmax(t / teacher_temperature); margin_mse matches s+ - s- to (t+ - t-) * temperature / teacher_temperature; > 0
 //	loss.teacher_cache                  ""             a teacher_scores.tsv of an earlier run, read before scoring and written back after (a rerun with the same teacher scores nothing); a file of another teacher is refused; "" = the run directory's only
 //	sampler.hard_negatives              1              mined negatives per query; >= 0
-//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint) or "bm25+dense" (both interleaved); judged-relevant passages excluded
+//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint), "bm25+dense" (both interleaved) or "dense_refresh" (the model being trained, re-mined every refresh_every steps); judged-relevant passages excluded
+//	sampler.refresh_every               0              negative_source "dense_refresh" (needs it, >= 1): re-encode the corpus with the model being trained and re-mine the negatives every this many [train] steps (ANCE); 0 = unset
+//	sampler.negative_margin             0.0            negative_source "dense_refresh": drop a mined candidate d of (q, p) when s(q,d) > s(q,p) - margin (false-negative filter); counts in metrics.json "mining/dropped_margin"; 0 = off; >= 0
+//	sampler.negative_relative           0.0            negative_source "dense_refresh": drop a mined candidate when s(q,d) > relative * s(q,p) (NV-Retriever TopK-PercPos, e.g. 0.95), after the margin; counts in "mining/dropped_relative"; 0 = off; in [0, 1]
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
 //	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)

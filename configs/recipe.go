@@ -221,7 +221,19 @@ type Sampler struct {
 	// or "bm25+dense", both rankings interleaved (BM25's first, the dense first, BM25's
 	// second, ...; a passage already listed is skipped), so the window draws from both.
 	// Judged-relevant passages are excluded from every source. Default "bm25".
+	// "dense_refresh" mines them from the model being trained (ANCE, Xiong et al. 2021): the
+	// corpus is re-encoded and the negatives re-mined every RefreshEvery steps of [train]
+	// (through index_refresh, synchronously), so every batch draws from one index version.
 	NegativeSource string `toml:"negative_source"`
+	// RefreshEvery is the re-mining period in training steps of negative_source =
+	// "dense_refresh"; >= 1 there, 0 (unset) otherwise. Default 0.
+	RefreshEvery int `toml:"refresh_every"`
+	// NegativeMargin, > 0, drops a mined candidate d of example (q, p) when s(q,d) > s(q,p) -
+	// NegativeMargin (likely an unlabelled positive); 0 is off. Dense sources only. Default 0.
+	NegativeMargin float64 `toml:"negative_margin"`
+	// NegativeRelative, in (0, 1], drops a mined candidate when s(q,d) > NegativeRelative ·
+	// s(q,p) (NV-Retriever's TopK-PercPos, 0.95 there); 0 is off. Dense sources only. Default 0.
+	NegativeRelative float64 `toml:"negative_relative"`
 	// NegativeWindow is [first, last], the 1-based inclusive ranks of the
 	// source's ranking to mine from; 1 <= first <= last. Default [1, 30].
 	NegativeWindow [2]int `toml:"negative_window"`

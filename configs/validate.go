@@ -14,7 +14,7 @@ var (
 	encoders           = []string{"bow", "transformer"}
 	poolings           = []string{"mean", "cls"}
 	similarities       = []string{"dot", "cosine"}
-	negativeSources    = []string{"bm25", "dense", "bm25+dense"}
+	negativeSources    = []string{"bm25", "dense", "bm25+dense", "dense_refresh"}
 	negativeStrategies = []string{"top", "random"}
 	falseNegatives     = []string{"mask", "defer"}
 	schedules          = []string{"linear", "cosine", "constant"}
@@ -79,6 +79,22 @@ func (l *loader) validate(r *Recipe) error {
 			s.HardNegatives, w[1]-w[0]+1, w[0], w[1])
 	}
 	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
+	if s.NegativeSource == "dense_refresh" {
+		if s.RefreshEvery < 1 {
+			v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "sampler.negative_source = \"dense_refresh\" needs sampler.refresh_every >= 1, got %d", s.RefreshEvery)
+		}
+		if r.Kind != "retriever" {
+			v.fail("sampler.negative_source", "\"dense_refresh\" re-mines a bi-encoder's negatives while it trains: kind %q does not", r.Kind)
+		}
+	} else if s.RefreshEvery != 0 {
+		v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "re-mining needs sampler.negative_source = \"dense_refresh\", got %q (0 = unset)", s.NegativeSource)
+	}
+	v.nonNegative("sampler.negative_margin", s.NegativeMargin)
+	v.inRange("sampler.negative_relative", s.NegativeRelative, 0, 1, true)
+	if (s.NegativeMargin > 0 || s.NegativeRelative > 0) && s.NegativeSource != "dense_refresh" {
+		key := v.setOf("sampler.negative_margin", "sampler.negative_relative")
+		v.fail(key, "the false-negative filters compare dense scores: they need sampler.negative_source = \"dense_refresh\", got %q", s.NegativeSource)
+	}
 	v.oneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
 
 	p := r.Pretrain

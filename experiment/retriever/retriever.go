@@ -107,7 +107,8 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return dir, err
 	}
 	fromCheckpoint := resume && experiment.HasCheckpoint(dir)
-	needStart := slices.Contains(rec.Eval.Systems, "zeroshot") || (rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25")
+	refreshing := rec.Sampler.NegativeSource == "dense_refresh" // mined in the train phase, from the model being trained
+	needStart := slices.Contains(rec.Eval.Systems, "zeroshot") || (rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" && !refreshing)
 	if rec.Model.InitFrom != "" && (!fromCheckpoint || needStart) {
 		if err := experiment.InitFrom(m, rec.Model.InitFrom, o.Out); err != nil {
 			return dir, err
@@ -140,7 +141,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 				zeroShotRuns[split][qids[i]] = h
 			}
 		}
-		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" {
+		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" && !refreshing {
 			// The training queries are ranked in one batch, the window's depth each.
 			trainQIDs := ds.Qrels[rec.Data.TrainSplit].QueryIDs()
 			trainTexts := make([]string, len(trainQIDs))
@@ -174,7 +175,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if zeroShot != nil {
 		zeroShot.Close()
 	}
-	if smp != nil { // the same file on every resume (the mining is seeded)
+	if smp != nil && !refreshing { // the same file on every resume (the mining is seeded)
 		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds, rec.Data.TitleField); err != nil {
 			return dir, err
 		}
@@ -266,8 +267,14 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
+		deal := smp.Batch
+		if refreshing {
+			miner := newRefreshMiner(ctx, rec, ds, tok, m, loss.Cosine(), passages, dir, lg, o.Out)
+			defer miner.close()
+			deal = miner.batch
+		}
 		next := func(step int) (dense.PairBatch, error) {
-			b, st, err := smp.Batch(step)
+			b, st, err := deal(step)
 			avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
 			pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
 			if masked {
@@ -308,6 +315,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	seconds := trainSeconds()
 	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
 	metrics := map[string]float64{"train/seconds": seconds}
+	if refreshing && rec.Train.Steps > 0 {
+		if err := miningMetrics(dir, rec.Train.Steps, metrics); err != nil {
+			return dir, err
+		}
+	}
 	if sel != nil && rec.Train.Steps > 0 {
 		if err := sel.finish(metrics); err != nil {
 			return dir, err
