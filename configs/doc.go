@@ -109,7 +109,10 @@
 //	loss.teacher_temperature            1.0            tau_T: kl_distill matches softmax(s / temperature) to softmax(t / teacher_temperature); margin_mse matches s+ - s- to (t+ - t-) * temperature / teacher_temperature; > 0
 //	loss.teacher_cache                  ""             a teacher_scores.tsv of an earlier run, read before scoring and written back after (a rerun with the same teacher scores nothing); a file of another teacher is refused; "" = the run directory's only
 //	sampler.hard_negatives              1              mined negatives per query; >= 0
-//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint) or "bm25+dense" (both interleaved); judged-relevant passages excluded
+//	sampler.negative_source             "bm25"         ranking the negatives are mined from: "bm25", "dense" (the model before training, e.g. the init_from checkpoint), "bm25+dense" (both interleaved) or "dense_refresh" (the model being trained, re-mined every refresh_every steps); judged-relevant passages excluded
+//	sampler.refresh_every               0              negative_source "dense_refresh" (needs it, >= 1): re-encode the corpus with the model being trained and re-mine the negatives every this many [train] steps (ANCE); 0 = unset
+//	sampler.negative_margin             0.0            negative_source "dense_refresh": drop a mined candidate d of (q, p) when s(q,d) > s(q,p) - margin (false-negative filter); counts in metrics.json "mining/dropped_margin"; 0 = off; >= 0
+//	sampler.negative_relative           0.0            negative_source "dense_refresh": drop a mined candidate when s(q,d) > relative * s(q,p) (NV-Retriever TopK-PercPos, e.g. 0.95), after the margin; counts in "mining/dropped_relative"; 0 = off; in [0, 1]
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
 //	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
@@ -119,6 +122,7 @@
 //	pretrain.crop_max                   32             longest cropped span in tokens; >= crop_min
 //	train.steps                         1000           optimiser steps; >= 0
 //	train.batch_size                    32             B: queries per batch; >= 2
+//	train.mini_batch_size               0              kind retriever: gradient caching (GradCache): encode the batch this many rows at a time, take the loss over the whole batch, back-propagate each chunk again; the gradient is the full batch's, memory the chunk's; must divide batch_size; 0 = off
 //	train.lr                            0.001          peak AdamW learning rate; > 0
 //	train.weight_decay                  0.01           AdamW decoupled weight decay; >= 0
 //	train.warmup_steps                  100            linear warm-up steps; >= 0

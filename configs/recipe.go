@@ -221,7 +221,19 @@ type Sampler struct {
 	// or "bm25+dense", both rankings interleaved (BM25's first, the dense first, BM25's
 	// second, ...; a passage already listed is skipped), so the window draws from both.
 	// Judged-relevant passages are excluded from every source. Default "bm25".
+	// "dense_refresh" mines them from the model being trained (ANCE, Xiong et al. 2021): the
+	// corpus is re-encoded and the negatives re-mined every RefreshEvery steps of [train]
+	// (through index_refresh, synchronously), so every batch draws from one index version.
 	NegativeSource string `toml:"negative_source"`
+	// RefreshEvery is the re-mining period in training steps of negative_source =
+	// "dense_refresh"; >= 1 there, 0 (unset) otherwise. Default 0.
+	RefreshEvery int `toml:"refresh_every"`
+	// NegativeMargin, > 0, drops a mined candidate d of example (q, p) when s(q,d) > s(q,p) -
+	// NegativeMargin (likely an unlabelled positive); 0 is off. Dense sources only. Default 0.
+	NegativeMargin float64 `toml:"negative_margin"`
+	// NegativeRelative, in (0, 1], drops a mined candidate when s(q,d) > NegativeRelative ·
+	// s(q,p) (NV-Retriever's TopK-PercPos, 0.95 there); 0 is off. Dense sources only. Default 0.
+	NegativeRelative float64 `toml:"negative_relative"`
 	// NegativeWindow is [first, last], the 1-based inclusive ranks of the
 	// source's ranking to mine from; 1 <= first <= last. Default [1, 30].
 	NegativeWindow [2]int `toml:"negative_window"`
@@ -259,6 +271,12 @@ type Train struct {
 	// BatchSize is B, queries per batch; >= 2 (in-batch negatives need two).
 	// Default 32.
 	BatchSize int `toml:"batch_size"`
+	// MiniBatchSize, when > 0, trains each batch by gradient caching (GradCache, Gao et al.
+	// 2021): the queries and passages are encoded MiniBatchSize rows at a time, the loss is
+	// taken over the whole batch, and each chunk is run again to back-propagate its share, so
+	// memory follows the chunk and the gradient is the full batch's. Must divide batch_size;
+	// kind retriever only. 0 (off) trains the batch in one graph. Default 0.
+	MiniBatchSize int `toml:"mini_batch_size"`
 	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
 	LR float64 `toml:"lr"`
 	// WeightDecay is AdamW's decoupled weight decay; >= 0. Default 0.01.

@@ -14,7 +14,7 @@ var (
 	encoders           = []string{"bow", "transformer"}
 	poolings           = []string{"mean", "cls"}
 	similarities       = []string{"dot", "cosine"}
-	negativeSources    = []string{"bm25", "dense", "bm25+dense"}
+	negativeSources    = []string{"bm25", "dense", "bm25+dense", "dense_refresh"}
 	negativeStrategies = []string{"top", "random"}
 	falseNegatives     = []string{"mask", "defer"}
 	schedules          = []string{"linear", "cosine", "constant"}
@@ -79,6 +79,22 @@ func (l *loader) validate(r *Recipe) error {
 			s.HardNegatives, w[1]-w[0]+1, w[0], w[1])
 	}
 	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
+	if s.NegativeSource == "dense_refresh" {
+		if s.RefreshEvery < 1 {
+			v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "sampler.negative_source = \"dense_refresh\" needs sampler.refresh_every >= 1, got %d", s.RefreshEvery)
+		}
+		if r.Kind != "retriever" {
+			v.fail("sampler.negative_source", "\"dense_refresh\" re-mines a bi-encoder's negatives while it trains: kind %q does not", r.Kind)
+		}
+	} else if s.RefreshEvery != 0 {
+		v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "re-mining needs sampler.negative_source = \"dense_refresh\", got %q (0 = unset)", s.NegativeSource)
+	}
+	v.nonNegative("sampler.negative_margin", s.NegativeMargin)
+	v.inRange("sampler.negative_relative", s.NegativeRelative, 0, 1, true)
+	if (s.NegativeMargin > 0 || s.NegativeRelative > 0) && s.NegativeSource != "dense_refresh" {
+		key := v.setOf("sampler.negative_margin", "sampler.negative_relative")
+		v.fail(key, "the false-negative filters compare dense scores: they need sampler.negative_source = \"dense_refresh\", got %q", s.NegativeSource)
+	}
 	v.oneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
 
 	p := r.Pretrain
@@ -92,6 +108,14 @@ func (l *loader) validate(r *Recipe) error {
 	tr := r.Train
 	atLeast(v, "train.steps", tr.Steps, 0)
 	atLeast(v, "train.batch_size", tr.BatchSize, 2)
+	atLeast(v, "train.mini_batch_size", tr.MiniBatchSize, 0)
+	if mb := tr.MiniBatchSize; mb > 0 {
+		if r.Kind != "retriever" {
+			v.fail("train.mini_batch_size", "gradient caching trains a bi-encoder: kind %q does not read it (0 = off)", r.Kind)
+		} else if tr.BatchSize >= 2 && (mb > tr.BatchSize || tr.BatchSize%mb != 0) {
+			v.fail(v.setOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
+		}
+	}
 	v.positive("train.lr", tr.LR)
 	v.nonNegative("train.weight_decay", tr.WeightDecay)
 	atLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)

@@ -17,6 +17,7 @@ type Flat struct {
 	ids  []string
 	vecs []float32 // N×dim, row-major
 	dim  int
+	row  map[string]int // id -> row
 }
 
 // NewFlat indexes the N = len(ids) passages whose embeddings are the rows of vecs (N×dim,
@@ -46,7 +47,7 @@ func NewFlat(ids []string, vecs []float32, dim int) (*Flat, error) {
 				i/dim, ids[i/dim], i%dim, v)
 		}
 	}
-	return &Flat{ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim}, nil
+	return &Flat{ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim, row: seen}, nil
 }
 
 // Len returns the number of indexed passages.
@@ -70,6 +71,19 @@ func (f *Flat) Search(q []float32, k int) []Hit {
 		t.offer(d, float64(dot(q, f.vecs[d*f.dim:(d+1)*f.dim])))
 	}
 	return t.hits()
+}
+
+// Score returns the inner product of q with the passage id, as Search scores it, and false when
+// id is not indexed. It panics when len(q) != dim.
+func (f *Flat) Score(q []float32, id string) (float64, bool) {
+	if len(q) != f.dim {
+		panic(fmt.Sprintf("index: Flat.Score: query has %d values, dim is %d", len(q), f.dim))
+	}
+	d, ok := f.row[id]
+	if !ok {
+		return 0, false
+	}
+	return float64(dot(q, f.vecs[d*f.dim:(d+1)*f.dim])), true
 }
 
 // Block sizes of SearchBatch's matrix product: a block of queries is scored against a block of

@@ -250,6 +250,14 @@ func (r *Refresher) SearchBatch(qs []float32, k int) ([][]index.Hit, Version) {
 	return s.flat.SearchBatch(qs, k), s.version
 }
 
+// Score returns the serving index's score of passage id for query q (as Search scores it), the
+// version that answered, and false when id is not indexed.
+func (r *Refresher) Score(q []float32, id string) (float64, Version, bool) {
+	s := r.cur.Load()
+	v, ok := s.flat.Score(q, id)
+	return v, s.version, ok
+}
+
 // Serving returns the version of the serving index.
 func (r *Refresher) Serving() Version { return r.cur.Load().version }
 

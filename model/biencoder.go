@@ -46,6 +46,15 @@ func NewBiEncoder(cfg EncoderConfig, shared bool, seed uint64) (*BiEncoder, erro
 	return newBiEncoder(cfg, shared, seed, tensor.Float32)
 }
 
+// NewBiEncoderOf is NewBiEncoder with parameters of dtype dt (tensor.Float32 or tensor.Float64):
+// float64 models let gradient tests compare two computations at 1e-6.
+func NewBiEncoderOf(cfg EncoderConfig, shared bool, seed uint64, dt tensor.Dtype) (*BiEncoder, error) {
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("model: bi-encoder of dtype %v, want float32 or float64", dt)
+	}
+	return newBiEncoder(cfg, shared, seed, dt)
+}
+
 // Stream constants of the model's PCG generators.
 const (
 	streamInit    = 0x6d6f64656c696e69 // "modelini"
@@ -116,6 +125,9 @@ func (m *BiEncoder) SetRNG(r *rand.Rand) { m.rng.R = r }
 
 // Params returns the tower's parameters in creation order.
 func (t *Tower) Params() []*Param { return append([]*Param(nil), t.params...) }
+
+// Dtype is the dtype of the tower's parameters and outputs.
+func (t *Tower) Dtype() tensor.Dtype { return t.dt }
 
 // Dim is the width H of the tower's output vectors.
 func (t *Tower) Dim() int { return t.Cfg.Hidden }

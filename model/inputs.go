@@ -32,6 +32,11 @@ func NewInputs(g *gorgonia.ExprGraph, B, L int, name string) *Inputs {
 	return newInputs(g, B, L, name, tensor.Float32)
 }
 
+// NewInputsOf is NewInputs with a mask of dtype dt, that of the tower it feeds (Tower.Dtype).
+func NewInputsOf(g *gorgonia.ExprGraph, B, L int, name string, dt tensor.Dtype) *Inputs {
+	return newInputs(g, B, L, name, dt)
+}
+
 // newInputs is NewInputs with the mask dtype of the model (float64 in tests).
 func newInputs(g *gorgonia.ExprGraph, B, L int, name string, dt tensor.Dtype) *Inputs {
 	if B <= 0 || L <= 0 {

@@ -34,6 +34,31 @@ type MineOptions struct {
 	Lo, Hi    int      // window of 1-based ranks, inclusive (negative_window = [Lo, Hi])
 	Strategy  Strategy // Top or Random (negative_strategy)
 	Seed      uint64   // for Random; the draw for an example depends on (Seed, query id, positive id) only
+	// Filter, when set, drops false-negative candidates of the window by score (see Filter).
+	Filter *Filter
+}
+
+// Filter drops mined candidates that score so close to an example's positive that they are
+// likely unlabelled positives (false negatives). Score(q, d) is the mining model's score of a
+// document for a query, and it must score every positive and every window candidate. A candidate
+// d of the example (q, p) is dropped by the margin when Margin > 0 and s(q,d) > s(q,p) - Margin
+// (an absolute margin), else by the ratio when Relative > 0 and s(q,d) > Relative · s(q,p)
+// (NV-Retriever's TopK-PercPos, Moreira et al. 2024, with Relative = 0.95); 0 turns a rule off.
+// The margin is checked first, so a candidate counts against one rule only.
+type Filter struct {
+	Margin, Relative float64
+	Score            func(q, d string) (float64, error)
+}
+
+// drops reports which rule, if any, drops candidate d of example (q, p): 1 margin, 2 ratio.
+func (f *Filter) drops(sPos, sNeg float64) int {
+	switch {
+	case f.Margin > 0 && sNeg > sPos-f.Margin:
+		return 1
+	case f.Relative > 0 && sNeg > f.Relative*sPos:
+		return 2
+	}
+	return 0
 }
 
 // MineStats reports what mining found; nothing is dropped without being counted here.
@@ -48,6 +73,9 @@ type MineStats struct {
 	// get every eligible document; Missing is the total shortfall over examples.
 	Short   []Shortfall
 	Missing int
+	// DroppedMargin and DroppedRelative count, over examples, the window candidates that
+	// MineOptions.Filter dropped by its margin and by its ratio (0 without a filter).
+	DroppedMargin, DroppedRelative int
 }
 
 // Shortfall is a query whose mining window held fewer eligible documents than asked for.
@@ -133,13 +161,44 @@ func Mine(qrels map[string]map[string]int, ranking map[string][]string, o MineOp
 		slices.SortFunc(pos, compareIDs)
 		st.Queries++
 		for _, p := range pos {
-			negs := pick(eligible, o, q, p)
+			cands := eligible
+			if o.Filter != nil && len(eligible) > 0 {
+				var err error
+				if cands, err = o.filter(&st, q, p, eligible); err != nil {
+					return nil, st, err
+				}
+			}
+			negs := pick(cands, o, q, p)
 			st.Missing += o.Negatives - len(negs)
 			out = append(out, Example{QueryID: q, PositiveID: p, NegativeIDs: negs})
 		}
 	}
 	st.Examples = len(out)
 	return out, st, nil
+}
+
+// filter returns the candidates of example (q, p) that o.Filter keeps, counting the others.
+func (o MineOptions) filter(st *MineStats, q, p string, eligible []string) ([]string, error) {
+	sPos, err := o.Filter.Score(q, p)
+	if err != nil {
+		return nil, fmt.Errorf("sampler: score of positive %q of query %q: %w", p, q, err)
+	}
+	kept := make([]string, 0, len(eligible))
+	for _, d := range eligible {
+		sNeg, err := o.Filter.Score(q, d)
+		if err != nil {
+			return nil, fmt.Errorf("sampler: score of candidate %q of query %q: %w", d, q, err)
+		}
+		switch o.Filter.drops(sPos, sNeg) {
+		case 1:
+			st.DroppedMargin++
+		case 2:
+			st.DroppedRelative++
+		default:
+			kept = append(kept, d)
+		}
+	}
+	return kept, nil
 }
 
 // pick chooses min(n, len(eligible)) documents by the strategy, in rank order.

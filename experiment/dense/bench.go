@@ -44,11 +44,11 @@ func NewBiStep(m *model.BiEncoder, B, N, L int, tau float64, sim losses.Similari
 // query i's softmax; nil keeps every one) and must be nil otherwise.
 func (s *BiStep) Step(step int, q, p tokenize.Batch, keep []float32, lr float64) (float64, error) {
 	t := s.t
-	if t.mask == nil && keep != nil {
+	if t.head.mask == nil && keep != nil {
 		return 0, fmt.Errorf("bench step: candidate mask given to an unmasked step")
 	}
-	if t.mask != nil {
-		m := t.mask.Data().([]float32)
+	if t.head.mask != nil {
+		m := t.head.mask.Data().([]float32)
 		if keep != nil && len(keep) != len(m) {
 			return 0, fmt.Errorf("bench step: candidate mask of %d values, want %d", len(keep), len(m))
 		}

@@ -42,12 +42,8 @@ type BiTask struct {
 	vm     gorgonia.VM
 	qIn    *model.Inputs
 	pIn    *model.Inputs
+	head   contrastiveHead
 	loss   *gorgonia.Node
-	mask   *tensor.Dense // B x N additive mask, nil when the task takes none
-	// teacher holds the teacher's scores B x (1+M) of a distillation loss (nil otherwise), times
-	// teacherScale.
-	teacher      *tensor.Dense
-	teacherScale float32
 	experiment.GraphParams
 	B, N    int
 	lastTru int                   // texts truncated in the last batch
@@ -78,28 +74,10 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 	if err != nil {
 		return nil, err
 	}
-	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTau: loss.TeacherTau}
-	if masked && !loss.spec.Teacher { // a distillation loss compares each query with its own candidates only
-		t.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(tensor.Float32))
-		in.Mask = gorgonia.NewMatrix(t.g, tensor.Float32, gorgonia.WithShape(B, N), gorgonia.WithValue(t.mask), gorgonia.WithName("candidate_mask"))
-	}
-	if loss.spec.Teacher {
-		if N%B != 0 || N == B {
-			return nil, fmt.Errorf("bi-encoder task: %s needs each query's hard negatives (N = B(1+M) passages, M >= 1), got B = %d, N = %d", loss.spec.Name, B, N)
-		}
-		k := N / B
-		t.teacher, t.teacherScale = tensor.New(tensor.WithShape(B, k), tensor.Of(tensor.Float32)), float32(loss.teacherScale())
-		in.Teacher = t.teacher
-		if loss.spec.Batch == losses.Lists { // the student's list: each query's own candidates
-			if in.Scores, err = losses.CandidateScores(q, p, k-1, loss.Sim); err != nil {
-				return nil, err
-			}
-			in.B, in.K = B, k
-		}
-	}
-	if t.loss, err = loss.spec.Build(in); err != nil {
+	if t.head, err = newContrastiveHead(t.g, q, p, B, N, loss, masked); err != nil {
 		return nil, err
 	}
+	t.loss = t.head.loss
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph: %w", err)
 	}
@@ -117,26 +95,8 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
 			len(pb.Queries), len(pb.Passages), t.B, t.N)
 	}
-	if t.mask != nil {
-		m := t.mask.Data().([]float32)
-		if len(pb.Mask) != len(m) {
-			return 0, 0, fmt.Errorf("candidate mask of %d values, want %d", len(pb.Mask), len(m))
-		}
-		for i, keep := range pb.Mask {
-			m[i] = 0
-			if keep == 0 {
-				m[i] = float32(math.Inf(-1))
-			}
-		}
-	}
-	if t.teacher != nil {
-		ts := t.teacher.Data().([]float32)
-		if len(pb.Teacher) != len(ts) {
-			return 0, 0, fmt.Errorf("teacher scores: %d values, want %d (B x (1+M))", len(pb.Teacher), len(ts))
-		}
-		for i, v := range pb.Teacher {
-			ts[i] = v * t.teacherScale
-		}
+	if err := t.head.fill(pb); err != nil {
+		return 0, 0, err
 	}
 	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
 	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
@@ -156,6 +116,89 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 }
 
 func (t *BiTask) Close() { t.vm.Close() }
+
+// contrastiveHead is the loss end of a bi-encoder graph: the loss over the query embeddings q
+// [B,H] and the passage embeddings p [N,H], with the inputs each step fills in (fill).
+type contrastiveHead struct {
+	loss *gorgonia.Node
+	mask *tensor.Dense // B x N additive mask, nil when the loss takes none
+	// teacher holds the teacher's scores B x (1+M) of a distillation loss (nil otherwise), times
+	// teacherScale.
+	teacher      *tensor.Dense
+	teacherScale float32
+}
+
+// newContrastiveHead adds loss over q and p to g, with a B x N candidate mask when masked (and
+// the loss compares every query with every candidate), and the teacher's scores of a
+// distillation loss. The mask and the teacher's scores have q's dtype.
+func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, loss ContrastiveLoss, masked bool) (contrastiveHead, error) {
+	var h contrastiveHead
+	var err error
+	dt := q.Dtype()
+	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTau: loss.TeacherTau}
+	if masked && !loss.spec.Teacher { // a distillation loss compares each query with its own candidates only
+		h.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(dt))
+		in.Mask = gorgonia.NewMatrix(g, dt, gorgonia.WithShape(B, N), gorgonia.WithValue(h.mask), gorgonia.WithName("candidate_mask"))
+	}
+	if loss.spec.Teacher {
+		if N%B != 0 || N == B {
+			return h, fmt.Errorf("bi-encoder task: %s needs each query's hard negatives (N = B(1+M) passages, M >= 1), got B = %d, N = %d", loss.spec.Name, B, N)
+		}
+		k := N / B
+		h.teacher, h.teacherScale = tensor.New(tensor.WithShape(B, k), tensor.Of(dt)), float32(loss.teacherScale())
+		in.Teacher = h.teacher
+		if loss.spec.Batch == losses.Lists { // the student's list: each query's own candidates
+			if in.Scores, err = losses.CandidateScores(q, p, k-1, loss.Sim); err != nil {
+				return h, err
+			}
+			in.B, in.K = B, k
+		}
+	}
+	h.loss, err = loss.spec.Build(in)
+	return h, err
+}
+
+// fill copies the batch's candidate mask (-Inf where pb.Mask is 0) and teacher scores into the
+// head's inputs.
+func (h *contrastiveHead) fill(pb PairBatch) error {
+	if h.mask != nil {
+		if len(pb.Mask) != h.mask.Len() {
+			return fmt.Errorf("candidate mask of %d values, want %d", len(pb.Mask), h.mask.Len())
+		}
+		switch m := h.mask.Data().(type) {
+		case []float32:
+			for i, keep := range pb.Mask {
+				m[i] = 0
+				if keep == 0 {
+					m[i] = float32(math.Inf(-1))
+				}
+			}
+		case []float64:
+			for i, keep := range pb.Mask {
+				m[i] = 0
+				if keep == 0 {
+					m[i] = math.Inf(-1)
+				}
+			}
+		}
+	}
+	if h.teacher != nil {
+		if len(pb.Teacher) != h.teacher.Len() {
+			return fmt.Errorf("teacher scores: %d values, want %d (B x (1+M))", len(pb.Teacher), h.teacher.Len())
+		}
+		switch ts := h.teacher.Data().(type) {
+		case []float32:
+			for i, v := range pb.Teacher {
+				ts[i] = v * h.teacherScale
+			}
+		case []float64:
+			for i, v := range pb.Teacher {
+				ts[i] = float64(v * h.teacherScale)
+			}
+		}
+	}
+	return nil
+}
 
 // Truncation reports what truncation cut of the queries (to Len.Query) and of the passages (to
 // Len.Passage) over the steps run.

@@ -107,7 +107,8 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return dir, err
 	}
 	fromCheckpoint := resume && experiment.HasCheckpoint(dir)
-	needStart := slices.Contains(rec.Eval.Systems, "zeroshot") || (rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25")
+	refreshing := rec.Sampler.NegativeSource == "dense_refresh" // mined in the train phase, from the model being trained
+	needStart := slices.Contains(rec.Eval.Systems, "zeroshot") || (rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" && !refreshing)
 	if rec.Model.InitFrom != "" && (!fromCheckpoint || needStart) {
 		if err := experiment.InitFrom(m, rec.Model.InitFrom, o.Out); err != nil {
 			return dir, err
@@ -140,7 +141,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 				zeroShotRuns[split][qids[i]] = h
 			}
 		}
-		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" {
+		if rec.Train.Steps > 0 && rec.Sampler.NegativeSource != "bm25" && !refreshing {
 			// The training queries are ranked in one batch, the window's depth each.
 			trainQIDs := ds.Qrels[rec.Data.TrainSplit].QueryIDs()
 			trainTexts := make([]string, len(trainQIDs))
@@ -174,7 +175,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if zeroShot != nil {
 		zeroShot.Close()
 	}
-	if smp != nil { // the same file on every resume (the mining is seeded)
+	if smp != nil && !refreshing { // the same file on every resume (the mining is seeded)
 		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds, rec.Data.TitleField); err != nil {
 			return dir, err
 		}
@@ -266,19 +267,25 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		n := rec.Sampler.HardNegatives
 		var avoided int
 		masked := rec.Sampler.FalseNegatives == "mask"
-		task, err := dense.NewBiTask(m, tok, tr.BatchSize, tr.BatchSize*(1+n), lens, loss, masked, seed, dense.StreamTrain,
-			func(step int) (dense.PairBatch, error) {
-				b, st, err := smp.Batch(step)
-				avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
-				pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
-				if masked {
-					pb.Mask = b.Mask
-				}
-				if err == nil && teacher != nil {
-					pb.Teacher, err = teacher.batchScores(b)
-				}
-				return pb, err
-			})
+		deal := smp.Batch
+		if refreshing {
+			miner := newRefreshMiner(ctx, rec, ds, tok, m, loss.Cosine(), passages, dir, lg, o.Out)
+			defer miner.close()
+			deal = miner.batch
+		}
+		next := func(step int) (dense.PairBatch, error) {
+			b, st, err := deal(step)
+			avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
+			pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
+			if masked {
+				pb.Mask = b.Mask
+			}
+			if err == nil && teacher != nil {
+				pb.Teacher, err = teacher.batchScores(b)
+			}
+			return pb, err
+		}
+		task, err := newTrainTask(m, tok, tr, tr.BatchSize*(1+n), lens, loss, masked, seed, next)
 		if err != nil {
 			return dir, err
 		}
@@ -308,6 +315,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	seconds := trainSeconds()
 	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
 	metrics := map[string]float64{"train/seconds": seconds}
+	if refreshing && rec.Train.Steps > 0 {
+		if err := miningMetrics(dir, rec.Train.Steps, metrics); err != nil {
+			return dir, err
+		}
+	}
 	if sel != nil && rec.Train.Steps > 0 {
 		if err := sel.finish(metrics); err != nil {
 			return dir, err
@@ -320,6 +332,22 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
+}
+
+// trainTask is the supervised phase's bi-encoder task.
+type trainTask interface {
+	trainer.Task
+	Close()
+}
+
+// newTrainTask builds the supervised phase's task for batches of tr.BatchSize queries and N
+// passages: one graph over the batch, or gradient caching over chunks of train.mini_batch_size.
+func newTrainTask(m *model.BiEncoder, tok *tokenize.Tokenizer, tr configs.Train, N int, lens dense.Lengths, loss dense.ContrastiveLoss,
+	masked bool, seed uint64, next func(step int) (dense.PairBatch, error)) (trainTask, error) {
+	if tr.MiniBatchSize > 0 {
+		return dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+	}
+	return dense.NewBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next)
 }
 
 // rankFunc returns the ids of the n best passages for a query, best first.
