@@ -56,7 +56,7 @@ func (o Options) printTable(results []Result, load0, load1 float64) {
 			fmt.Fprintf(w, "| | %s | | | | | | | |\n", r.Note)
 		}
 		if r.Size != "" {
-			fmt.Fprintf(w, "| | size: %s | | | | | | | |\n", oneLine(r.Size))
+			fmt.Fprintf(w, "| | size: %s | | | | | | | |\n", strings.ReplaceAll(r.Size, "|", "/"))
 		}
 	}
 	fmt.Fprintln(w)
