@@ -235,7 +235,8 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"PyTorch: not run: no Python with torch (tried " + filepath.Join(work, "no-python") + ")",
+	for _, want := range []string{"PyTorch (Debian): not run: no Python with torch (tried " + filepath.Join(work, "no-python") + ")",
+		"PyTorch 2 (venv): not run: no venv given",
 		"Lucene: not run: no lucene-core-4.10*.jar and lucene-analyzers-common-4.10*.jar in " + work + " (install Debian liblucene4.10-java)"} {
 		if !strings.Contains(log.String(), want) {
 			t.Errorf("log lacks %q:\n%s", want, log.String())
@@ -259,10 +260,33 @@ func TestRun(t *testing.T) {
 // TestPyTorchSameModels checks that the PyTorch script builds models of exactly our parameter
 // tensors and counts (skipped without a Python that imports torch).
 func TestPyTorchSameModels(t *testing.T) {
-	py, _, err := findTorch("")
-	if err != nil {
-		t.Skipf("PyTorch peer not checked: %v (install Debian python3-torch)", err)
+	pys := testPythons(t)
+	if len(pys) == 0 {
+		t.Skip("PyTorch peers not checked: no Python with torch (install Debian python3-torch, or bash tools/pyenv/setup.sh)")
 	}
+	for _, py := range pys {
+		t.Run(filepath.Base(filepath.Dir(filepath.Dir(py)))+"-"+filepath.Base(py), func(t *testing.T) { pyTorchSameModels(t, py) })
+	}
+}
+
+// testPythons are the interpreters with torch the tests check the peer with: Debian's and the
+// repository's venv ($VENV, else ../.venv).
+func testPythons(t *testing.T) []string {
+	var pys []string
+	if py, _, _, err := findTorch(""); err == nil {
+		pys = append(pys, py)
+	}
+	venv := os.Getenv("VENV")
+	if venv == "" {
+		venv = "../.venv"
+	}
+	if py, _, _, err := findTorch(filepath.Join(venv, "bin", "python")); err == nil {
+		pys = append(pys, py)
+	}
+	return pys
+}
+
+func pyTorchSameModels(t *testing.T, py string) {
 	d, f := prepared(t)
 	s := d.Shapes
 	script := filepath.Join(t.TempDir(), "peer.py")

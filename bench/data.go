@@ -56,6 +56,7 @@ type Files struct {
 	Data    string // data.json
 	Corpus  string // corpus.tsv: id TAB passage (title + " " + text)
 	Queries string // queries.tsv: id TAB text
+	SciFact string // scifact.json (PrepareSciFact), when a pretrained-shape workload runs
 }
 
 // Prepare builds the benchmark inputs from the BEIR collection in dir (Cranfield) and writes them

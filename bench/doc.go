@@ -10,6 +10,21 @@
 // listwise) and scoring; a reader language-model step (causal, B = 64, L = 32, V = 2000); BM25
 // indexing of Cranfield and its 225 queries to depth 1000.
 //
+// Pretrained-shape workloads (issue 15; SciFactShapes, random weights of the real shapes, nothing
+// downloaded; token ids of SciFact texts made by the tokenizer of pretrained/all-MiniLM-L6-v2
+// when present, else by a WordPiece vocabulary trained on the corpus, named in the table):
+// minilm-train, one all-MiniLM-L6-v2 retriever step (claims at L 32, a judged abstract and a BM25
+// hard negative each at L 256, masked InfoNCE, AdamW; B is -minilm-b, 8 by default, as a
+// Gorgonia step holds about 0.5 GB per claim); minilm-encode and bge-small-encode, 1,024
+// abstracts at max length 256 with the dynamic padding of dense.Encoder (the peers run the same
+// plan, dense.DynamicBatches); minilm-cross-train (lists of 8 pairs at L 320, listwise) and
+// minilm-cross-score. Their peers: PyTorch 2 from the repository's venv (tools/pyenv/setup.sh),
+// eager and with torch.compile, sentence-transformers' own encode() for the encoding workloads,
+// and Debian's PyTorch 1.13 when installed; ratios are against the first peer that ran.
+//
+// A run whose load average (/proc/loadavg) is above NoisyLoad at its start or end prints
+// "noisy" instead of PASS or FAIL for its speed targets.
+//
 // How it measures: Prepare turns Cranfield into token ids once (data.json, corpus.tsv,
 // queries.tsv) and every side reads those files. Each system runs as its own worker process
 // (our worker is this program again, the peers bench/pytorch/peer.py and

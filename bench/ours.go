@@ -43,29 +43,64 @@ func newJob(name, dir string) (job, error) {
 		}
 		return newBM25Job(name, ids, texts, qids, qtexts, d.Shapes.Depth)
 	}
+	if w, ok := Find(name); ok && w.SciFact {
+		return newSciFactJob(name, dir)
+	}
 	d, err := LoadData(filepath.Join(dir, "data.json"))
 	if err != nil {
 		return nil, err
 	}
 	s := d.Shapes
+	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
 	switch name {
 	case "bi-transformer-step":
-		return newBiJob(d, s.transformer(s.Vocab, s.L))
+		return newBiJob(d.Bi, s.transformer(s.Vocab, s.L), dense.Lengths{Query: s.L, Passage: s.L}, s.Tau, opt)
 	case "bi-bow-step":
-		return newBiJob(d, s.bow())
+		return newBiJob(d.Bi, s.bow(), dense.Lengths{Query: s.L, Passage: s.L}, s.Tau, opt)
 	case "encode-transformer":
 		return newEncodeJob(d, s.transformer(s.Vocab, s.L))
 	case "encode-bow":
 		return newEncodeJob(d, s.bow())
 	case "cross-step":
-		return newCrossJob(d)
+		cfg := s.transformer(s.Vocab, s.CrossL)
+		cfg.Pooling = model.PoolingCLS
+		return newCrossJob(cfg, d.Cross, s.CrossLists, s.CrossK, s.CrossL, opt)
 	case "cross-score":
-		return newScoreJob(d)
+		cfg := s.transformer(s.Vocab, s.CrossL)
+		cfg.Pooling = model.PoolingCLS
+		return newScoreJob(cfg, d.Score, s.ScoreB)
 	case "reader-step":
 		return newReaderJob(d)
 	}
 	return nil, fmt.Errorf("bench: unknown workload %q", name)
 }
+
+// newSciFactJob builds a pretrained-shape workload (random weights) from scifact.json.
+func newSciFactJob(name, dir string) (job, error) {
+	d, err := LoadSciFact(filepath.Join(dir, "scifact.json"))
+	if err != nil {
+		return nil, err
+	}
+	s := d.Shapes
+	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
+	switch name {
+	case "minilm-train":
+		return newBiJob(d.Bi, s.MiniLM.config(s.Dropout, s.MiniLM.Pooling), dense.Lengths{Query: s.QueryL, Passage: s.PassageL}, s.Tau, opt)
+	case "minilm-encode":
+		return newDynamicEncodeJob(s.MiniLM.config(0, s.MiniLM.Pooling), d.Encode, s.EncodeL)
+	case "bge-small-encode":
+		return newDynamicEncodeJob(s.BGESmall.config(0, s.BGESmall.Pooling), d.Encode, s.EncodeL)
+	case "minilm-cross-train":
+		return newCrossJob(s.MiniLM.config(s.Dropout, model.PoolingCLS), d.Cross, s.CrossLists, s.CrossK, s.CrossL, opt)
+	case "minilm-cross-score":
+		return newScoreJob(s.MiniLM.config(0, model.PoolingCLS), d.Score, s.ScoreB)
+	}
+	return nil, fmt.Errorf("bench: unknown workload %q", name)
+}
+
+// optim is the optimiser of a training workload: AdamW's decoupled weight decay, the global
+// gradient-norm clip and the learning rate.
+type optim struct{ WD, Clip, LR float64 }
 
 func batch(s Seqs) tokenize.Batch {
 	b := tokenize.Batch{B: s.N, L: s.L, IDs: s.IDs, Mask: floats(s.Mask), Types: s.Types}
@@ -95,18 +130,21 @@ type biJob struct {
 	queries int
 }
 
-func newBiJob(d *Data, cfg model.EncoderConfig) (*biJob, error) {
-	s := d.Shapes
+func newBiJob(batches []BiBatch, cfg model.EncoderConfig, lens dense.Lengths, tau float64, o optim) (*biJob, error) {
+	if len(batches) == 0 {
+		return nil, fmt.Errorf("bench: no retriever batches")
+	}
+	B := batches[0].Q.N
 	m, err := model.NewBiEncoder(cfg, true, 42)
 	if err != nil {
 		return nil, err
 	}
-	st, err := dense.NewBiStep(m, s.BiB, 2*s.BiB, s.L, s.Tau, losses.Cosine, true, s.WD, s.Clip, 42)
+	st, err := dense.NewBiStep(m, B, 2*B, lens, tau, losses.Cosine, true, o.WD, o.Clip, 42)
 	if err != nil {
 		return nil, err
 	}
-	j := &biJob{s: st, lr: s.LR, queries: s.BiB}
-	for _, b := range d.Bi {
+	j := &biJob{s: st, lr: o.LR, queries: B}
+	for _, b := range batches {
 		j.q, j.p, j.keep = append(j.q, batch(b.Q)), append(j.p, batch(b.P)), append(j.keep, floats(b.Keep))
 	}
 	return j, nil
@@ -155,6 +193,41 @@ func (j *encodeJob) run() (int, error) {
 func (j *encodeJob) check() (float64, string) { return j.sum, "" }
 func (j *encodeJob) close()                   { j.r.Close() }
 
+// dynamicEncodeJob: the passages of r through the project's inference Encoder with dynamic
+// padding (dense.Encoder.EncodeIDs: sorted by length, each batch padded to its longest, one graph
+// per padded length, the large ones rebuilt on every call as Encode does) per run.
+type dynamicEncodeJob struct {
+	e   *dense.Encoder
+	ids [][]int
+	sum float64
+}
+
+func newDynamicEncodeJob(cfg model.EncoderConfig, r Ragged, maxLen int) (*dynamicEncodeJob, error) {
+	m, err := model.NewBiEncoder(cfg, true, 42)
+	if err != nil {
+		return nil, err
+	}
+	e, err := dense.NewEncoder(m.Passage, nil, maxLen, true)
+	if err != nil {
+		return nil, err
+	}
+	return &dynamicEncodeJob{e: e, ids: r.IDs}, nil
+}
+
+func (j *dynamicEncodeJob) run() (int, error) {
+	v, err := j.e.EncodeIDs(j.ids)
+	if err != nil {
+		return 0, err
+	}
+	j.sum = 0
+	for _, x := range v {
+		j.sum += float64(x) * float64(x)
+	}
+	return len(j.ids), nil
+}
+func (j *dynamicEncodeJob) check() (float64, string) { return j.sum, "" }
+func (j *dynamicEncodeJob) close()                   { j.e.Close() }
+
 // trainGraph runs a training graph as the experiment package does: forward and backward, global
 // clipping, AdamW, zeroing the gradients the machine accumulates.
 type trainGraph struct {
@@ -166,12 +239,12 @@ type trainGraph struct {
 	lr     float64
 }
 
-func newTrainGraph(g *gorgonia.ExprGraph, b *model.Binder, loss *gorgonia.Node, s Shapes) (*trainGraph, error) {
+func newTrainGraph(g *gorgonia.ExprGraph, b *model.Binder, loss *gorgonia.Node, o optim) (*trainGraph, error) {
 	if _, err := gorgonia.Grad(loss, b.Nodes()...); err != nil {
 		return nil, err
 	}
 	t := &trainGraph{vm: gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)), bound: b.Bound(),
-		opt: trainer.NewAdamW(s.WD), clip: s.Clip, lr: s.LR}
+		opt: trainer.NewAdamW(o.WD), clip: o.Clip, lr: o.LR}
 	for _, bd := range t.bound {
 		t.params = append(t.params, trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)})
 	}
@@ -211,18 +284,14 @@ type crossJob struct {
 	last    float64
 }
 
-func newCrossJob(d *Data) (*crossJob, error) {
-	s := d.Shapes
-	cfg := s.transformer(s.Vocab, s.CrossL)
-	cfg.Pooling = model.PoolingCLS
+func newCrossJob(cfg model.EncoderConfig, batches []CrossBatch, B, K, L int, o optim) (*crossJob, error) {
 	m, err := model.NewCrossEncoder(cfg, 42)
 	if err != nil {
 		return nil, err
 	}
-	B, K := s.CrossLists, s.CrossK
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
-	j := &crossJob{m: m, batches: d.Cross, in: model.NewInputs(g, B*K, s.CrossL, "pair")}
+	j := &crossJob{m: m, batches: batches, in: model.NewInputs(g, B*K, L, "pair")}
 	sc, err := m.Score(b, j.in, true)
 	if err != nil {
 		return nil, err
@@ -236,7 +305,7 @@ func newCrossJob(d *Data) (*crossJob, error) {
 	if j.loss, err = losses.Listwise(a, y); err != nil {
 		return nil, err
 	}
-	if j.tg, err = newTrainGraph(g, b, j.loss, s); err != nil {
+	if j.tg, err = newTrainGraph(g, b, j.loss, o); err != nil {
 		return nil, err
 	}
 	return j, nil
@@ -266,19 +335,16 @@ type scoreJob struct {
 	sum float64
 }
 
-func newScoreJob(d *Data) (*scoreJob, error) {
-	s := d.Shapes
-	cfg := s.transformer(s.Vocab, s.CrossL)
-	cfg.Pooling = model.PoolingCLS
+func newScoreJob(cfg model.EncoderConfig, pairs Seqs, B int) (*scoreJob, error) {
 	m, err := model.NewCrossEncoder(cfg, 42)
 	if err != nil {
 		return nil, err
 	}
-	r, err := model.NewScoreRunner(m, s.ScoreB, s.CrossL)
+	r, err := model.NewScoreRunner(m, B, pairs.L)
 	if err != nil {
 		return nil, err
 	}
-	return &scoreJob{r: r, in: batch(d.Score)}, nil
+	return &scoreJob{r: r, in: batch(pairs)}, nil
 }
 
 func (j *scoreJob) run() (int, error) {
@@ -340,7 +406,7 @@ func newReaderJob(d *Data) (*readerJob, error) {
 		return nil, err
 	}
 	j := &readerJob{loss: loss, rows: B}
-	if j.tg, err = newTrainGraph(g, b, loss, s); err != nil {
+	if j.tg, err = newTrainGraph(g, b, loss, optim{WD: s.WD, Clip: s.Clip, LR: s.LR}); err != nil {
 		return nil, err
 	}
 	return j, nil

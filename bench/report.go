@@ -9,16 +9,17 @@ import (
 
 // printTable writes the results as a Markdown table, then the rankings check and the issue's
 // targets.
-func (o Options) printTable(results []Result, load0, load1 string) {
+func (o Options) printTable(results []Result, load0, load1 float64) {
 	w := o.Out
 	fmt.Fprintf(w, "# ragtrain speed benchmark\n\n")
 	fmt.Fprintf(w, "command: `%s`\n", o.Command)
 	fmt.Fprintf(w, "machine: %s, %d logical CPUs, %s/%s; every process limited to %d threads; load average %s at start, %s at end\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, load0, load1)
+		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, loadString(load0), loadString(load1))
 	fmt.Fprintf(w, "timing: median of %d timed runs per system after %d warm-up runs (Lucene: 5), systems alternating run by run, "+
 		"time measured inside each process (start, imports and JVM start excluded); spread = interquartile range / median; "+
 		"CPU = median CPU time of the process per run, all its threads (steadier than wall time on a shared machine); "+
-		"GFLOP/s = matrix-product work of one run (in the workload's row) / median; peak RSS = VmHWM of each worker process\n\n",
+		"GFLOP/s = matrix-product work of one run (in the workload's row) / median; peak RSS = VmHWM of each worker process; "+
+		"ours/peer = our throughput / that of the workload's first peer (PyTorch 2 eager when it ran)\n\n",
 		o.Reps, o.Warmup)
 	fmt.Fprintln(w, "| workload | system | median | spread | throughput | ours/peer | CPU | GFLOP/s | peak RSS |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
@@ -33,7 +34,11 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 				cell = title
 			}
 			if s.Err != "" && len(s.Seconds) == 0 {
-				fmt.Fprintf(w, "| %s | %s | failed: %s | | | | | | |\n", cell, s.Label, oneLine(s.Err))
+				verb := "failed"
+				if s.Peer {
+					verb = "not run"
+				}
+				fmt.Fprintf(w, "| %s | %s | %s: %s | | | | | | |\n", cell, s.Label, verb, oneLine(s.Err))
 				continue
 			}
 			ratio := ""
@@ -50,6 +55,9 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 		if r.Note != "" {
 			fmt.Fprintf(w, "| | %s | | | | | | | |\n", r.Note)
 		}
+		if r.Size != "" {
+			fmt.Fprintf(w, "| | size: %s | | | | | | | |\n", strings.ReplaceAll(r.Size, "|", "/"))
+		}
 	}
 	fmt.Fprintln(w)
 	for _, r := range results {
@@ -57,7 +65,22 @@ func (o Options) printTable(results []Result, load0, load1 string) {
 			fmt.Fprintln(w, rankingCheck(r))
 		}
 	}
-	o.printTargets(w, results)
+	o.printTargets(w, results, load0, load1)
+}
+
+// NoisyLoad is the 1-minute load average above which a run's speed verdicts are not given: on
+// this 2-core machine other processes then take a share of the cores that differs from system
+// to system, and ratios move by more than the targets' margins.
+const NoisyLoad = 1.5
+
+// noisy reports whether the load at the start or the end of a run makes its timings noisy.
+func noisy(load0, load1 float64) bool { return load0 > NoisyLoad || load1 > NoisyLoad }
+
+func loadString(l float64) string {
+	if l < 0 {
+		return "unknown"
+	}
+	return fmt.Sprintf("%.2f", l)
 }
 
 // rankingCheck compares the digests of our BM25 rankings and Lucene's.
@@ -80,8 +103,16 @@ func rankingCheck(r Result) string {
 }
 
 // printTargets checks the issue's "done when" figures.
-func (o Options) printTargets(w io.Writer, results []Result) {
+// Speed verdicts read "noisy" instead of PASS or FAIL when the load was above NoisyLoad at the
+// start or end; the memory verdict does not depend on the load and is always given.
+func (o Options) printTargets(w io.Writer, results []Result, load0, load1 float64) {
 	fmt.Fprintln(w, "\ntargets (issue 8):")
+	verdict := func(ok bool) string {
+		if noisy(load0, load1) {
+			return fmt.Sprintf("noisy (load average %s at start, %s at end; above %.1f no verdict)", loadString(load0), loadString(load1), NoisyLoad)
+		}
+		return passFail(ok)
+	}
 	for _, r := range results {
 		if r.Workload.Target == 0 {
 			continue
@@ -91,7 +122,7 @@ func (o Options) printTargets(w io.Writer, results []Result) {
 			fmt.Fprintf(w, "- %s >= %.1fx %s: not measured\n", r.Workload.Title, r.Workload.Target, r.Workload.Peer)
 			continue
 		}
-		fmt.Fprintf(w, "- %s >= %.1fx %s: %.2fx with %s: %s\n", r.Workload.Title, r.Workload.Target, peerName(r), s.Ratio, which, passFail(s.Ratio >= r.Workload.Target))
+		fmt.Fprintf(w, "- %s >= %.1fx %s: %.2fx with %s: %s\n", r.Workload.Title, r.Workload.Target, peerName(r), s.Ratio, which, verdict(s.Ratio >= r.Workload.Target))
 	}
 	var worse []string
 	compared := 0
@@ -101,8 +132,8 @@ func (o Options) printTargets(w io.Writer, results []Result) {
 		}
 		var peer int64
 		for _, s := range r.Samples {
-			if s.Peer {
-				peer = s.PeakRSS
+			if s.Peer && peer == 0 {
+				peer = s.PeakRSS // the first peer's, as the ratios
 			}
 		}
 		if peer == 0 {
@@ -150,7 +181,7 @@ func pick(r Result) (*Sample, string) {
 
 func peerName(r Result) string {
 	for _, s := range r.Samples {
-		if s.Peer {
+		if s.Peer && s.PerSecond > 0 {
 			return s.Label
 		}
 	}

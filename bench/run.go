@@ -32,17 +32,30 @@ type Options struct {
 	Reps      int      // timed runs per system, median reported
 	Warmup    int      // untimed runs per system first (Lucene gets at least 5, for its JIT)
 	Threads   int      // GOMAXPROCS, OPENBLAS_NUM_THREADS, torch.set_num_threads, JVM processors
-	Python    string   // interpreter with torch; "": /usr/bin/python3, then python3 on PATH
-	JavaLibs  string   // directory of Debian's Lucene jars; "": /usr/share/java
-	OpenBLAS  bool     // also build and run our OpenBLAS variant (or the pure-Go one from an OpenBLAS build)
-	Peers     bool     // run PyTorch and Lucene
-	Self      string   // our worker binary (this program)
-	WorkDir   string   // scratch directory (data, compiled peers, profiles)
-	Profile   bool     // write CPU and allocation profiles of our workers into WorkDir
-	JSON      string   // also write the results there ("" for none)
-	Command   string   // the command line, printed in the header
-	Timeout   time.Duration
-	Out, Log  io.Writer // the table; progress and skip notices
+	// SciFact is the BEIR directory of SciFact (the pretrained-shape workloads), Pretrained the
+	// model directory whose tokenizer makes their token ids (absent: one trained on the corpus,
+	// see sciFactTokenizer) and SciFactShapes their sizes (zero: DefaultSciFactShapes).
+	SciFact       string
+	Pretrained    string
+	SciFactShapes SciFactShapes
+	// Venv is the interpreter of the repository's virtual environment (tools/pyenv/setup.sh:
+	// PyTorch 2, sentence-transformers), the first peer and the one ratios are taken against;
+	// "": none. Python is Debian's (PyTorch 1.13, python3-torch), a second peer; "":
+	// /usr/bin/python3, then python3 on PATH. Compile also runs PyTorch 2 with torch.compile on
+	// the workloads that ask for it.
+	Venv     string
+	Python   string
+	Compile  bool
+	JavaLibs string // directory of Debian's Lucene jars; "": /usr/share/java
+	OpenBLAS bool   // also build and run our OpenBLAS variant (or the pure-Go one from an OpenBLAS build)
+	Peers    bool   // run PyTorch and Lucene
+	Self     string // our worker binary (this program)
+	WorkDir  string // scratch directory (data, compiled peers, profiles)
+	Profile  bool   // write CPU and allocation profiles of our workers into WorkDir
+	JSON     string // also write the results there ("" for none)
+	Command  string // the command line, printed in the header
+	Timeout  time.Duration
+	Out, Log io.Writer // the table; progress and skip notices
 }
 
 // system is one side of a comparison: how to start its worker for a workload.
@@ -50,6 +63,7 @@ type system struct {
 	label string // column label, e.g. "ours, Go kernel"
 	peer  string // "" for ours, else PeerPyTorch or PeerLucene
 	start func(w Workload) *exec.Cmd
+	only  func(w Workload) bool // nil: every workload of its peer
 }
 
 // Sample is the outcome of one system on one workload.
@@ -77,6 +91,10 @@ type Result struct {
 	GFLOP    float64  `json:"gemm_gflop_per_run,omitempty"`
 	Samples  []Sample `json:"samples"`
 	Note     string   `json:"note,omitempty"`
+	Size     string   `json:"size,omitempty"` // the sizes used, in words (pretrained-shape workloads)
+	// LoadStart and LoadEnd are the 1-minute load averages of the whole run.
+	LoadStart float64 `json:"load_start"`
+	LoadEnd   float64 `json:"load_end"`
 }
 
 // Run prepares the inputs, starts the systems' workers workload by workload, alternates their
@@ -101,10 +119,26 @@ func Run(o Options) ([]Result, error) {
 	}
 	logf := func(format string, a ...any) { fmt.Fprintf(o.Log, format+"\n", a...) }
 
-	logf("preparing inputs from %s in %s", o.Dataset, o.WorkDir)
-	d, files, err := Prepare(o.Dataset, o.WorkDir, DefaultShapes(), 42)
-	if err != nil {
-		return nil, err
+	var d *Data
+	var sci *SciFactData
+	var files Files
+	var err error
+	if slices.ContainsFunc(wls, func(w Workload) bool { return !w.SciFact }) {
+		logf("preparing inputs from %s in %s", o.Dataset, o.WorkDir)
+		if d, files, err = Prepare(o.Dataset, o.WorkDir, DefaultShapes(), 42); err != nil {
+			return nil, err
+		}
+	}
+	if slices.ContainsFunc(wls, func(w Workload) bool { return w.SciFact }) {
+		ss := o.SciFactShapes
+		if ss == (SciFactShapes{}) {
+			ss = DefaultSciFactShapes()
+		}
+		logf("preparing the pretrained-shape inputs from %s in %s", o.SciFact, o.WorkDir)
+		if sci, files.SciFact, err = PrepareSciFact(o.SciFact, o.Pretrained, o.WorkDir, ss, 42); err != nil {
+			return nil, err
+		}
+		logf("token ids: %s", sci.Tokenizer)
 	}
 	systems, notes := o.systems(files, logf)
 	for _, n := range notes {
@@ -115,12 +149,18 @@ func Run(o Options) ([]Result, error) {
 	var results []Result
 	for _, w := range wls {
 		res := Result{Workload: w, Name: w.Name}
-		if w.GEMMFLOPs != nil {
+		switch {
+		case w.GEMMFLOPs != nil:
 			res.GFLOP = w.GEMMFLOPs(d.Shapes) / 1e9
+		case w.SciFactFLOPs != nil:
+			res.GFLOP = w.SciFactFLOPs(sci) / 1e9
+		}
+		if w.SciFact {
+			res.Size = sci.size(w)
 		}
 		var use []system
 		for _, s := range systems {
-			if s.peer == "" || s.peer == w.Peer {
+			if (s.peer == "" || s.peer == w.Peer) && (s.only == nil || s.only(w)) {
 				use = append(use, s)
 			}
 		}
@@ -133,6 +173,9 @@ func Run(o Options) ([]Result, error) {
 		results = append(results, res)
 	}
 	load1 := loadAvg()
+	for i := range results {
+		results[i].LoadStart, results[i].LoadEnd = load0, load1
+	}
 
 	o.printTable(results, load0, load1)
 	if o.JSON != "" {
@@ -230,8 +273,8 @@ func finish(r *Result) {
 			s.PerSecond = float64(s.Units) / s.Median
 			s.GFLOPS = r.GFLOP / s.Median
 		}
-		if s.Peer {
-			peer = s
+		if s.Peer && peer == nil && s.PerSecond > 0 {
+			peer = s // the first peer that ran: PyTorch 2 when it did
 		}
 	}
 	if peer == nil || peer.PerSecond == 0 {
@@ -320,20 +363,51 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 	if !o.Peers {
 		return systems, notes
 	}
-	if py, version, err := findTorch(o.Python); err != nil {
-		notes = append(notes, fmt.Sprintf("PyTorch: not run: %v (install Debian python3-torch, or give -python)", err))
+	script := filepath.Join(o.WorkDir, "peer.py")
+	if err := atomicfile.WriteFile(script, peerPy); err != nil {
+		return systems, append(notes, fmt.Sprintf("PyTorch: not run: %v", err))
+	}
+	torch := func(label, py string, extra ...string) system {
+		return system{label: label, peer: PeerPyTorch, start: func(w Workload) *exec.Cmd {
+			data := f.Data
+			if w.SciFact {
+				data = f.SciFact
+			}
+			args := append([]string{script, "--workload", w.Name, "--data", data, "--threads", strconv.Itoa(o.Threads)}, extra...)
+			c := exec.Command(py, args...)
+			c.Env = env()
+			return c
+		}}
+	}
+	venvPrefix := ""
+	if o.Venv == "" {
+		notes = append(notes, "PyTorch 2 (venv): not run: no venv given (bash tools/pyenv/setup.sh, then -venv)")
+	} else if py, version, prefix, err := findTorch(o.Venv); err != nil {
+		notes = append(notes, fmt.Sprintf("PyTorch 2 (venv): not run: %v (bash tools/pyenv/setup.sh)", err))
 	} else {
-		script := filepath.Join(o.WorkDir, "peer.py")
-		if err := atomicfile.WriteFile(script, peerPy); err != nil {
-			notes = append(notes, fmt.Sprintf("PyTorch: not run: %v", err))
-		} else {
-			logf("PyTorch %s via %s", version, py)
-			systems = append(systems, system{label: "PyTorch " + version, peer: PeerPyTorch, start: func(w Workload) *exec.Cmd {
-				c := exec.Command(py, script, "--workload", w.Name, "--data", f.Data, "--threads", strconv.Itoa(o.Threads))
-				c.Env = env()
-				return c
-			}})
+		venvPrefix = prefix
+		logf("PyTorch %s via %s", version, py)
+		systems = append(systems, torch("PyTorch "+version+" eager", py))
+		if o.Compile {
+			s := torch("PyTorch "+version+" torch.compile", py, "--compile")
+			s.only = func(w Workload) bool { return w.Compile }
+			systems = append(systems, s)
 		}
+		if stVersion, err := pythonImports(py, "sentence_transformers"); err != nil {
+			notes = append(notes, fmt.Sprintf("sentence-transformers: not run: %v", err))
+		} else {
+			s := torch("sentence-transformers "+stVersion+" encode()", py, "--st")
+			s.only = func(w Workload) bool { return w.Encode }
+			systems = append(systems, s)
+		}
+	}
+	if py, version, prefix, err := findTorch(o.Python); err != nil {
+		notes = append(notes, fmt.Sprintf("PyTorch (Debian): not run: %v (install Debian python3-torch, or give -python)", err))
+	} else if prefix == venvPrefix {
+		notes = append(notes, fmt.Sprintf("PyTorch (Debian): not run: %s is the venv's interpreter", py))
+	} else {
+		logf("PyTorch %s via %s", version, py)
+		systems = append(systems, torch("PyTorch "+version+" (Debian)", py))
 	}
 	if cp, err := buildLucene(o.WorkDir, o.JavaLibs); err != nil {
 		notes = append(notes, fmt.Sprintf("Lucene: not run: %v", err))
@@ -399,21 +473,31 @@ func firstLines(s string, n int) string {
 	return strings.Join(lines[:min(n, len(lines))], " | ")
 }
 
-// findTorch returns an interpreter that imports torch, and torch's version.
-func findTorch(py string) (string, string, error) {
+// findTorch returns an interpreter that imports torch, torch's version and the interpreter's
+// sys.prefix (which tells a virtual environment from the system's Python).
+func findTorch(py string) (string, string, string, error) {
 	cands := []string{py}
 	if py == "" {
 		cands = []string{"/usr/bin/python3", "python3"}
 	}
 	var tried []string
 	for _, c := range cands {
-		out, err := exec.Command(c, "-c", "import torch; print(torch.__version__)").Output()
-		if err == nil {
-			return c, strings.TrimSpace(string(out)), nil
+		out, err := exec.Command(c, "-c", "import sys, torch; print(torch.__version__); print(sys.prefix)").Output()
+		if v, prefix, ok := strings.Cut(strings.TrimSpace(string(out)), "\n"); err == nil && ok {
+			return c, v, prefix, nil
 		}
 		tried = append(tried, c)
 	}
-	return "", "", fmt.Errorf("no Python with torch (tried %s)", strings.Join(tried, ", "))
+	return "", "", "", fmt.Errorf("no Python with torch (tried %s)", strings.Join(tried, ", "))
+}
+
+// pythonImports returns the version of module as py imports it.
+func pythonImports(py, module string) (string, error) {
+	out, err := exec.Command(py, "-c", "import "+module+"; print("+module+".__version__)").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s cannot import %s", py, module)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // buildLucene compiles LuceneBench.java against Debian's Lucene 4.10 jars and returns the class
@@ -447,13 +531,21 @@ func buildLucene(dir, libs string) (string, error) {
 	return classes + string(os.PathListSeparator) + jars, nil
 }
 
-// loadAvg is the 1-minute load average ("" where /proc/loadavg does not exist).
-func loadAvg() string {
+// loadAvg is the 1-minute load average (-1 where /proc/loadavg cannot be read).
+func loadAvg() float64 {
 	b, err := os.ReadFile("/proc/loadavg")
 	if err != nil {
-		return ""
+		return -1
 	}
-	return strings.Fields(string(b))[0]
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return -1
+	}
+	x, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return -1
+	}
+	return x
 }
 
 func cpuModel() string {

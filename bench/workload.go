@@ -75,8 +75,14 @@ type Workload struct {
 	Target    float64
 	TargetMem bool
 	// GEMMFLOPs is the matrix-product work of one timed run (2 flops per multiply-add); nil for
-	// BM25.
-	GEMMFLOPs func(Shapes) float64
+	// BM25. SciFactFLOPs is that of the pretrained-shape workloads, which set SciFact.
+	GEMMFLOPs    func(Shapes) float64
+	SciFactFLOPs func(*SciFactData) float64
+	// SciFact workloads read scifact.json (PrepareSciFact), the others data.json (Prepare).
+	SciFact bool
+	// Compile: also run PyTorch with torch.compile; Encode: also run sentence-transformers'
+	// encode() (passages in, vectors out, its own tokenizing and batching).
+	Compile, Encode bool
 }
 
 // Workloads lists every workload in the order the table prints them.
@@ -102,6 +108,23 @@ func Workloads() []Workload {
 				m := s.ReaderB * (s.ReaderL - 1)
 				return 3 * (s.transformerFwd(s.ReaderB, s.ReaderL) + 2*float64(m*s.Hidden*s.ReaderVocab))
 			}},
+		{Name: "minilm-train", Title: "retriever training step, all-MiniLM-L6-v2 shapes", Unit: "queries", Peer: PeerPyTorch, SciFact: true, Compile: true,
+			SciFactFLOPs: func(d *SciFactData) float64 {
+				s := d.Shapes
+				return 3 * (s.MiniLM.fwd(s.BiB, s.QueryL) + s.MiniLM.fwd(2*s.BiB, s.PassageL) + 2*float64(s.BiB*2*s.BiB*s.MiniLM.Hidden))
+			}},
+		{Name: "minilm-encode", Title: "passage encoding, all-MiniLM-L6-v2 shapes, dynamic padding", Unit: "passages", Peer: PeerPyTorch, SciFact: true, Compile: true, Encode: true,
+			SciFactFLOPs: func(d *SciFactData) float64 { return d.Encode.flops(d.Shapes.MiniLM) }},
+		{Name: "bge-small-encode", Title: "passage encoding, bge-small-en-v1.5 shapes, dynamic padding", Unit: "passages", Peer: PeerPyTorch, SciFact: true, Compile: true, Encode: true,
+			SciFactFLOPs: func(d *SciFactData) float64 { return d.Encode.flops(d.Shapes.BGESmall) }},
+		{Name: "minilm-cross-train", Title: "cross-encoder training step, all-MiniLM-L6-v2 shapes (listwise)", Unit: "pairs", Peer: PeerPyTorch, SciFact: true, Compile: true,
+			SciFactFLOPs: func(d *SciFactData) float64 {
+				s := d.Shapes
+				n := s.CrossLists * s.CrossK
+				return 3 * crossFwd(s.MiniLM, n, s.CrossL)
+			}},
+		{Name: "minilm-cross-score", Title: "cross-encoder scoring, all-MiniLM-L6-v2 shapes", Unit: "pairs", Peer: PeerPyTorch, SciFact: true, Compile: true,
+			SciFactFLOPs: func(d *SciFactData) float64 { return crossFwd(d.Shapes.MiniLM, d.Shapes.ScoreN, d.Shapes.CrossL) }},
 		{Name: "bm25-index", Title: "BM25 indexing, Cranfield", Unit: "docs", Peer: PeerLucene},
 		{Name: "bm25-query", Title: "BM25 querying, 225 queries, top 1000", Unit: "queries", Peer: PeerLucene, Target: 1},
 	}
@@ -111,8 +134,12 @@ func Workloads() []Workload {
 // sequences of l tokens (T = n·l): per layer the Q, K, V and output projections (8·T·H²), the
 // feed-forward layer (4·T·H·F) and the attention scores and context (4·n·l²·H).
 func (s Shapes) transformerFwd(n, l int) float64 {
-	t, h, f := float64(n*l), float64(s.Hidden), float64(s.FFN)
-	return float64(s.Layers) * (8*t*h*h + 4*t*h*f + 4*float64(n)*float64(l*l)*h)
+	return transformerFwd(s.Layers, s.Hidden, s.FFN, n, l)
+}
+
+func transformerFwd(layers, hidden, ffn, n, l int) float64 {
+	t, h, f := float64(n*l), float64(hidden), float64(ffn)
+	return float64(layers) * (8*t*h*h + 4*t*h*f + 4*float64(n)*float64(l*l)*h)
 }
 
 // simFwd is the work of the B x 2B score matrix of a retriever step.
@@ -126,4 +153,20 @@ func Find(name string) (Workload, bool) {
 		}
 	}
 	return Workload{}, false
+}
+
+// crossFwd is the forward work of a cross-encoder on n pairs of l tokens: the encoder, BERT's
+// tanh pooler on [CLS] (2·n·H²) and the H -> 1 head.
+func crossFwd(m ModelShape, n, l int) float64 {
+	h := float64(m.Hidden)
+	return m.fwd(n, l) + 2*float64(n)*h*h + 2*float64(n)*h
+}
+
+// flops is the forward work of encoding r by its plan: every batch padded to its L.
+func (r Ragged) flops(m ModelShape) float64 {
+	f := 0.0
+	for _, b := range r.Batches {
+		f += m.fwd(len(b.Rows), b.L)
+	}
+	return f
 }

@@ -20,11 +20,26 @@ from the Go graph but the framework):
   - AdamW (decoupled decay 0.01, not on biases, LayerNorm, position or type embeddings), global
     gradient-norm clipping at 1.0.
 
+Pretrained-shape workloads (minilm-train, minilm-encode, bge-small-encode, minilm-cross-train,
+minilm-cross-score; scifact.json written by the Go side): the same modules at the shapes of
+all-MiniLM-L6-v2 (H 384, 6 layers, 12 heads, FFN 1536, V 30522) and bge-small-en-v1.5 (12
+layers, [CLS] pooling), random weights; encoding runs the Go side's dynamic-padding plan (the
+passages sorted by length, each batch padded to its own length).
+
+--compile wraps the model in torch.compile (the default inductor backend; one untimed run
+before "ready" compiles it, so compile time is left out; a failure is reported as an error
+starting "torch.compile:"). --st (encoding only) times sentence-transformers' own
+SentenceTransformer.encode() on the passages' texts instead: a BertModel of the same shapes with
+random weights (transformers' BertConfig, saved with the Go side's tokenizer.json in a temporary
+model directory with modules.json, Pooling and Normalize as all-MiniLM-L6-v2's), encode(texts,
+batch_size=32), its own tokenizing, length sorting and padding included.
+
 With --describe it prints {"workload", "tensors", "params"} of the workload's model instead
 (--workload all: one line per workload); the Go tests check that both sides build models of the
 same size.
 
-Needs Debian python3-torch (PyTorch 1.13); installs nothing.
+Needs torch (Debian python3-torch, PyTorch 1.13, or the repository's venv, PyTorch 2,
+tools/pyenv/setup.sh); --st needs sentence-transformers (the venv). Installs nothing.
 """
 import argparse
 import json
@@ -145,9 +160,9 @@ class Bow(nn.Module):
 
 
 class CrossEncoder(nn.Module):  # BertForSequenceClassification: [CLS] -> tanh pooler -> classifier
-    def __init__(self, sh):
+    def __init__(self, sh, max_pos=None):
         super().__init__()
-        self.encoder = Transformer(sh, sh["vocab"], sh["cross_l"])
+        self.encoder = Transformer(sh, sh["vocab"], max_pos or sh["cross_l"])
         self.pooler = nn.Linear(sh["hidden"], sh["hidden"])
         self.drop = nn.Dropout(sh["dropout"])
         self.head = nn.Linear(sh["hidden"], 1)
@@ -342,6 +357,184 @@ def reader_step(data):
     return model, lambda: (B, train_step(model, opt, sh, loss_fn))
 
 
+# The pretrained-shape workloads (scifact.json).
+
+def model_shape(data, which):
+    """The workload's shapes with the model's architecture over them."""
+    sh = dict(data["shapes"])
+    sh.update(data["shapes"][which])
+    return sh
+
+
+class ClsTransformer(Transformer):  # bge: the [CLS] token's vector
+    def forward(self, ids, mask, types):
+        return self.tokens(ids, mask, types)[:, 0]
+
+
+def encoder_of(sh):
+    cls = ClsTransformer if sh["pooling"] == "cls" else Transformer
+    return cls(sh, sh["vocab"], sh["max_position"])
+
+
+def sci_bi_step(data, wrap):
+    sh = model_shape(data, "minilm")
+    model = encoder_of(sh)
+    model.train()
+    opt = adamw(model, sh)
+    fwd = wrap(model)
+    batches = []
+    for b in data["bi"]:
+        B = b["q"]["N"]
+        keep = torch.tensor(b["keep"], dtype=torch.float32).view(B, 2 * B)
+        batches.append((seqs(b["q"]), seqs(b["p"]), (1.0 - keep) * NEG, torch.arange(B)))
+    state = {"step": 0}
+
+    def run():
+        q_in, p_in, add, labels = batches[state["step"] % len(batches)]
+        state["step"] += 1
+
+        def loss_fn():
+            q = F.normalize(fwd(*q_in), dim=-1)
+            p = F.normalize(fwd(*p_in), dim=-1)
+            return F.cross_entropy(q @ p.T / sh["tau"] + add, labels)
+
+        return len(labels), train_step(model, opt, sh, loss_fn)
+
+    return model, run
+
+
+def planned_batches(data, pad_id=0):
+    """The Go side's dynamic-padding plan: each batch's rows padded to its L."""
+    ids = data["encode"]["ids"]
+    out = []
+    for b in data["encode"]["batches"]:
+        L, rows = b["L"], b["rows"]
+        t = torch.full((len(rows), L), pad_id, dtype=torch.long)
+        m = torch.zeros((len(rows), L), dtype=torch.float32)
+        for k, i in enumerate(rows):
+            t[k, :len(ids[i])] = torch.tensor(ids[i])
+            m[k, :len(ids[i])] = 1
+        out.append((rows, t, m, torch.zeros_like(t)))
+    return out
+
+
+def sci_encode(data, which, wrap):
+    sh = model_shape(data, which)
+    model = encoder_of(sh)
+    model.eval()
+    fwd = wrap(model)
+    plan = planned_batches(data)
+    n = len(data["encode"]["ids"])
+
+    def run():
+        out = torch.empty(n, sh["hidden"])
+        with torch.inference_mode():
+            for rows, ids, mask, types in plan:
+                out[rows] = fwd(ids, mask, types)
+        return n, float((out * out).sum())
+
+    return model, run
+
+
+def sci_cross_step(data, wrap):
+    sh = model_shape(data, "minilm")
+    model = CrossEncoder(sh, sh["max_position"])
+    model.train()
+    opt = adamw(model, sh)
+    fwd = wrap(model)
+    batches = [(seqs(b["pairs"]), torch.tensor(b["labels"], dtype=torch.float32).view(sh["cross_lists"], sh["cross_k"]))
+               for b in data["cross"]]
+    state = {"step": 0}
+
+    def run():
+        pairs, y = batches[state["step"] % len(batches)]
+        state["step"] += 1
+
+        def loss_fn():  # ListNet, as cross_step
+            a = fwd(*pairs).view(y.shape)
+            t = y / y.sum(1, keepdim=True)
+            return -(t * F.log_softmax(a, dim=1)).sum(1).mean()
+
+        return y.numel(), train_step(model, opt, sh, loss_fn)
+
+    return model, run
+
+
+def sci_cross_score(data, wrap):
+    sh = model_shape(data, "minilm")
+    model = CrossEncoder(sh, sh["max_position"])
+    model.eval()
+    fwd = wrap(model)
+    ids, mask, types = seqs(data["score"])
+    B = sh["score_b"]
+
+    def run():
+        with torch.inference_mode():
+            out = torch.cat([fwd(ids[i:i + B], mask[i:i + B], types[i:i + B]) for i in range(0, ids.shape[0], B)])
+        return ids.shape[0], float(out.sum())
+
+    return model, run
+
+
+def st_encode(data, which):
+    """sentence-transformers' encode() on a randomly initialised BertModel of the shapes."""
+    import os
+    import tempfile
+    import sentence_transformers
+    from transformers import BertConfig, BertModel, BertTokenizerFast
+    sh = model_shape(data, which)
+    cfg = BertConfig(vocab_size=sh["vocab"], hidden_size=sh["hidden"], num_hidden_layers=sh["layers"],
+                     num_attention_heads=sh["heads"], intermediate_size=sh["ffn"], max_position_embeddings=sh["max_position"],
+                     hidden_act="gelu", layer_norm_eps=1e-12)
+    d = tempfile.mkdtemp(prefix="ragtrain-st-")
+    BertModel(cfg).save_pretrained(d)
+    BertTokenizerFast(tokenizer_file=data["tokenizer_file"]).save_pretrained(d)
+    modules = [("0", "", "Transformer"), ("1", "1_Pooling", "Pooling"), ("2", "2_Normalize", "Normalize")]
+    with open(os.path.join(d, "modules.json"), "w") as f:
+        json.dump([{"idx": i, "name": n, "path": p, "type": "sentence_transformers.models." + t} for i, (n, p, t) in enumerate(modules)], f)
+    os.makedirs(os.path.join(d, "1_Pooling"))
+    with open(os.path.join(d, "1_Pooling", "config.json"), "w") as f:
+        json.dump({"word_embedding_dimension": sh["hidden"], "pooling_mode_cls_token": sh["pooling"] == "cls",
+                   "pooling_mode_mean_tokens": sh["pooling"] != "cls"}, f)
+    with open(os.path.join(d, "sentence_bert_config.json"), "w") as f:
+        json.dump({"max_seq_length": sh["encode_l"], "do_lower_case": False}, f)
+    model = sentence_transformers.SentenceTransformer(d, device="cpu")
+    model.eval()
+    texts = data["encode"]["texts"]
+    # The same token ids as the other sides? (A difference is reported, not fatal.)
+    tok = BertTokenizerFast.from_pretrained(d)
+    got = tok(texts[:32], truncation=True, max_length=sh["encode_l"])["input_ids"]
+    differ = sum(1 for a, b in zip(got, data["encode"]["ids"][:32]) if a != b)
+    if differ:
+        print(f"warning: sentence-transformers' tokenizer gives other ids than the Go side's for {differ} of 32 passages")
+
+    def run():
+        v = model.encode(texts, batch_size=32, convert_to_numpy=True, show_progress_bar=False)
+        return len(texts), float((v * v).sum())
+
+    return model, run
+
+
+def eager(model):
+    return model
+
+
+def compiled(model):
+    return torch.compile(model)
+
+
+SCIFACT = {
+    "minilm-train": lambda d, w: sci_bi_step(d, w),
+    "minilm-encode": lambda d, w: sci_encode(d, "minilm", w),
+    "bge-small-encode": lambda d, w: sci_encode(d, "bge_small", w),
+    "minilm-cross-train": lambda d, w: sci_cross_step(d, w),
+    "minilm-cross-score": lambda d, w: sci_cross_score(d, w),
+}
+ST = {
+    "minilm-encode": lambda d: st_encode(d, "minilm"),
+    "bge-small-encode": lambda d: st_encode(d, "bge_small"),
+}
+
 WORKLOADS = {
     "bi-transformer-step": lambda d: bi_step(d, "transformer"),
     "bi-bow-step": lambda d: bi_step(d, "bow"),
@@ -355,30 +548,58 @@ WORKLOADS = {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS) + ["all"], help="all: only with --describe")
+    ap.add_argument("--workload", required=True, choices=sorted(WORKLOADS) + sorted(SCIFACT) + ["all"], help="all: only with --describe")
     ap.add_argument("--data", required=True, help="data.json written by the Go side")
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--describe", action="store_true", help="print the model's parameter count and exit")
+    ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (pretrained-shape workloads)")
+    ap.add_argument("--st", action="store_true", help="time sentence-transformers' encode() (encoding workloads)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
     if args.workload == "all" and not args.describe:
         ap.error("--workload all needs --describe")
-    names = sorted(WORKLOADS) if args.workload == "all" else [args.workload]
     try:
         with open(args.data) as f:
             data = json.load(f)
-        built = {name: WORKLOADS[name](data) for name in names}
+        scifact = "encode" in data and "batches" in data["encode"]
+        table = (ST if args.st else SCIFACT) if scifact else WORKLOADS
+        names = sorted(table) if args.workload == "all" else [args.workload]
+        if args.workload not in table and args.workload != "all":
+            raise ValueError(f"workload {args.workload} is not one of this data file's {sorted(table)}"
+                             + (" with --st" if args.st else ""))
+        if scifact and not args.st:
+            built = {name: table[name](data, eager) for name in names}
+        else:
+            built = {name: table[name](data) for name in names}
     except Exception as e:  # report, do not hang the orchestrator
         send({"error": f"{type(e).__name__}: {e}"})
         return 1
     if args.describe:
         for name, (model, _) in built.items():
-            ps = list(model.parameters())
+            # BertModel's pooler is not used by sentence-transformers (nor by our bi-encoder).
+            ps = [p for n, p in model.named_parameters() if not (args.st and ".pooler." in n)]
             send({"workload": name, "tensors": len(ps), "params": sum(p.numel() for p in ps)})
         return 0
-    run = built[args.workload][1]
-    send({"ready": True, "system": f"PyTorch {torch.__version__}", "threads": torch.get_num_threads()})
+    system = f"PyTorch {torch.__version__}"
+    if args.compile:
+        if not scifact or args.st:
+            send({"error": "torch.compile: only for the pretrained-shape workloads of PyTorch modules"})
+            return 1
+        try:
+            torch.manual_seed(42)
+            _, run = table[args.workload](data, compiled)
+            run()  # compiles; untimed, as imports are
+        except Exception as e:
+            send({"error": f"torch.compile: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"})
+            return 1
+        system += " torch.compile"
+    else:
+        run = built[args.workload][1]
+    if args.st:
+        import sentence_transformers
+        system = f"sentence-transformers {sentence_transformers.__version__} (PyTorch {torch.__version__})"
+    send({"ready": True, "system": system, "threads": torch.get_num_threads()})
     for line in sys.stdin:
         cmd = line.strip()
         if cmd == "run":

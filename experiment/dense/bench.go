@@ -23,16 +23,16 @@ type BiStep struct {
 	clip float64
 }
 
-// NewBiStep builds the training graph for B queries and N passages of L tokens (passage i < B the
-// positive of query i), InfoNCE with temperature tau and similarity sim (masked: with a B x N
+// NewBiStep builds the training graph for B queries of lens.Query tokens and N passages of
+// lens.Passage tokens (passage i < B the positive of query i), InfoNCE with temperature tau and similarity sim (masked: with a B x N
 // candidate mask, as false_negatives = "mask"), and AdamW with that weight decay; gradClip <= 0
 // disables clipping. seed seeds the dropout masks of each step.
-func NewBiStep(m *model.BiEncoder, B, N, L int, tau float64, sim losses.Similarity, masked bool, weightDecay, gradClip float64, seed uint64) (*BiStep, error) {
+func NewBiStep(m *model.BiEncoder, B, N int, lens Lengths, tau float64, sim losses.Similarity, masked bool, weightDecay, gradClip float64, seed uint64) (*BiStep, error) {
 	loss, err := infoNCE(tau, sim)
 	if err != nil {
 		return nil, err
 	}
-	t, err := NewBiTask(m, nil, B, N, Lengths{Query: L, Passage: L}, loss, masked, seed, StreamTrain, nil)
+	t, err := NewBiTask(m, nil, B, N, lens, loss, masked, seed, StreamTrain, nil)
 	if err != nil {
 		return nil, err
 	}

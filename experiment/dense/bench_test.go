@@ -51,7 +51,7 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewBiStep(m, B, N, L, 0.05, losses.Cosine, true, 0.01, 1, seed)
+	s, err := NewBiStep(m, B, N, Lengths{Query: L, Passage: L}, 0.05, losses.Cosine, true, 0.01, 1, seed)
 	if err != nil {
 		t.Fatal(err)
 	}

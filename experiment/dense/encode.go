@@ -129,46 +129,123 @@ func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, e
 
 // encodeDynamic is Encode with dynamic padding.
 func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]float32, error) {
-	// Each text as EncodeBatch encodes it (cut, [CLS] ... [SEP]), kept without its padding:
-	// text i is ids[start[i]:start[i+1]] (the mask is 1 exactly there), types alike.
-	var ids, types []int
-	start := make([]int, len(texts)+1)
+	// Each text as EncodeBatch encodes it (cut, [CLS] ... [SEP]), kept without its padding (the
+	// mask is 1 exactly there), types alike.
+	ids, types := make([][]int, len(texts)), make([][]int, len(texts))
 	for i := range texts {
 		b := c.Add(e.tok.EncodeBatch(texts[i:i+1], e.maxLen))
 		n := 0
 		for n < b.L && b.Mask[n] != 0 {
 			n++
 		}
-		ids = append(ids, b.IDs[:n]...)
-		types = append(types, b.Types[:n]...)
-		start[i+1] = len(ids)
+		ids[i], types[i] = b.IDs[:n], b.Types[:n]
 	}
-	length := func(i int) int { return start[i+1] - start[i] }
-	order := make([]int, len(texts))
+	return e.encodeSeqs(ids, types)
+}
+
+// DynamicBatch is one batch of a dynamic-padding Encode: the texts Rows (indices into the
+// input, longest first) padded to L tokens.
+type DynamicBatch struct {
+	L    int   `json:"L"`
+	Rows []int `json:"rows"`
+}
+
+// DynamicBatches is the plan of a dynamic-padding Encode of texts of these lengths in tokens
+// ([CLS] and [SEP] included, at most maxLen): the texts sorted by length, longest first (ties
+// keep the input order), cut into batches of dynamicRows(L) rows, each padded to PaddedLen of
+// its longest text. Another toolkit timed against this one (package bench) runs the same plan.
+func DynamicBatches(lengths []int, maxLen int) []DynamicBatch {
+	order := make([]int, len(lengths))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(length(b), length(a)) })
+	slices.SortStableFunc(order, func(a, b int) int { return cmp.Compare(lengths[b], lengths[a]) })
+	var plan []DynamicBatch
+	for lo := 0; lo < len(order); {
+		L := PaddedLen(lengths[order[lo]], maxLen) // the longest comes first
+		rows := order[lo:min(lo+dynamicRows(L), len(order))]
+		lo += len(rows)
+		plan = append(plan, DynamicBatch{L: L, Rows: rows})
+	}
+	return plan
+}
 
+// EncodeIDs is Encode of texts already tokenized: seqs[i] is text i's token ids as EncodeBatch
+// writes them before padding ([CLS] ... [SEP], at most MaxLen), all of segment 0. With Dynamic
+// the batches are those of DynamicBatches; without, every text is padded to MaxLen.
+func (e *Encoder) EncodeIDs(seqs [][]int) ([]float32, error) {
+	e.used = e.used[:0]
+	types := make([][]int, len(seqs))
+	for i, s := range seqs {
+		if len(s) > e.maxLen {
+			return nil, fmt.Errorf("dense: encoder: text %d has %d tokens, more than the maximum length %d", i, len(s), e.maxLen)
+		}
+		types[i] = make([]int, len(s))
+	}
+	if e.dynamic {
+		return e.encodeSeqs(seqs, types)
+	}
+	e.used = append(e.used, e.maxLen)
+	r, err := e.runner(e.maxLen)
+	if err != nil {
+		return nil, err
+	}
+	bIDs, bTypes, bMask := e.pad(seqs, types, nil, e.maxLen)
+	return r.Encode(bIDs, bMask, bTypes, len(seqs))
+}
+
+// pad lays out rows (all of ids when nil) as a len(rows) x L batch, padding with the
+// tokenizer's [PAD] (0 without a tokenizer, as BERT's vocabulary has it) under a zero mask.
+func (e *Encoder) pad(ids, types [][]int, rows []int, L int) ([]int, []int, []float32) {
+	if rows == nil {
+		rows = make([]int, len(ids))
+		for i := range rows {
+			rows[i] = i
+		}
+	}
+	pad := 0
+	if e.tok != nil {
+		pad = e.tok.PadID()
+	}
+	bIDs, bTypes, bMask := make([]int, len(rows)*L), make([]int, len(rows)*L), make([]float32, len(rows)*L)
+	for k, i := range rows {
+		row := bIDs[k*L : (k+1)*L]
+		n := copy(row, ids[i])
+		for j := n; j < L; j++ {
+			row[j] = pad
+		}
+		copy(bTypes[k*L:], types[i][:n])
+		for j := range n {
+			bMask[k*L+j] = 1
+		}
+	}
+	return bIDs, bTypes, bMask
+}
+
+// encodeSeqs encodes unpadded sequences with dynamic padding (DynamicBatches).
+func (e *Encoder) encodeSeqs(ids, types [][]int) ([]float32, error) {
+	lengths := make([]int, len(ids))
+	for i, s := range ids {
+		lengths[i] = len(s)
+	}
 	h := e.tower.Dim()
-	out := make([]float32, len(texts)*h)
-	pad := e.tok.PadID()
+	out := make([]float32, len(ids)*h)
 	var bar *progressbar.ProgressBar
 	if e.Progress != nil {
 		name := e.Name
 		if name == "" {
 			name = "encode"
 		}
-		bar = progressbar.NewOptions(len(texts), progressbar.OptionSetWriter(e.Progress),
+		bar = progressbar.NewOptions(len(ids), progressbar.OptionSetWriter(e.Progress),
 			progressbar.OptionSetDescription(name), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
 			progressbar.OptionSetItsString("texts"), progressbar.OptionSetWidth(24),
 			progressbar.OptionThrottle(500*time.Millisecond), progressbar.OptionOnCompletion(func() { fmt.Fprintln(e.Progress) }))
 		defer bar.Finish()
 	}
-	for lo := 0; lo < len(order); {
-		L := PaddedLen(length(order[lo]), e.maxLen) // the longest comes first
-		rows := order[lo:min(lo+dynamicRows(L), len(order))]
-		lo += len(rows)
+	done := 0
+	for _, batch := range DynamicBatches(lengths, e.maxLen) {
+		L, rows := batch.L, batch.Rows
+		done += len(rows)
 		// Lengths only fall from here, so the graphs of longer buckets are done with: close
 		// the large ones, keeping one large graph's activations in memory (a 16 x 256 MiniLM
 		// graph holds 1.3 GB). Small graphs stay cached between calls: building graphs again
@@ -187,21 +264,10 @@ func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]flo
 		if !slices.Contains(e.used, L) {
 			e.used = append(e.used, L)
 		}
-		bIDs, bTypes, bMask := make([]int, len(rows)*L), make([]int, len(rows)*L), make([]float32, len(rows)*L)
-		for k, i := range rows {
-			row, s := bIDs[k*L:(k+1)*L], start[i]
-			n := copy(row, ids[s:start[i+1]])
-			for j := n; j < L; j++ {
-				row[j] = pad
-			}
-			copy(bTypes[k*L:], types[s:s+n])
-			for j := range n {
-				bMask[k*L+j] = 1
-			}
-		}
+		bIDs, bTypes, bMask := e.pad(ids, types, rows, L)
 		v, err := r.Encode(bIDs, bMask, bTypes, len(rows))
 		if err != nil {
-			return nil, fmt.Errorf("texts %d..%d of the length order: %w", lo-len(rows), lo-1, err)
+			return nil, fmt.Errorf("texts %d..%d of the length order: %w", done-len(rows), done-1, err)
 		}
 		for k, i := range rows {
 			copy(out[i*h:(i+1)*h], v[k*h:(k+1)*h])

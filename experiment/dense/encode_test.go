@@ -2,6 +2,7 @@ package dense
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -160,6 +161,35 @@ func TestEncoderDynamicMatchesFixed(t *testing.T) {
 			}
 			if got := enc.PaddedLengths(); !slices.Equal(got, wantLengths) {
 				t.Errorf("after a second Encode: graphs for padded lengths %v, want %v", got, wantLengths)
+			}
+			// EncodeIDs on the same texts tokenized beforehand runs the plan DynamicBatches
+			// gives and the same graphs: the same vectors, bit for bit.
+			seqs, lengths := make([][]int, len(texts)), make([]int, len(texts))
+			for i := range texts {
+				b := tok.EncodeBatch(texts[i:i+1], maxLen)
+				for lengths[i] < b.L && b.Mask[lengths[i]] != 0 {
+					lengths[i]++
+				}
+				seqs[i] = b.IDs[:lengths[i]]
+			}
+			ids, err := enc.EncodeIDs(seqs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(ids, dyn) {
+				t.Errorf("EncodeIDs differs from Encode by %.3g", maxAbsDiff(ids, dyn))
+			}
+			plan, seen := DynamicBatches(lengths, maxLen), map[int]bool{}
+			rows := 0
+			for _, b := range plan {
+				seen[b.L] = true
+				rows += len(b.Rows)
+				if len(b.Rows) != dynamicRows(b.L) && rows != len(texts) {
+					t.Errorf("a batch of %d rows padded to %d before the last", len(b.Rows), b.L)
+				}
+			}
+			if got := slices.Sorted(maps.Keys(seen)); rows != len(texts) || !slices.Equal(got, wantLengths) {
+				t.Errorf("DynamicBatches: %d rows padded to %v, want %d to %v", rows, got, len(texts), wantLengths)
 			}
 		})
 	}
