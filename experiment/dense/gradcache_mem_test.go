@@ -70,7 +70,7 @@ func gradCacheMemory(b *testing.B, n, mini int) {
 	}()
 	start := time.Now()
 	if mini == 0 {
-		s, err := NewBiStep(m, n, 2*n, L, 0.05, losses.Cosine, false, 0.01, 1, 1)
+		s, err := NewBiStep(m, n, 2*n, Lengths{Query: L, Passage: L}, 0.05, losses.Cosine, false, 0.01, 1, 1)
 		if err != nil {
 			b.Fatal(err)
 		}
