@@ -33,8 +33,11 @@ type AttentionOptions struct {
 // forward keeps its output and the run's dropout seed, and the gradient
 // recomputes each block's weights from q and k, as FlashAttention does (Dao
 // et al., 2022), and regenerates its dropout mask from the seed. Scratch is
-// three L×L blocks per worker goroutine. Differentiable with respect to q, k
-// and v; prefer it to the four separate ops everywhere but in tests.
+// three L×L blocks per worker goroutine; the gradient holds dq, dk and dv
+// once more ([3,B*L,H], sliced per input). With dropout each run takes one
+// Uint64 from RNG.R, as Dropout does, so a graph draws the same seeds in the
+// same order with either attention. Differentiable with respect to q, k and
+// v; prefer it to the four separate ops everywhere but in tests.
 func Attention(q, k, v, mask *gorgonia.Node, o AttentionOptions) (*gorgonia.Node, error) {
 	kn := attnK{o: o}
 	if o.Dropout != 0 {
@@ -44,11 +47,12 @@ func Attention(q, k, v, mask *gorgonia.Node, o AttentionOptions) (*gorgonia.Node
 		if o.RNG == nil {
 			return nil, fmt.Errorf("model: attention dropout needs a random source")
 		}
-		kn.seed = &attnSeed{id: opSeq.Add(1)}
+		kn.seed = &attnSeed{}
 	}
 	op := newOp(kn)
 	if kn.seed != nil {
-		op.uid = kn.seed.id
+		op = newRandomOp(kn)
+		kn.seed.id = op.uid
 	}
 	n, err := gorgonia.ApplyOp(op, q, k, v, mask)
 	if err != nil {
