@@ -36,6 +36,8 @@ type Tower struct {
 	byName map[string]*Param // by name without the prefix
 	rng    *RNG
 	dt     tensor.Dtype
+
+	unfusedAttention bool // build attention from the separate ops (tests compare)
 }
 
 // NewBiEncoder validates cfg and initialises the towers' float32 parameters

@@ -38,9 +38,19 @@ type kernel interface {
 
 // Arguments of a gradTerm besides input indices.
 const (
-	argOut  = -1 // the op's output
-	argGrad = -2 // the gradient of the loss with respect to the op's output
+	argOut   = -1 // the op's output
+	argGrad  = -2 // the gradient of the loss with respect to the op's output
+	argJoint = -3 // the output of the kernel's joint term (jointGrader)
 )
+
+// jointGrader is a kernel whose input gradients share one computation (the
+// fused Attention: the gradients of q, k and v all need the recomputed
+// attention weights). jointGrad returns that computation as a term, whose
+// args may not include argJoint; the terms of grads read its output as
+// argJoint, and it is computed once per run.
+type jointGrader interface {
+	jointGrad(in []tensor.Shape) *gradTerm
+}
 
 // gradTerm computes one input's gradient as k(args...). A nil k means the
 // output gradient passes through unchanged (args is then ignored).
@@ -158,6 +168,24 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 	if err != nil {
 		return nil, err
 	}
+	var joint *gorgonia.Node
+	jointNode := func() (*gorgonia.Node, error) {
+		if joint != nil {
+			return joint, nil
+		}
+		t, err := o.jointTerm(inputs)
+		if err != nil {
+			return nil, err
+		}
+		args, err := termArgs(t.args, inputs, output, grad, nil)
+		if err != nil {
+			return nil, err
+		}
+		if joint, err = gorgonia.ApplyOp(newOp(t.k), args...); err != nil {
+			return nil, fmt.Errorf("model: joint gradient of %s: %w", o.k.name(), err)
+		}
+		return joint, nil
+	}
 	res := make(gorgonia.Nodes, len(inputs))
 	for i, t := range terms {
 		if t == nil {
@@ -167,16 +195,9 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 			res[i] = grad
 			continue
 		}
-		args := make(gorgonia.Nodes, len(t.args))
-		for j, a := range t.args {
-			switch a {
-			case argOut:
-				args[j] = output
-			case argGrad:
-				args[j] = grad
-			default:
-				args[j] = inputs[a]
-			}
+		args, err := termArgs(t.args, inputs, output, grad, jointNode)
+		if err != nil {
+			return nil, err
 		}
 		if res[i], err = gorgonia.ApplyOp(newOp(t.k), args...); err != nil {
 			return nil, fmt.Errorf("model: gradient of %s wrt input %d: %w", o.k.name(), i, err)
@@ -185,7 +206,57 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 	return res, nil
 }
 
+// termArgs picks a gradTerm's arguments (nodes or values) from the op's
+// inputs, output, output gradient and joint term (nil where there is none).
+func termArgs[V any](args []int, in []V, out, grad V, joint func() (V, error)) ([]V, error) {
+	vals := make([]V, len(args))
+	for j, a := range args {
+		switch a {
+		case argOut:
+			vals[j] = out
+		case argGrad:
+			vals[j] = grad
+		case argJoint:
+			if joint == nil {
+				return nil, fmt.Errorf("model: a joint gradient term reads argJoint")
+			}
+			v, err := joint()
+			if err != nil {
+				return nil, err
+			}
+			vals[j] = v
+		default:
+			vals[j] = in[a]
+		}
+	}
+	return vals, nil
+}
+
 func (o *customOp) gradTerms(inputs gorgonia.Nodes) ([]*gradTerm, error) {
+	shapes, err := o.inputShapes(inputs)
+	if err != nil {
+		return nil, err
+	}
+	terms := o.k.grads(shapes)
+	if terms == nil {
+		return nil, fmt.Errorf("model: %s is not differentiable", o.k.name())
+	}
+	return terms, nil
+}
+
+func (o *customOp) jointTerm(inputs gorgonia.Nodes) (*gradTerm, error) {
+	j, ok := o.k.(jointGrader)
+	if !ok {
+		return nil, fmt.Errorf("model: %s: a gradient reads argJoint but the kernel has no joint term", o.k.name())
+	}
+	shapes, err := o.inputShapes(inputs)
+	if err != nil {
+		return nil, err
+	}
+	return j.jointGrad(shapes), nil
+}
+
+func (o *customOp) inputShapes(inputs gorgonia.Nodes) ([]tensor.Shape, error) {
 	if len(inputs) != o.k.arity() {
 		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(inputs), o.k.arity())
 	}
@@ -193,11 +264,7 @@ func (o *customOp) gradTerms(inputs gorgonia.Nodes) ([]*gradTerm, error) {
 	for i, n := range inputs {
 		shapes[i] = n.Shape()
 	}
-	terms := o.k.grads(shapes)
-	if terms == nil {
-		return nil, fmt.Errorf("model: %s is not differentiable", o.k.name())
-	}
-	return terms, nil
+	return shapes, nil
 }
 
 // DoDiff accumulates the input gradients into the inputs' dual values, for
@@ -211,6 +278,26 @@ func (o *customOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 	if err != nil {
 		return fmt.Errorf("model: %s: output gradient: %w", o.k.name(), err)
 	}
+	in := make([]gorgonia.Value, len(inputs))
+	for i, n := range inputs {
+		in[i] = n.Value()
+	}
+	var joint gorgonia.Value
+	jointValue := func() (gorgonia.Value, error) {
+		if joint != nil {
+			return joint, nil
+		}
+		t, err := o.jointTerm(inputs)
+		if err != nil {
+			return nil, err
+		}
+		vals, err := termArgs(t.args, in, output.Value(), g, nil)
+		if err != nil {
+			return nil, err
+		}
+		joint, err = newOp(t.k).Do(vals...)
+		return joint, err
+	}
 	for i, t := range terms {
 		if t == nil {
 			continue
@@ -221,16 +308,9 @@ func (o *customOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 		}
 		v := g
 		if t.k != nil {
-			vals := make([]gorgonia.Value, len(t.args))
-			for j, a := range t.args {
-				switch a {
-				case argOut:
-					vals[j] = output.Value()
-				case argGrad:
-					vals[j] = g
-				default:
-					vals[j] = inputs[a].Value()
-				}
+			vals, err := termArgs(t.args, in, output.Value(), g, jointValue)
+			if err != nil {
+				return err
 			}
 			if v, err = newOp(t.k).Do(vals...); err != nil {
 				return err

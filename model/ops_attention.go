@@ -218,9 +218,8 @@ func softmaxRow[T float](out, s, m []T, end int) {
 }
 
 // maskedSoftmax32 is maskedSoftmax in float32 with the maximum and the
-// exponentials in AVX2 (maskedMaxVec, softmaxExpVec), for sequences whose
-// mask holds only 0 and 1 (the inputs' masks); other sequences take
-// softmaxRow.
+// exponentials in AVX2 (softmaxRow32), for sequences whose mask holds only
+// 0 and 1 (the inputs' masks); other sequences take softmaxRow.
 func maskedSoftmax32(out, s, mask []float32, nh, l int, causal bool) {
 	rows := len(s) / l
 	parallelFor(rows, 4*l, func(lo, hi int) {
@@ -228,14 +227,8 @@ func maskedSoftmax32(out, s, mask []float32, nh, l int, causal bool) {
 		for r := lo; r < hi; r++ {
 			b, i := r/(nh*l), r%l
 			if b != seq {
-				// first: the first key with a nonzero mask (l when none).
-				seq, binary, first = b, true, l
-				for j, v := range mask[b*l : (b+1)*l] {
-					if v != 0 && first == l {
-						first = j
-					}
-					binary = binary && (v == 0 || v == 1)
-				}
+				seq = b
+				binary, first = maskKind(mask[b*l : (b+1)*l])
 			}
 			end := l
 			if causal {
@@ -245,30 +238,49 @@ func maskedSoftmax32(out, s, mask []float32, nh, l int, causal bool) {
 				softmaxRow(out[r*l:(r+1)*l], s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
 				continue
 			}
-			m := mask[b*l : b*l+end]
-			sr, or := s[r*l:r*l+end], out[r*l:(r+1)*l]
-			n, mx := maskedMaxVec(sr, m)
-			for j := n; j < end; j++ {
-				if m[j] != 0 && sr[j] > mx {
-					mx = sr[j]
-				}
-			}
-			clear(or[end:])
-			n, sum := softmaxExpVec(or[:end], sr, m, mx)
-			for j := n; j < end; j++ {
-				var e float32
-				if m[j] != 0 {
-					e = float32(expNeg32(float64(sr[j] - mx)))
-				}
-				or[j] = e
-				sum += e
-			}
-			inv := 1 / sum
-			for j := range or[:end] {
-				or[j] *= inv
-			}
+			softmaxRow32(out[r*l:(r+1)*l], s[r*l:(r+1)*l], mask[b*l:(b+1)*l], end)
 		}
 	})
+}
+
+// maskKind says whether a sequence's mask m holds only 0 and 1, and which
+// key is the first with a nonzero mask (len(m) when none).
+func maskKind[T float](m []T) (binary bool, first int) {
+	binary, first = true, len(m)
+	for j, v := range m {
+		if v != 0 && first == len(m) {
+			first = j
+		}
+		binary = binary && (v == 0 || v == 1)
+	}
+	return binary, first
+}
+
+// softmaxRow32 is softmaxRow in float32 with the maximum and the
+// exponentials in AVX2 (maskedMaxVec, softmaxExpVec), for a binary mask m
+// with a nonzero key before end.
+func softmaxRow32(out, s, m []float32, end int) {
+	m, sr := m[:end], s[:end]
+	n, mx := maskedMaxVec(sr, m)
+	for j := n; j < end; j++ {
+		if m[j] != 0 && sr[j] > mx {
+			mx = sr[j]
+		}
+	}
+	clear(out[end:])
+	n, sum := softmaxExpVec(out[:end], sr, m, mx)
+	for j := n; j < end; j++ {
+		var e float32
+		if m[j] != 0 {
+			e = float32(expNeg32(float64(sr[j] - mx)))
+		}
+		out[j] = e
+		sum += e
+	}
+	inv := 1 / sum
+	for j := range out[:end] {
+		out[j] *= inv
+	}
 }
 
 // softmaxGradK: (p, g) -> p ⊙ (g - Σ_j g·p) over the last axis, the
@@ -301,17 +313,22 @@ func (softmaxGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 func softmaxGrad[T float](out, p, g []T, l int) {
 	parallelFor(len(p)/l, 4*l, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
-			pr, gr, or := p[r*l:(r+1)*l], g[r*l:(r+1)*l], out[r*l:(r+1)*l]
-			var dot float64
-			for j := range pr {
-				dot += float64(pr[j]) * float64(gr[j])
-			}
-			d := T(dot)
-			for j := range pr {
-				or[j] = pr[j] * (gr[j] - d)
-			}
+			softmaxGradRow(out[r*l:(r+1)*l], p[r*l:(r+1)*l], g[r*l:(r+1)*l])
 		}
 	})
+}
+
+// softmaxGradRow sets out = p ⊙ (g - Σ_j g·p) on one row, the sum in
+// float64; out may be g.
+func softmaxGradRow[T float](out, p, g []T) {
+	var dot float64
+	for j := range p {
+		dot += float64(p[j]) * float64(g[j])
+	}
+	d := T(dot)
+	for j := range p {
+		out[j] = p[j] * (g[j] - d)
+	}
 }
 
 // expLE0 is e^x for x <= 0: math.Exp for float64, the faster expNeg32

@@ -62,7 +62,7 @@ func (k dropMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	if k.rng == nil || k.rng.R == nil {
 		return fmt.Errorf("model: %s: no random source set", k.name())
 	}
-	threshold := uint32(math.Min(k.p*(1<<32), math.MaxUint32))
+	threshold := dropThreshold(k.p)
 	seed := k.rng.R.Uint64()
 	switch o := out.Data().(type) {
 	case []float32:
@@ -72,6 +72,10 @@ func (k dropMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	}
 	return nil
 }
+
+// dropThreshold is the threshold of dropMask for probability p: an element
+// is dropped when its 32 random bits are below it.
+func dropThreshold(p float64) uint32 { return uint32(math.Min(p*(1<<32), math.MaxUint32)) }
 
 // splitMix64 is the i-th output of the SplitMix64 generator seeded with seed.
 func splitMix64(seed, i uint64) uint64 {
@@ -84,21 +88,33 @@ func splitMix64(seed, i uint64) uint64 {
 func dropMask[T float](out []T, seed uint64, threshold uint32, keep T) {
 	pairs := (len(out) + 1) / 2
 	parallelFor(pairs, 8, func(lo, hi int) {
-		for i := lo; i < hi; i++ {
-			u := splitMix64(seed, uint64(i))
-			v0, v1 := keep, keep
-			if uint32(u) < threshold {
-				v0 = 0
-			}
-			if uint32(u>>32) < threshold {
-				v1 = 0
-			}
-			out[2*i] = v0
-			if 2*i+1 < len(out) {
-				out[2*i+1] = v1
-			}
-		}
+		dropMaskAt(out[2*lo:min(2*hi, len(out))], 2*lo, seed, threshold, keep)
 	})
+}
+
+// dropMaskAt writes elements start..start+len(out)-1 of the mask that
+// dropMask draws from seed into out: element 2i is 0 when the low half of
+// the i-th SplitMix64 output is below threshold, element 2i+1 when its high
+// half is, and the others are keep.
+func dropMaskAt[T float](out []T, start int, seed uint64, threshold uint32, keep T) {
+	drop := func(u uint32) T {
+		if u < threshold {
+			return 0
+		}
+		return keep
+	}
+	i := 0
+	if start%2 == 1 && len(out) > 0 {
+		out[0] = drop(uint32(splitMix64(seed, uint64(start/2)) >> 32))
+		i = 1
+	}
+	for ; i+1 < len(out); i += 2 {
+		u := splitMix64(seed, uint64((start+i)/2))
+		out[i], out[i+1] = drop(uint32(u)), drop(uint32(u>>32))
+	}
+	if i < len(out) {
+		out[i] = drop(uint32(splitMix64(seed, uint64((start+i)/2))))
+	}
 }
 
 // applyMaskK: (x, m) -> x ⊙ m, differentiable with respect to x only.
@@ -129,9 +145,13 @@ func (applyMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 
 func mul[T float](out, x, y []T) {
 	parallelFor(len(out), 1, func(lo, hi int) {
-		o, a, b := out[lo:hi], x[lo:hi], y[lo:hi]
-		for i := range o {
-			o[i] = a[i] * b[i]
-		}
+		mulRange(out[lo:hi], x[lo:hi], y[lo:hi])
 	})
+}
+
+// mulRange sets out = x ⊙ y; out may be x or y.
+func mulRange[T float](out, x, y []T) {
+	for i := range out {
+		out[i] = x[i] * y[i]
+	}
 }

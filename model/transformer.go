@@ -174,11 +174,12 @@ func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train b
 
 // selfAttention is the multi-head self-attention sublayer of layer p on h [B*L,H], before the
 // residual: dropout(W_o · softmax(q kᵀ / sqrt(d_head), masked) · v), the attention
-// probabilities also dropped out in training.
+// probabilities also dropped out in training. The attention is the fused Attention op, or
+// with t.unfusedAttention (tests) the four ops it replaces, which compute the same bits.
 func (t *Tower) selfAttention(b *Binder, in *Inputs, h *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
 	c := t.Cfg
 	var err error
-	var q, k, v, s, a *gorgonia.Node
+	var q, k, v, a *gorgonia.Node
 	if q, err = t.linear(b, h, p+"attn.q"); err != nil {
 		return nil, err
 	}
@@ -188,23 +189,38 @@ func (t *Tower) selfAttention(b *Binder, in *Inputs, h *gorgonia.Node, p string,
 	if v, err = t.linear(b, h, p+"attn.v"); err != nil {
 		return nil, err
 	}
-	scale := 1 / math.Sqrt(float64(c.Hidden/c.Heads))
-	if s, err = AttentionScores(q, k, in.L, c.Heads, scale); err != nil {
-		return nil, err
+	o := AttentionOptions{L: in.L, Heads: c.Heads, Scale: 1 / math.Sqrt(float64(c.Hidden/c.Heads)), Causal: c.Causal}
+	if train {
+		o.Dropout, o.RNG = c.Dropout, t.rng
 	}
-	if s, err = MaskedSoftmax(s, in.Mask, c.Causal); err != nil {
-		return nil, err
+	if t.unfusedAttention {
+		a, err = unfusedAttention(q, k, v, in.Mask, o)
+	} else {
+		a, err = Attention(q, k, v, in.Mask, o)
 	}
-	if s, err = t.dropout(s, train); err != nil {
-		return nil, err
-	}
-	if a, err = AttentionContext(s, v, in.L, c.Heads); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if a, err = t.linear(b, a, p+"attn.out"); err != nil {
 		return nil, err
 	}
 	return t.dropout(a, train)
+}
+
+// unfusedAttention is Attention built from AttentionScores, MaskedSoftmax,
+// Dropout and AttentionContext, holding [B,heads,L,L] tensors.
+func unfusedAttention(q, k, v, mask *gorgonia.Node, o AttentionOptions) (*gorgonia.Node, error) {
+	s, err := AttentionScores(q, k, o.L, o.Heads, o.Scale)
+	if err != nil {
+		return nil, err
+	}
+	if s, err = MaskedSoftmax(s, mask, o.Causal); err != nil {
+		return nil, err
+	}
+	if s, err = Dropout(s, o.Dropout, o.RNG); err != nil {
+		return nil, err
+	}
+	return AttentionContext(s, v, o.L, o.Heads)
 }
 
 // feedForward is the position-wise sublayer of layer p on h [B*L,H], before the residual:
