@@ -12,6 +12,12 @@
 // generation: RAGSequence, RAGToken, RAGSequenceFull and the posterior RAGPosterior (Lewis et
 // al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023);
 // RetrievalLogits computes their retrieval logits s from query and candidate embeddings.
+// Atlas' retriever objectives (Izacard et al. 2022), the reader as the teacher and no passage
+// label: AttentionDistill (the reader's attention mass per passage, AttentionMass), EMDR2 (the
+// marginal likelihood with the reader's likelihoods fixed, RAG-Sequence's retriever side),
+// PerplexityDistill (RePlugKL by Atlas' name) and LeaveOneOutDistill (the reader's loss with each
+// passage left out, LeaveOneOut, MixtureLoss); registered as "attention_distill", "emdr2",
+// "perplexity_distill" and "loo_distill", Lists losses reading Inputs.Teacher.
 // Language modelling: TokenNLL, the token cross-entropy with a target mask (a reader's
 // pretraining, and its fine-tuning with the loss on answer tokens only).
 //

@@ -12,7 +12,7 @@ func TestRegistry(t *testing.T) {
 	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce"}) {
 		t.Errorf("contrastive losses %v", got)
 	}
-	if got := Names(Lists); !slices.Equal(got, []string{"kl_distill", "listwise", "pairwise", "pointwise"}) {
+	if got := Names(Lists); !slices.Equal(got, []string{"attention_distill", "emdr2", "kl_distill", "listwise", "loo_distill", "pairwise", "perplexity_distill", "pointwise"}) {
 		t.Errorf("list losses %v", got)
 	}
 	for name, labels := range map[string]Labels{"listwise": GradedLabels, "pointwise": BinaryLabels, "pairwise": NoLabels, "kl_distill": NoLabels} {
@@ -23,7 +23,12 @@ func TestRegistry(t *testing.T) {
 	}
 	for _, name := range Names("") {
 		s, _ := Lookup(name)
-		if want := name == "margin_mse" || name == "kl_distill"; s.Teacher != want {
+		want := false
+		switch name {
+		case "margin_mse", "kl_distill", "attention_distill", "emdr2", "loo_distill", "perplexity_distill":
+			want = true
+		}
+		if s.Teacher != want {
 			t.Errorf("%s: Teacher = %v, want %v", name, s.Teacher, want)
 		}
 	}
