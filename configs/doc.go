@@ -55,6 +55,9 @@
 //     realm (checkpoint_every), index_refresh; loss.name "infonce".
 //   - realm: world, tokenizer, reader, model, loss, pretrain, train, index, rag, realm,
 //     index_refresh; loss.name "infonce".
+//   - atlas: world, tokenizer, reader, model, loss, pretrain, train, index, rag, atlas,
+//     realm (checkpoint_every), index_refresh; loss.name "infonce" (the systems train
+//     "attention_distill", "emdr2", "perplexity_distill", "loo_distill").
 //
 // WriteResolved writes only the sections of the recipe's kind. A resolved
 // recipe written before that (every section) still loads: in a file opening
@@ -223,7 +226,20 @@
 //	realm.top_k                         4              K: candidates per question from the serving index; >= 1
 //	realm.lr                            0.0005         peak AdamW learning rate of REALM training; > 0
 //	realm.update_reader                 true           train the reader with both towers (false: the towers alone)
+//	realm.passage_lr_scale              1.0            the passage tower's learning rate is realm.lr times this (systems that train it); > 0
+//	realm.passage_warmup_steps          0              the passage tower stays frozen for the first steps of those systems; >= 0
 //	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0
+//	atlas.systems                       ["supervised", "attention_query", "attention_both", "emdr2_query", "emdr2_both", "perplexity_query", "perplexity_both", "loo_query", "loo_both"]  retrievers trained from one start (kind "atlas"): "supervised" or "<objective>_<towers>", objective "attention", "emdr2", "perplexity" or "loo", towers "query" or "both" (index refreshed by [index_refresh])
+//	atlas.steps                         200            training steps per system; >= 0
+//	atlas.batch_size                    16             training questions per step; >= 1
+//	atlas.top_k                         8              K: candidates per question scored by the frozen reader; >= 2
+//	atlas.bm25_depth                    20             candidates are BM25's top bm25_depth rescored by the dense retriever (both towers: the serving index); >= top_k
+//	atlas.lr                            0.0005         peak AdamW learning rate; > 0
+//	atlas.passage_lr_scale              1.0            the passage tower's learning rate is atlas.lr times this ("_both" systems); > 0
+//	atlas.tau_attention                 0.05           temperature of the attention teacher softmax(alpha / tau); > 0
+//	atlas.tau_lm                        1.0            temperature of the perplexity teacher softmax(log p(y|z,x) / tau); > 0
+//	atlas.tau_loo                       1.0            temperature of the leave-one-out teacher softmax(o / tau); > 0
+//	atlas.score_batch                   64             reader rows per teacher forward pass; >= 1
 //	index_refresh.mode                  "async"        "async" (re-encode in the background), "sync" (training waits) or "off"; read by replug.towers = "both"
 //	index_refresh.refresh_every         10             refresh period in training steps; >= 1
 //	index_refresh.workers               1              encoding goroutines of one refresh; >= 1

@@ -59,6 +59,12 @@ type Realm struct {
 	LR float64 `toml:"lr"`
 	// UpdateReader trains the reader jointly with the towers. Default true.
 	UpdateReader bool `toml:"update_reader"`
+	// PassageLRScale multiplies realm.lr for the passage tower of the REALM systems that train
+	// it ("async", "sync", "off"); > 0. Default 1.
+	PassageLRScale float64 `toml:"passage_lr_scale"`
+	// PassageWarmupSteps keeps the passage tower frozen for the first steps of those systems
+	// (the query tower and the reader train alone), then trains it; >= 0. Default 0.
+	PassageWarmupSteps int `toml:"passage_warmup_steps"`
 	// CheckpointEvery is the steps between checkpoints of a REALM or RePlug phase (resume
 	// points); 0 saves only at its end; >= 0. Default 50.
 	CheckpointEvery int `toml:"checkpoint_every"`
@@ -95,7 +101,7 @@ func defaultReplug() Replug {
 
 func defaultRealm() Realm {
 	return Realm{Systems: []string{"supervised", "async", "sync"}, Steps: 200, BatchSize: 16, TopK: 4,
-		LR: 5e-4, UpdateReader: true, CheckpointEvery: 50}
+		LR: 5e-4, UpdateReader: true, PassageLRScale: 1, CheckpointEvery: 50}
 }
 
 func defaultIndexRefresh() IndexRefresh {
@@ -104,7 +110,7 @@ func defaultIndexRefresh() IndexRefresh {
 
 // generatesWorld reports whether a kind reads its data from [world] rather than data.dir.
 func generatesWorld(kind string) bool {
-	return kind == "rag" || kind == "replug" || kind == "realm" || kind == "selfrag"
+	return kind == "rag" || kind == "replug" || kind == "realm" || kind == "selfrag" || kind == "atlas"
 }
 
 // validateRealm checks [replug], [realm] and [index_refresh].
@@ -140,6 +146,8 @@ func validateRealm(v *checker, r *Recipe) {
 	atLeast(v, "realm.batch_size", m.BatchSize, 1)
 	atLeast(v, "realm.top_k", m.TopK, 1)
 	v.positive("realm.lr", m.LR)
+	v.positive("realm.passage_lr_scale", m.PassageLRScale)
+	atLeast(v, "realm.passage_warmup_steps", m.PassageWarmupSteps, 0)
 	atLeast(v, "realm.checkpoint_every", m.CheckpointEvery, 0)
 
 	if r.Kind == "realm" && r.Model.SharedTowers && slices.Contains(m.Systems, "frozen") {

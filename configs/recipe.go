@@ -45,6 +45,8 @@ type Recipe struct {
 	Replug       Replug       `toml:"replug"`
 	Realm        Realm        `toml:"realm"`
 	IndexRefresh IndexRefresh `toml:"index_refresh"`
+	// Atlas is read by kind = "atlas" (atlas.go), with Realm.CheckpointEvery and IndexRefresh.
+	Atlas Atlas `toml:"atlas"`
 
 	// Path is the recipe file as Load was given it, and Lines the 1-based line of every key
 	// the file sets ("model.hidden": 12), so that a check made after Load (e.g. against the
@@ -396,6 +398,7 @@ func Defaults() *Recipe {
 
 		Replug:       defaultReplug(),
 		Realm:        defaultRealm(),
+		Atlas:        defaultAtlas(),
 		IndexRefresh: defaultIndexRefresh(),
 		Data: Data{
 			TrainSplit: "train",

@@ -182,6 +182,7 @@ func (l *loader) validate(r *Recipe) error {
 	}
 	validateRAG(v, r)
 	validateRealm(v, r)
+	validateAtlas(v, r)
 	validateSelfRAG(v, r)
 	return v.err
 }

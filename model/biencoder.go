@@ -38,6 +38,9 @@ type Tower struct {
 	dt     tensor.Dtype
 
 	unfusedAttention bool // build attention from the separate ops (tests compare)
+	// attnProbs, while set (Reader.BuildLogProbsAttention), collects every layer's attention
+	// probabilities [B,heads,L,L] of an inference graph.
+	attnProbs *[]*gorgonia.Node
 }
 
 // NewBiEncoder validates cfg and initialises the towers' float32 parameters

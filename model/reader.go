@@ -130,6 +130,23 @@ func (r *Reader) BuildLogProbs(b *Binder, in *Inputs, t *Targets, train bool) (*
 	return LMLogProb(x, r.Tower.node(b, "embeddings.word"), t.Pos, t.Tgt)
 }
 
+// BuildLogProbsAttention is BuildLogProbs for inference (no dropout) that also returns the
+// attention probabilities of every layer, each [B,heads,L,L]: p[b,h,i,j] is how much query
+// position i of row b attends to key position j in head h (causal and padding-masked; each row
+// i sums to 1). The log-probabilities are the same bits as BuildLogProbs'. Read the
+// probabilities after the machine runs; they receive no gradient from a loss that does not use
+// them (Atlas' attention distillation reads them as a constant teacher).
+func (r *Reader) BuildLogProbsAttention(b *Binder, in *Inputs, t *Targets) (*gorgonia.Node, []*gorgonia.Node, error) {
+	var probs []*gorgonia.Node
+	r.Tower.attnProbs = &probs
+	defer func() { r.Tower.attnProbs = nil }()
+	lp, err := r.BuildLogProbs(b, in, t, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return lp, probs, nil
+}
+
 // Generation is one greedily decoded continuation.
 type Generation struct {
 	Tokens  []int   // the generated ids, the stop id excluded

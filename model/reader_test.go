@@ -3,6 +3,7 @@ package model
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -313,5 +314,80 @@ func TestNewReader(t *testing.T) {
 	bow.Encoder = EncoderBow
 	if _, err := NewReader(bow, 1); err == nil || !strings.Contains(err.Error(), `encoder = "bow"`) {
 		t.Errorf("bow reader: %v", err)
+	}
+}
+
+// TestReaderAttentionProbs: BuildLogProbsAttention gives BuildLogProbs' bits (float32, with
+// padding) and per layer [B,heads,L,L] probabilities, causal (nothing above the diagonal),
+// nothing on padding, each real row summing to 1.
+func TestReaderAttentionProbs(t *testing.T) {
+	r, err := NewReader(tinyReaderConfig(), 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const B, L = 2, 6
+	ids := []int{2, 3, 4, 5, 6, 7, 2, 8, 4, 0, 0, 0}
+	mask := []float32{1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0}
+	pos, tgt := []int{0, 1, 2, 6, 7}, []int{3, 4, 5, 8, 4}
+	run := func(withProbs bool) ([]float32, [][]float32) {
+		g := gorgonia.NewGraph()
+		b := NewBinder(g)
+		in, tg := NewInputs(g, B, L, "x"), NewTargets(g, len(pos), "y")
+		var lp *gorgonia.Node
+		var probs []*gorgonia.Node
+		var err error
+		if withProbs {
+			lp, probs, err = r.BuildLogProbsAttention(b, in, tg)
+		} else {
+			lp, err = r.BuildLogProbs(b, in, tg, false)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := in.Let(ids, mask, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := tg.Let(pos, tgt); err != nil {
+			t.Fatal(err)
+		}
+		vm := gorgonia.NewTapeMachine(g)
+		defer vm.Close()
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		var ps [][]float32
+		for _, p := range probs {
+			if !p.Shape().Eq(tensor.Shape{B, 2, L, L}) {
+				t.Fatalf("attention probabilities of shape %v, want (%d, 2, %d, %d)", p.Shape(), B, L, L)
+			}
+			ps = append(ps, append([]float32(nil), p.Value().Data().([]float32)...))
+		}
+		return append([]float32(nil), lp.Value().Data().([]float32)...), ps
+	}
+	want, _ := run(false)
+	got, probs := run(true)
+	if !slices.Equal(got, want) {
+		t.Errorf("log-probabilities %v, BuildLogProbs %v", got, want)
+	}
+	if len(probs) != 2 {
+		t.Fatalf("%d layers of probabilities, want 2", len(probs))
+	}
+	for l, p := range probs {
+		for bh := range B * 2 {
+			for i := range L {
+				real := mask[(bh/2)*L+i] == 1
+				var sum float64
+				for j := range L {
+					w := p[(bh*L+i)*L+j]
+					if w != 0 && (j > i || mask[(bh/2)*L+j] == 0) {
+						t.Errorf("layer %d block %d: p[%d][%d] = %g, want 0 (causal, padding)", l, bh, i, j, w)
+					}
+					sum += float64(w)
+				}
+				if real && math.Abs(sum-1) > 1e-5 {
+					t.Errorf("layer %d block %d row %d sums to %g", l, bh, i, sum)
+				}
+			}
+		}
 	}
 }

@@ -193,9 +193,21 @@ func (t *Tower) selfAttention(b *Binder, in *Inputs, h *gorgonia.Node, p string,
 	if train {
 		o.Dropout, o.RNG = c.Dropout, t.rng
 	}
-	if t.unfusedAttention {
+	switch {
+	case t.attnProbs != nil && !train:
+		// The separate ops, to keep the probabilities: the same bits as the fused op.
+		var p *gorgonia.Node
+		if p, err = AttentionScores(q, k, o.L, o.Heads, o.Scale); err != nil {
+			return nil, err
+		}
+		if p, err = MaskedSoftmax(p, in.Mask, o.Causal); err != nil {
+			return nil, err
+		}
+		*t.attnProbs = append(*t.attnProbs, p)
+		a, err = AttentionContext(p, v, o.L, o.Heads)
+	case t.unfusedAttention:
 		a, err = unfusedAttention(q, k, v, in.Mask, o)
-	} else {
+	default:
 		a, err = Attention(q, k, v, in.Mask, o)
 	}
 	if err != nil {

@@ -8,11 +8,14 @@ import (
 
 // Param is one trainable tensor seen by the optimizer: its name (as in the checkpoint), its
 // values (updated in place) and, after Task.Step, its gradient. Value and Grad have the same
-// length; Grad may be nil when the parameter took no part in the step.
+// length; Grad may be nil when the parameter took no part in the step. LRScale multiplies the
+// learning rate (and so the decoupled weight decay) of this parameter, for learning rates per
+// tower; 0 means 1.
 type Param struct {
-	Name  string
-	Value []float32
-	Grad  []float32
+	Name    string
+	Value   []float32
+	Grad    []float32
+	LRScale float64
 }
 
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter 2019, Algorithm 2):
@@ -59,9 +62,14 @@ func (o *AdamW) Step(params []Param, lr float64) {
 			m, v = make([]float32, len(p.Value)), make([]float32, len(p.Value))
 			o.m[p.Name], o.v[p.Name] = m, v
 		}
+		step, plr := stepSize, lr
+		if p.LRScale != 0 && p.LRScale != 1 {
+			plr = lr * p.LRScale
+			step = float32(plr / bc1)
+		}
 		decay := float32(1)
 		if Decays(p.Name) {
-			decay = float32(1 - lr*o.WeightDecay)
+			decay = float32(1 - plr*o.WeightDecay)
 		}
 		w, g := p.Value, p.Grad[:len(p.Value)]
 		m, v = m[:len(w)], v[:len(w)]
@@ -70,7 +78,7 @@ func (o *AdamW) Step(params []Param, lr float64) {
 			m[i] = b1*m[i] + (1-b1)*gi
 			v[i] = b2*v[i] + (1-b2)*gi*gi
 			denom := float32(math.Sqrt(float64(v[i])))/sqrtBC2 + eps
-			w[i] = w[i]*decay - stepSize*m[i]/denom
+			w[i] = w[i]*decay - step*m[i]/denom
 		}
 	}
 }

@@ -47,6 +47,25 @@ func TestAdamWSecondStep(t *testing.T) {
 	}
 }
 
+// TestAdamWLRScale: a parameter with LRScale s steps as if the learning rate were s*lr (its
+// decoupled decay too); LRScale 0 and 1 give the same bits as each other.
+func TestAdamWLRScale(t *testing.T) {
+	o := NewAdamW(0.1)
+	w, w1, w0 := []float32{1, -2}, []float32{1, -2}, []float32{1, -2}
+	g := []float32{0.5, -3}
+	o.Step([]Param{{Name: "a.weight", Value: w, Grad: g, LRScale: 0.1},
+		{Name: "b.weight", Value: w1, Grad: g, LRScale: 1}, {Name: "c.weight", Value: w0, Grad: g}}, 0.01)
+	want := []float64{1*(1-0.0001) - 0.001, -2*(1-0.0001) + 0.001}
+	for i := range w {
+		if math.Abs(float64(w[i])-want[i]) > 1e-6 {
+			t.Errorf("weight[%d] = %v, want %v", i, w[i], want[i])
+		}
+		if w1[i] != w0[i] {
+			t.Errorf("LRScale 1 gives %v, LRScale 0 %v", w1[i], w0[i])
+		}
+	}
+}
+
 func TestClipGlobalNorm(t *testing.T) {
 	ps := []Param{{Grad: []float32{3, 0}}, {Grad: []float32{4}}}
 	if n := ClipGlobalNorm(ps, 1); math.Abs(n-5) > 1e-9 {

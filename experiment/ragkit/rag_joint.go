@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -212,6 +213,10 @@ type Task struct {
 	mask     []float32
 	pos, tgt []int
 	cut      int // passages cut to fit reader.max_length
+
+	passage     []int // indices into trainable of the passage tower's parameters
+	frozenSteps int   // steps during which the passage tower does not train
+	step        int   // the step last run
 }
 
 // TaskOptions are the settings of a joint training task (the [rag] section).
@@ -229,6 +234,10 @@ type TaskOptions struct {
 	// Retrieve, if set, returns each question's K candidate rows of x at step (REALM: from
 	// the refresher's serving index); nil uses x.candidates.
 	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
+	// PassageLRScale (0: 1) multiplies the learning rate of the passage tower, and
+	// PassageFrozenSteps keeps it frozen for the first steps (TrainPassages only).
+	PassageLRScale     float64
+	PassageFrozenSteps int
 }
 
 // NewTask builds the joint training graph for batches of o.B of the questions qs, next(step)
@@ -305,14 +314,37 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 	if !o.UpdateReader {
 		t.trainable = t.GraphParams.Params()[:towerParams]
 	}
+	if o.TrainPassages {
+		for i := range t.trainable {
+			if strings.HasPrefix(t.trainable[i].Name, model.PrefixPassage+".") {
+				t.trainable[i].LRScale = o.PassageLRScale
+				t.passage = append(t.passage, i)
+			}
+		}
+		t.frozenSteps = o.PassageFrozenSteps
+	}
 	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
 	t.pos, t.tgt = make([]int, B*K*T), make([]int, B*K*T)
 	return t, nil
 }
 
-func (t *Task) Params() []trainer.Param { return t.trainable }
+// Params are the parameters the last step trains: all trainable ones, less the passage tower
+// during its first TaskOptions.PassageFrozenSteps steps.
+func (t *Task) Params() []trainer.Param {
+	if t.step >= t.frozenSteps || len(t.passage) == 0 {
+		return t.trainable
+	}
+	out := make([]trainer.Param, 0, len(t.trainable)-len(t.passage))
+	for i, p := range t.trainable {
+		if !slices.Contains(t.passage, i) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 func (t *Task) Step(step int) (float64, int, error) {
+	t.step = step
 	batch, qv, cands, err := t.Draw(step)
 	if err != nil {
 		return 0, 0, err

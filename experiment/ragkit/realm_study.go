@@ -48,6 +48,7 @@ type studySystem struct {
 	Rows      []eval.Row         `json:"reader_rows"`
 	RetrRows  []eval.Row         `json:"retrieval_rows"`
 	TrainRows []eval.Row         `json:"train_rows"`
+	DevRows   []eval.Row         `json:"dev_retrieval_rows,omitempty"`
 }
 
 // Study is a prepared retriever study.
@@ -63,24 +64,43 @@ type Study struct {
 	resume *checkpoints.Checkpoint // the latest checkpoint of an interrupted system phase
 	// trainRows is the training-time table: seconds, encoding, waiting, refreshes, staleness.
 	trainRows []eval.Row
+	// dev, when the kind asks for it, scores every retriever on the dev questions too.
+	dev *devEval
+	// Summary, set by the kind, ends the report with one table of every system: test
+	// Recall@1/@5, the reader's exact match over the top passage, training seconds and dev
+	// Recall@1, the closed-book reader and the start as rows.
+	Summary bool
 }
 
-// systemPhases are the phase names of the systems (checkpoint directories, log lines).
+// systemPhases are the phase names of the systems (checkpoint directories, log lines); a
+// system not named here (kind atlas's) is its own phase name.
 var systemPhases = map[string]string{
 	"supervised": "supervised", "replug": "replug",
 	"async": "realm_async", "sync": "realm_sync", "off": "realm_off", "frozen": "realm_frozen",
 }
 
+// systemPhase returns the phase name of a system.
+func systemPhase(name string) string {
+	if p, ok := systemPhases[name]; ok {
+		return p
+	}
+	return name
+}
+
 // RunStudy runs a retriever study: the preparation (or its restoration), then each of systems
 // from the same start ("supervised" by s.supervised, every other by train), then note (settings
 // for the report) and the report.
-func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, systems []string,
+//
+// With dev set, every retriever (the start's and each system's) is also scored on the dev
+// questions (DevQuestions), printed as its own table and written as "dev/<system>/Recall@k":
+// the numbers to choose settings by, never the test questions'.
+func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, systems []string, dev bool,
 	train func(s *Study, ctx context.Context, name, phase string, qs []Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
 	note func(s *Study)) (string, error) {
 	if dir, ok := finishedStudy(o); ok {
 		return dir, nil
 	}
-	s, dir, err := prepareStudy(ctx, rec, o)
+	s, dir, err := prepareStudy(ctx, rec, o, dev)
 	if s != nil && s.Log != nil {
 		defer s.Log.Close()
 	}
@@ -102,7 +122,7 @@ func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, sy
 }
 
 // prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training.
-func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
+func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, dev bool) (*Study, string, error) {
 	t0 := time.Now()
 	world, err := garden.Generate(rec.World)
 	if err != nil {
@@ -215,6 +235,12 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if err := run.EvaluateStart(s.ev, s.Index); err != nil {
 		return s, dir, err
 	}
+	if dev {
+		s.dev = newDevEval(world, d)
+		if err := s.devRecall(s.Index, "dense"); err != nil {
+			return s, dir, err
+		}
+	}
 	s.start = Snapshot(all)
 	return s, dir, nil
 }
@@ -268,15 +294,18 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			for k, v := range d.Metrics {
 				s.Metrics[k] = v
 			}
-			s.TrainSec += d.Metrics[systemPhases[name]+"/train_seconds"]
+			s.TrainSec += d.Metrics[systemPhase(name)+"/train_seconds"]
 			s.ev.Rows = append(s.ev.Rows, d.Rows...)
 			s.ev.retrRows = append(s.ev.retrRows, d.RetrRows...)
 			s.trainRows = append(s.trainRows, d.TrainRows...)
+			if s.dev != nil {
+				s.dev.rows = append(s.dev.rows, d.DevRows...)
+			}
 			fmt.Fprintf(s.Opts.Out, "%s: finished in an earlier segment\n", name)
 			continue
 		}
 		Restore(s.start)
-		phase := systemPhases[name]
+		phase := systemPhase(name)
 		startStep, before := 0, 0.0
 		var opt *checkpoints.OptimizerState
 		if ck := s.resume; ck != nil && ck.Trainer.Phase == phase {
@@ -287,12 +316,18 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			fmt.Fprintf(s.Opts.Out, "resume: %s at step %d\n", ck.Dir, startStep)
 		}
 		metricsBefore := maps.Clone(s.Metrics)
-		nRows, nRetr, nTrain := len(s.ev.Rows), len(s.ev.retrRows), len(s.trainRows)
+		nRows, nRetr, nTrain, nDev := len(s.ev.Rows), len(s.ev.retrRows), len(s.trainRows), 0
+		if s.dev != nil {
+			nDev = len(s.dev.rows)
+		}
 		if err := train(name, phase, startStep, opt, before); err != nil {
 			return err
 		}
 		d := studySystem{Name: name, Metrics: map[string]float64{},
 			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.retrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
+		if s.dev != nil {
+			d.DevRows = s.dev.rows[nDev:]
+		}
 		for k, v := range s.Metrics {
 			if old, ok := metricsBefore[k]; !ok || old != v {
 				d.Metrics[k] = v
@@ -393,7 +428,60 @@ func (s *Study) EvaluateSystem(name string) error {
 	if err != nil {
 		return err
 	}
+	if s.dev != nil {
+		if err := s.devRecall(x, "dense+"+name); err != nil {
+			return err
+		}
+	}
 	return s.EvaluateDense(s.ev, x, name)
+}
+
+// devEval scores retrievers on the dev questions.
+type devEval struct {
+	ids, texts []string // question ids and trained phrasings
+	qrels      map[string]map[string]int
+	rows       []eval.Row
+}
+
+// DevQuestions are the questions a study chooses its settings by: those of the reader
+// fine-tuning gardeners (every 4th gardener, the half that joint training does not ask about;
+// rag.held_out_questions). No retriever trains on them and they share no gardener with the test
+// questions, whose numbers are reported but never tuned on. (The reader was fine-tuned on
+// them, so only retrieval is scored.)
+func newDevEval(w *garden.World, d *Data) *devEval {
+	e := &devEval{qrels: map[string]map[string]int{}}
+	for _, i := range d.FinetuneQ {
+		q := &w.Questions[i]
+		e.ids, e.texts = append(e.ids, q.ID), append(e.texts, q.Trained)
+		for _, id := range d.rel[i] {
+			if e.qrels[q.ID] == nil {
+				e.qrels[q.ID] = map[string]int{}
+			}
+			e.qrels[q.ID][id] = 1
+		}
+	}
+	return e
+}
+
+// devRecall scores the current query tower against x on the dev questions.
+func (s *Study) devRecall(x *Index, name string) error {
+	qv, err := x.encodeQueries(s.Encoder, s.Tok, s.dev.texts)
+	if err != nil {
+		return err
+	}
+	run := eval.Run{}
+	for i, hits := range x.flat.SearchBatch(qv, 5) {
+		run[s.dev.ids[i]] = hits
+	}
+	scores, err := eval.Evaluate(run, s.dev.qrels, []string{"Recall@1", "Recall@5"})
+	if err != nil {
+		return err
+	}
+	for m, v := range scores {
+		s.Metrics["dev/"+name+"/"+m] = v
+	}
+	s.dev.rows = append(s.dev.rows, eval.Row{System: name, Scores: scores})
+	return nil
 }
 
 // AddTrainRow records the system's training wall time (and its refresher's counters).
@@ -415,10 +503,47 @@ func (s *Study) finish() error {
 	s.Metrics["train/seconds"] = s.TrainSec
 	s.Metrics["run/seconds"] = time.Since(s.t0).Seconds()
 	s.Report(s.ev)
+	if s.dev != nil {
+		fmt.Fprintf(s.Opts.Out, "\nDEV retrieval (%d questions of the reader fine-tuning gardeners, %d with an entry; settings are chosen on these):\n%s",
+			len(s.dev.ids), len(s.dev.qrels), eval.FormatTable([]string{"Recall@1", "Recall@5"}, s.dev.rows))
+	}
 	fmt.Fprintf(s.Opts.Out, "\ntraining wall-clock time of each system (seconds; encoding: time spent re-encoding the corpus, waited: time training was blocked by the refresher; staleness in steps):\n%s",
 		eval.FormatTable(trainColumns, s.trainRows))
+	if s.Summary {
+		s.printSummary()
+	}
 	fmt.Fprintf(s.Opts.Out, "run: %.0fs\n", time.Since(s.t0).Seconds())
 	return experiment.WriteMetrics(s.Dir, s.Metrics)
+}
+
+// printSummary prints the one-table summary of Study.Summary.
+func (s *Study) printSummary() {
+	m := s.Metrics
+	row := func(system, retr, reader, phase string) eval.Row {
+		r := eval.Row{System: system, Scores: map[string]float64{}}
+		put := func(col, key string) {
+			if v, ok := m[key]; ok {
+				r.Scores[col] = v
+			}
+		}
+		if retr != "" {
+			put("Recall@1", retr+"/Recall@1")
+			put("Recall@5", retr+"/Recall@5")
+			put("dev Recall@1", "dev/"+retr+"/Recall@1")
+		}
+		put("EM top-1", reader+"/EM")
+		if phase != "" {
+			put("train s", phase+"/train_seconds")
+		}
+		return r
+	}
+	rows := []eval.Row{row("closed-book reader", "", "closed_book", ""), row("dense at the start", "dense", "dense_top1", "")}
+	for _, d := range s.done {
+		p := systemPhase(d.Name)
+		rows = append(rows, row(d.Name, "dense+"+p, p+"_top1", p))
+	}
+	fmt.Fprintf(s.Opts.Out, "\nsummary (test questions; EM top-1: the reader's exact match over the retriever's top passage; dev Recall@1 on the dev questions):\n%s",
+		eval.FormatTable([]string{"Recall@1", "Recall@5", "EM top-1", "train s", "dev Recall@1"}, rows))
 }
 
 // finishedStudy reports a resumed study that has nothing left to do.

@@ -31,7 +31,7 @@ func init() {
 }
 
 func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	return ragkit.RunStudy(ctx, rec, o, rec.Realm.Systems, trainRealm, func(s *ragkit.Study) {
+	return ragkit.RunStudy(ctx, rec, o, rec.Realm.Systems, true, trainRealm, func(s *ragkit.Study) {
 		s.RetrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/top_k"] = float64(rec.Realm.TopK)
@@ -46,7 +46,8 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	}
 	frozen := name == "frozen"
 	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: "dense",
-		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen}
+		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
+		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps}
 	var li *ragkit.LiveIndex
 	var err error
 	if !frozen {
@@ -63,7 +64,11 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 		return err
 	}
 	defer task.Close()
-	sec, err := s.SystemPhase(ctx, task, phase, g.Steps, startStep, opt, before, g.LR)
+	ph := experiment.Phase{Name: phase, Steps: g.Steps, Task: task, LR: g.LR, Start: startStep, Optimizer: opt, SecondsBefore: before}
+	if li != nil {
+		ph.State, ph.Tensors = li.State, li.Tensors // a resumed system searches the indexes it would have
+	}
+	sec, err := s.RunSystemPhase(ctx, ph)
 	if err != nil {
 		return err
 	}

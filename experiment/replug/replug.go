@@ -45,7 +45,7 @@ func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
 	}
-	return ragkit.RunStudy(ctx, rec, o, rec.Replug.Systems, train, func(s *ragkit.Study) {
+	return ragkit.RunStudy(ctx, rec, o, rec.Replug.Systems, false, train, func(s *ragkit.Study) {
 		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, rec.Replug.TopK, rec.Replug.TauLM, rec.Replug.Towers)
 		s.Metrics["replug/top_k"] = float64(rec.Replug.TopK)
 		s.Metrics["replug/tau_lm"] = rec.Replug.TauLM

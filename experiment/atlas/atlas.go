@@ -1,0 +1,263 @@
+package atlas
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// kind = "atlas": after the rag pipeline's preparation (ragkit/realm_study.go), each system of
+// atlas.systems trains the retriever from the same start on the retriever-training questions,
+// with no passage label: per step B questions, each with K candidates (BM25's top
+// atlas.bm25_depth rescored by the dense retriever), the frozen reader scores every
+// (question, candidate) row, and the retrieval logits s [B,K] are trained towards the reader's
+// teacher by one of the losses table's Atlas objectives:
+//
+//   - "attention": attention_distill, the reader's attention mass on each candidate's tokens;
+//   - "emdr2": emdr2, the marginal likelihood with the reader's likelihoods fixed;
+//   - "perplexity": perplexity_distill, the reader's log-likelihood of the answer per candidate;
+//   - "loo": loo_distill, how much the reader's loss over the K candidates (their uniform
+//     mixture: the garden reader reads one passage per row) worsens without each one.
+//
+// "_query" trains the query tower (the index stays exact); "_both" trains the passage tower too
+// (atlas.passage_lr_scale), its index refreshed by [index_refresh] (candidates rescored with
+// the serving index). "supervised" is InfoNCE on the gold entries (the ceiling). Each system is
+// then evaluated with a freshly encoded index, on the dev questions and the test questions; the
+// run ends with one table of every system.
+func init() {
+	experiment.Register("atlas", runAtlas)
+	configs.RegisterKind("atlas", configs.KindSpec{Sections: ragkit.Sections("atlas", "realm", "index_refresh"), Losses: []string{"infonce"}})
+}
+
+// objectives maps an objective of atlas.systems to its loss in the losses table.
+var objectives = map[string]string{
+	"attention": "attention_distill", "emdr2": "emdr2", "perplexity": "perplexity_distill", "loo": "loo_distill",
+}
+
+func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
+	a := rec.Atlas
+	return ragkit.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *ragkit.Study) {
+		s.RetrievalNote = fmt.Sprintf("Atlas objectives: BM25 top %d rescored to K = %d, frozen reader as teacher; tau attention %g, lm %g, loo %g",
+			a.BM25Depth, a.TopK, a.TauAttention, a.TauLM, a.TauLOO)
+		s.Summary = true
+	})
+}
+
+// trainAtlas trains one system "<objective>_<towers>".
+func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	a := s.Rec.Atlas
+	objective, towers, _ := configs.AtlasSystem(name)
+	if a.Steps == 0 || len(qs) == 0 {
+		return nil
+	}
+	sc, err := newScorer(s.Reader, s.Format, a.ScoreBatch)
+	if err != nil {
+		return err
+	}
+	defer sc.Close()
+	o := taskOptions{B: a.BatchSize, K: a.TopK, Depth: a.BM25Depth, Objective: objective, Sim: s.Loss.Sim, Both: towers == "both", PassageLRScale: a.PassageLRScale}
+	switch objective {
+	case "attention":
+		o.TauT = a.TauAttention
+	case "perplexity":
+		o.TauT = a.TauLM
+	case "loo":
+		o.TauT = a.TauLOO
+	default:
+		o.TauT = 1
+	}
+	var li *ragkit.LiveIndex
+	if o.Both {
+		mode, err := indexrefresh.ParseMode(s.Rec.IndexRefresh.Mode)
+		if err != nil {
+			return err
+		}
+		if li, err = s.NewLiveIndex(ctx, phase, mode, startStep); err != nil {
+			return err
+		}
+		defer li.Close()
+		o.Retrieve = li.RetrieveBM25(a.TopK, a.BM25Depth)
+	}
+	task, err := newTask(s, sc, qs, o, func(step int) []int {
+		return ragkit.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	ph := experiment.Phase{Name: phase, Steps: a.Steps, Task: task, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before}
+	if li != nil {
+		ph.State, ph.Tensors = li.State, li.Tensors
+	}
+	sec, err := s.RunSystemPhase(ctx, ph)
+	if err != nil {
+		return err
+	}
+	var extra map[string]float64
+	if li != nil {
+		extra = li.Close()
+	}
+	s.AddTrainRow(phase, sec, extra)
+	return s.EvaluateSystem(phase)
+}
+
+// streamAtlas is the batch stream of Atlas training (XORed into the seed).
+const streamAtlas = 0x61746c73 // "atls"
+
+// taskOptions are the settings of an Atlas task.
+type taskOptions struct {
+	B, K, Depth    int
+	Objective      string
+	TauT           float64 // the teacher's temperature (TeacherTau)
+	Sim            losses.Similarity
+	Both           bool    // train the passage tower too (over the candidates' texts, in the graph)
+	PassageLRScale float64 // its learning rate, times the phase's
+	Retrieve       func(step int, qv []float32, texts []string) ([][]int, error)
+}
+
+// task trains the retriever with one Atlas objective: s [B,K] (losses.RetrievalLogits, tau =
+// loss.temperature) against the teacher [B,K] computed from the frozen reader each step (no
+// cache: a resumed step scores what the uninterrupted one did).
+type task struct {
+	ragkit.JointBatch
+	sc        *scorer
+	objective string
+	dvec      *tensor.Dense // [B*K,H] candidate vectors (query tower only)
+	pIn       *model.Inputs // B*K candidate passages (both towers)
+	teacher   *tensor.Dense // [B,K]
+	loss      *gorgonia.Node
+	experiment.GraphParams
+}
+
+func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
+	B, K, x, m := o.B, o.K, s.Index, s.Encoder
+	t := &task{JointBatch: ragkit.JointBatch{Name: "atlas", M: m, Tok: s.Tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
+		B: B, K: K, Source: "bm25+dense", Depth: o.Depth}, sc: sc, objective: o.Objective}
+	spec, err := losses.Lookup(objectives[o.Objective])
+	if err != nil {
+		return nil, err
+	}
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	t.QueryIn = model.NewInputs(g, B, x.L, "atlas.query")
+	q, err := m.Query.Build(b, t.QueryIn, false)
+	if err != nil {
+		return nil, err
+	}
+	var d *gorgonia.Node
+	if o.Both {
+		t.pIn = model.NewInputs(g, B*K, x.L, "atlas.passages")
+		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
+			return nil, err
+		}
+	} else {
+		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
+		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("atlas.candidates"))
+	}
+	s2, err := losses.RetrievalLogits(q, d, K, x.Tau, o.Sim)
+	if err != nil {
+		return nil, err
+	}
+	flat, err := gorgonia.Reshape(s2, tensor.Shape{B * K})
+	if err != nil {
+		return nil, err
+	}
+	t.teacher = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
+	// The logits already hold sim / tau, so the student's temperature is 1.
+	if t.loss, err = spec.Build(losses.Inputs{Scores: flat, B: B, K: K, Tau: 1, TeacherTau: o.TauT, Teacher: t.teacher}); err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return nil, fmt.Errorf("atlas gradient graph: %w", err)
+	}
+	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	if o.Both {
+		ps := t.GraphParams.Params()
+		for i := range ps {
+			if strings.HasPrefix(ps[i].Name, model.PrefixPassage+".") {
+				ps[i].LRScale = o.PassageLRScale
+			}
+		}
+	}
+	return t, nil
+}
+
+func (t *task) Step(step int) (float64, int, error) {
+	batch, _, cands, err := t.Draw(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	pairs := make([]pair, 0, t.B*t.K)
+	for b, qi := range batch {
+		if len(cands[b]) < t.K {
+			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", t.Qs[qi].Query, len(cands[b]), t.K)
+		}
+		q := t.Qs[qi]
+		for _, row := range cands[b][:t.K] {
+			pairs = append(pairs, pair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+		}
+	}
+	ll, mass, err := t.sc.score(pairs)
+	if err != nil {
+		return 0, 0, err
+	}
+	te := t.teacher.Data().([]float32)
+	for b := range batch {
+		row := ll[b*t.K : (b+1)*t.K]
+		switch t.objective {
+		case "attention":
+			for k := range t.K {
+				te[b*t.K+k] = float32(mass[b*t.K+k])
+			}
+		case "loo":
+			o, err := losses.LeaveOneOut(t.K, losses.MixtureLoss(row))
+			if err != nil {
+				return 0, 0, err
+			}
+			for k, v := range o {
+				te[b*t.K+k] = float32(v)
+			}
+		default: // emdr2, perplexity: the log-likelihoods
+			for k, v := range row {
+				te[b*t.K+k] = float32(v)
+			}
+		}
+	}
+	dim := t.Index.Dim
+	var ptexts []string
+	for b := range batch {
+		for k, row := range cands[b][:t.K] {
+			if t.dvec != nil {
+				copy(t.dvec.Data().([]float32)[(b*t.K+k)*dim:], t.Index.Vecs[row*dim:(row+1)*dim])
+			} else {
+				ptexts = append(ptexts, t.Index.Texts[row])
+			}
+		}
+	}
+	if t.pIn != nil {
+		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
+		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := t.Run(); err != nil {
+		return 0, 0, err
+	}
+	return experiment.ScalarValue(t.loss), t.B, nil
+}
+
+func (t *task) Close() { t.VM.Close() }
+
+var _ trainer.Task = (*task)(nil)
