@@ -186,7 +186,7 @@
 //	reader.max_answer_tokens            3              most tokens greedy decoding generates before [SEP]; >= 1
 //	reader.init_from                    ""             directory whose weights initialise the reader: a rag export of `train export` (GPT-2 layout), a Hugging Face GPT-2 directory (activation_function "gelu") or a rag run directory; same sizes and tokenizer as the run; "" for random init
 //	rag.chunking                        "entry"        datastore chunking retrieved from: "entry", "sentence" or "window"
-//	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever)
+//	rag.candidate_source                "dense"        K candidates per question: "dense" (exact top K) or "bm25+dense" (BM25 top bm25_depth rescored by the dense retriever); kinds rag, replug and realm (REALM: rescored by the serving index)
 //	rag.bm25_depth                      20             BM25 hits rescored under "bm25+dense"; >= top_k
 //	rag.top_k                           4              K: candidates per question; >= 1
 //	rag.candidate_mass                  "renormalize"  retrieval softmax over the K candidates ("renormalize") or the whole datastore ("full", sequence objective only)
@@ -226,6 +226,7 @@
 //	realm.top_k                         4              K: candidates per question from the serving index; >= 1
 //	realm.lr                            0.0005         peak AdamW learning rate of REALM training; > 0
 //	realm.update_reader                 true           train the reader with both towers (false: the towers alone)
+//	realm.in_batch_negatives            false          normalise each question's retrieval distribution over every candidate of the batch (the others' are negatives), not its own top_k
 //	realm.passage_lr_scale              1.0            the passage tower's learning rate is realm.lr times this (systems that train it); > 0
 //	realm.passage_warmup_steps          0              the passage tower stays frozen for the first steps of those systems; >= 0
 //	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0

@@ -59,6 +59,10 @@ type Realm struct {
 	LR float64 `toml:"lr"`
 	// UpdateReader trains the reader jointly with the towers. Default true.
 	UpdateReader bool `toml:"update_reader"`
+	// InBatchNegatives normalises each question's retrieval distribution over every candidate
+	// of the batch, the other questions' candidates generating its answer with probability 0
+	// (losses.RAGSequenceInBatch), instead of over its own top_k. Default false.
+	InBatchNegatives bool `toml:"in_batch_negatives"`
 	// PassageLRScale multiplies realm.lr for the passage tower of the REALM systems that train
 	// it ("async", "sync", "off"); > 0. Default 1.
 	PassageLRScale float64 `toml:"passage_lr_scale"`

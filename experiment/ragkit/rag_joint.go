@@ -205,6 +205,7 @@ type Task struct {
 	tg    *model.Targets
 	amask *tensor.Dense // [B,T]
 	logZ  *tensor.Dense // [B], "full" candidate mass only
+	drop  *tensor.Dense // [B,B*K], in-batch negatives only: 1 where a column repeats one counted
 	loss  *gorgonia.Node
 	experiment.GraphParams
 	trainable []trainer.Param
@@ -234,6 +235,10 @@ type TaskOptions struct {
 	// Retrieve, if set, returns each question's K candidate rows of x at step (REALM: from
 	// the refresher's serving index); nil uses x.candidates.
 	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
+	// InBatch normalises each question's retrieval distribution over every candidate of the
+	// batch (losses.RAGSequenceInBatch; sequence objective, renormalize mass only): the other
+	// questions' candidates are negatives.
+	InBatch bool
 	// PassageLRScale (0: 1) multiplies the learning rate of the passage tower, and
 	// PassageFrozenSteps keeps it frozen for the first steps (TrainPassages only).
 	PassageLRScale     float64
@@ -273,7 +278,15 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("rag.candidates"))
 	}
 	towerParams := len(b.Bound())
-	s, err := losses.RetrievalLogits(q, d, K, x.Tau, sim)
+	var s *gorgonia.Node
+	if o.InBatch {
+		if objective != "sequence" || mass != "renormalize" {
+			return nil, fmt.Errorf("rag: in-batch negatives need the sequence objective and candidate_mass = \"renormalize\"")
+		}
+		s, err = losses.BatchRetrievalLogits(q, d, x.Tau, sim)
+	} else {
+		s, err = losses.RetrievalLogits(q, d, K, x.Tau, sim)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -290,6 +303,10 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 	t.amask = tensor.New(tensor.WithShape(B, T), tensor.Of(tensor.Float32))
 	am := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, T), gorgonia.WithValue(t.amask), gorgonia.WithName("rag.answer_mask"))
 	switch {
+	case o.InBatch:
+		t.drop = tensor.New(tensor.WithShape(B, B*K), tensor.Of(tensor.Float32))
+		dn := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, B*K), gorgonia.WithValue(t.drop), gorgonia.WithName("rag.drop"))
+		t.loss, err = losses.RAGSequenceInBatch(s, dn, logp, am)
 	case mass == "full" && objective == "sequence":
 		t.logZ = tensor.New(tensor.WithShape(B), tensor.Of(tensor.Float32))
 		z := gorgonia.NewVector(g, tensor.Float32, gorgonia.WithShape(B), gorgonia.WithValue(t.logZ), gorgonia.WithName("rag.logZ"))
@@ -398,6 +415,9 @@ func (t *Task) Step(step int) (float64, int, error) {
 			t.logZ.Data().([]float32)[b] = float32(t.Index.logZ(qv[b*dim : (b+1)*dim]))
 		}
 	}
+	if t.drop != nil {
+		fillDrop(t.drop.Data().([]float32), cands, t.K)
+	}
 	if t.pIn != nil {
 		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
 		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
@@ -417,3 +437,29 @@ func (t *Task) Step(step int) (float64, int, error) {
 }
 
 func (t *Task) Close() { t.VM.Close() }
+
+// fillDrop sets drop [B, B*K] for the batch's candidates (rows of the datastore): question b
+// keeps its own K and every other candidate once, dropping a repeat of one of its own or of a
+// column already kept.
+func fillDrop(drop []float32, cands [][]int, K int) {
+	B := len(cands)
+	n := B * K
+	seen := map[int]bool{}
+	for b := range B {
+		clear(seen)
+		for _, r := range cands[b][:K] {
+			seen[r] = true
+		}
+		for j := range n {
+			drop[b*n+j] = 0
+			if j/K == b {
+				continue
+			}
+			if r := cands[j/K][j%K]; seen[r] {
+				drop[b*n+j] = 1
+			} else {
+				seen[r] = true
+			}
+		}
+	}
+}

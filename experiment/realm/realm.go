@@ -19,7 +19,10 @@ import (
 //   - "async", "sync", "off": RAG-Sequence updating the query tower, the passage tower (over
 //     the candidates' texts, in the graph) and the reader (realm.update_reader), each question's
 //     K candidates retrieved from the serving index of an index_refresh.Refresher that
-//     re-encodes the datastore every index_refresh.refresh_every steps in that mode;
+//     re-encodes the datastore every index_refresh.refresh_every steps in that mode (the dense
+//     top K, or with rag.candidate_source = "bm25+dense" BM25's top rag.bm25_depth rescored
+//     by the serving index); the passage tower learns at realm.passage_lr_scale times realm.lr,
+//     frozen for its first realm.passage_warmup_steps;
 //   - "frozen": the same with the passage tower frozen: the starting index stays exact.
 //
 // Each system is then evaluated with a freshly encoded index: Recall@1/5 and the reader's exact
@@ -45,9 +48,10 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 		return nil
 	}
 	frozen := name == "frozen"
-	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: "dense",
+	src := s.Rec.RAG.CandidateSource
+	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
 		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
-		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps}
+		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives}
 	var li *ragkit.LiveIndex
 	var err error
 	if !frozen {
@@ -56,6 +60,9 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 		}
 		defer li.Close()
 		o.Retrieve = li.Retrieve(g.TopK)
+		if src == "bm25+dense" {
+			o.Retrieve = li.RetrieveBM25(g.TopK, s.Rec.RAG.BM25Depth)
+		}
 	}
 	task, err := ragkit.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
 		return ragkit.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)

@@ -180,3 +180,43 @@ refresh_every = 5
 		t.Errorf("after resume the latest checkpoint is %+v (%v), want realm_sync step 30", ck.Trainer, err)
 	}
 }
+
+// TestRealmInBatchNegativesAndCandidates runs both towers with in-batch negatives, a
+// slower passage tower with a warm-up, and BM25 candidates rescored by the serving index: every
+// step searches the index, the system is evaluated.
+func TestRealmInBatchNegativesAndCandidates(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyRealmRecipe(t, `[realm]
+systems = ["async"]
+steps = 8
+batch_size = 4
+top_k = 3
+in_batch_negatives = true
+passage_lr_scale = 0.1
+passage_warmup_steps = 3
+[index_refresh]
+refresh_every = 2
+swap_after = 1
+`)
+	rec.RAG.CandidateSource = "bm25+dense"
+	var out strings.Builder
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	steps := 0
+	for _, l := range testkit.ReadLog(t, dir) {
+		if l.Phase == "realm_async" && l.IndexStep != nil {
+			steps++
+		}
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["dense+realm_async/Recall@1"]; steps != 8 || !ok || m["realm_async/refreshes"] == 0 {
+		t.Errorf("%d steps searched the index, metrics %v", steps, m)
+	}
+}
