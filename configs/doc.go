@@ -228,6 +228,7 @@
 //	realm.update_reader                 true           train the reader with both towers (false: the towers alone)
 //	realm.in_batch_negatives            false          normalise each question's retrieval distribution over every candidate of the batch (the others' are negatives), not its own top_k
 //	realm.passage_lr_scale              1.0            the passage tower's learning rate is realm.lr times this (systems that train it); > 0
+//	realm.clip_per_tower                false          clip the passage tower's gradient by its own norm (train.grad_clip), apart from the query tower's and the reader's
 //	realm.passage_warmup_steps          0              the passage tower stays frozen for the first steps of those systems; >= 0
 //	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0
 //	atlas.systems                       ["supervised", "attention_query", "attention_both", "emdr2_query", "emdr2_both", "perplexity_query", "perplexity_both", "loo_query", "loo_both"]  retrievers trained from one start (kind "atlas"): "supervised" or "<objective>_<towers>", objective "attention", "emdr2", "perplexity" or "loo", towers "query" or "both" (index refreshed by [index_refresh])

@@ -66,6 +66,9 @@ type Realm struct {
 	// PassageLRScale multiplies realm.lr for the passage tower of the REALM systems that train
 	// it ("async", "sync", "off"); > 0. Default 1.
 	PassageLRScale float64 `toml:"passage_lr_scale"`
+	// ClipPerTower clips the passage tower's gradient by its own norm (train.grad_clip), apart
+	// from the query tower's and the reader's, in the systems that train it. Default false.
+	ClipPerTower bool `toml:"clip_per_tower"`
 	// PassageWarmupSteps keeps the passage tower frozen for the first steps of those systems
 	// (the query tower and the reader train alone), then trains it; >= 0. Default 0.
 	PassageWarmupSteps int `toml:"passage_warmup_steps"`

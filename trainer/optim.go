@@ -10,12 +10,15 @@ import (
 // values (updated in place) and, after Task.Step, its gradient. Value and Grad have the same
 // length; Grad may be nil when the parameter took no part in the step. LRScale multiplies the
 // learning rate (and so the decoupled weight decay) of this parameter, for learning rates per
-// tower; 0 means 1.
+// tower; 0 means 1. ClipGroup names the group whose gradient norm ClipGlobalNorm bounds
+// separately ("" for the main group): a tower that learns at its own rate is clipped on its own,
+// so that its gradients do not shrink the others'.
 type Param struct {
-	Name    string
-	Value   []float32
-	Grad    []float32
-	LRScale float64
+	Name      string
+	Value     []float32
+	Grad      []float32
+	LRScale   float64
+	ClipGroup string
 }
 
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter 2019, Algorithm 2):
@@ -111,7 +114,30 @@ func (o *AdamW) SetState(s OptimizerState) error {
 // ClipGlobalNorm scales every gradient by min(1, maxNorm/‖g‖₂), ‖g‖₂ over all parameters
 // together (Pascanu et al. 2013), and returns the norm before clipping. maxNorm <= 0 only
 // measures.
+//
+// Parameters with a ClipGroup are clipped by their group's own norm; the norm returned is then
+// that of every gradient together.
 func ClipGlobalNorm(params []Param, maxNorm float64) float64 {
+	grouped := false
+	for _, p := range params {
+		grouped = grouped || p.ClipGroup != ""
+	}
+	if grouped {
+		groups := map[string][]Param{}
+		var order []string
+		for _, p := range params {
+			if _, ok := groups[p.ClipGroup]; !ok {
+				order = append(order, p.ClipGroup)
+			}
+			groups[p.ClipGroup] = append(groups[p.ClipGroup], p)
+		}
+		var sq float64
+		for _, g := range order {
+			n := ClipGlobalNorm(ungrouped(groups[g]), maxNorm)
+			sq += n * n
+		}
+		return math.Sqrt(sq)
+	}
 	var sq float64
 	for _, p := range params {
 		for _, g := range p.Grad {
@@ -128,6 +154,16 @@ func ClipGlobalNorm(params []Param, maxNorm float64) float64 {
 		}
 	}
 	return norm
+}
+
+// ungrouped returns params with ClipGroup cleared (the gradients are shared).
+func ungrouped(params []Param) []Param {
+	out := make([]Param, len(params))
+	for i, p := range params {
+		p.ClipGroup = ""
+		out[i] = p
+	}
+	return out
 }
 
 // Schedule is a learning-rate schedule: linear warm-up from 0 to the peak over Warmup steps,

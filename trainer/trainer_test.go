@@ -66,6 +66,17 @@ func TestAdamWLRScale(t *testing.T) {
 	}
 }
 
+// TestClipGroups: a group's gradient is clipped by its own norm; the norm returned covers all.
+func TestClipGroups(t *testing.T) {
+	ps := []Param{{Grad: []float32{3, 0}}, {Grad: []float32{4}}, {Grad: []float32{0, 30}, ClipGroup: "passage"}}
+	if n := ClipGlobalNorm(ps, 10); math.Abs(n-math.Sqrt(25+900)) > 1e-9 {
+		t.Fatalf("norm %v, want sqrt(925)", n)
+	}
+	if ps[0].Grad[0] != 3 || ps[1].Grad[0] != 4 || ps[2].Grad[1] != 10 {
+		t.Fatalf("grads %v %v %v: want the main group kept (norm 5 < 10), the passage group clipped to 10", ps[0].Grad, ps[1].Grad, ps[2].Grad)
+	}
+}
+
 func TestClipGlobalNorm(t *testing.T) {
 	ps := []Param{{Grad: []float32{3, 0}}, {Grad: []float32{4}}}
 	if n := ClipGlobalNorm(ps, 1); math.Abs(n-5) > 1e-9 {

@@ -243,6 +243,9 @@ type TaskOptions struct {
 	// PassageFrozenSteps keeps it frozen for the first steps (TrainPassages only).
 	PassageLRScale     float64
 	PassageFrozenSteps int
+	// PassageClipGroup clips the passage tower's gradient by its own norm (train.grad_clip),
+	// apart from the query tower's and the reader's.
+	PassageClipGroup bool
 }
 
 // NewTask builds the joint training graph for batches of o.B of the questions qs, next(step)
@@ -335,6 +338,9 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 		for i := range t.trainable {
 			if strings.HasPrefix(t.trainable[i].Name, model.PrefixPassage+".") {
 				t.trainable[i].LRScale = o.PassageLRScale
+				if o.PassageClipGroup {
+					t.trainable[i].ClipGroup = model.PrefixPassage
+				}
 				t.passage = append(t.passage, i)
 			}
 		}
