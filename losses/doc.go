@@ -9,7 +9,8 @@
 // teacher ranker's scores: MarginMSE (Hofstätter et al. 2020) and KLDistill (listwise KL
 // between tempered softmaxes); their registered specs set Spec.Teacher and read
 // Inputs.Teacher. Retrieval-augmented
-// generation: RAGSequence, RAGToken, RAGSequenceFull and the posterior RAGPosterior (Lewis et
+// generation: RAGSequence, RAGToken, RAGSequenceFull, RAGSequenceInBatch (in-batch negatives,
+// with BatchRetrievalLogits) and the posterior RAGPosterior (Lewis et
 // al. 2020), and RePlugKL, the LM-supervised retriever loss of RePlug (Shi et al. 2023);
 // RetrievalLogits computes their retrieval logits s from query and candidate embeddings.
 // Atlas' retriever objectives (Izacard et al. 2022), the reader as the teacher and no passage
