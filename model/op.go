@@ -68,6 +68,15 @@ type customOp struct {
 	k   kernel
 	uid uint64 // nonzero for random ops, which Gorgonia must never merge
 	out *tensor.Dense
+
+	// Buffer sharing (ShareBuffers; ar nil without): out's backing buf is lent by ar while
+	// the op's readers have still to run; uses is their number (0: the op keeps its buffer),
+	// left those still to run in this run; release lists the producers of this op's inputs
+	// that lend their buffers.
+	ar         *arena
+	buf        any
+	uses, left int
+	release    []*customOp
 }
 
 func newOp(k kernel) *customOp { return &customOp{k: k} }
@@ -116,11 +125,17 @@ func (o *customOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, err
 	}
 	dt := outDtype(in)
-	if o.out == nil || o.out.Dtype() != dt || !o.out.Shape().Eq(s) {
+	switch {
+	case o.ar != nil:
+		o.acquire(dt, s)
+	case o.out == nil || o.out.Dtype() != dt || !o.out.Shape().Eq(s):
 		o.out = tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(dt))
 	}
 	if err := o.k.forward(in, o.out); err != nil {
 		return nil, err
+	}
+	if o.ar != nil || len(o.release) > 0 {
+		o.released()
 	}
 	return o.out, nil
 }
