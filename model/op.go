@@ -53,10 +53,15 @@ type jointGrader interface {
 }
 
 // gradTerm computes one input's gradient as k(args...). A nil k means the
-// output gradient passes through unchanged (args is then ignored).
+// output gradient passes through unchanged, or with args {argJoint} the
+// joint term's output.
 type gradTerm struct {
 	k    kernel
 	args []int
+}
+
+func (t *gradTerm) passesJoint() bool {
+	return t.k == nil && len(t.args) == 1 && t.args[0] == argJoint
 }
 
 var opSeq atomic.Uint64
@@ -208,6 +213,11 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 		}
 		if t.k == nil {
 			res[i] = grad
+			if t.passesJoint() {
+				if res[i], err = jointNode(); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		args, err := termArgs(t.args, inputs, output, grad, jointNode)
@@ -322,7 +332,11 @@ func (o *customOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 			return fmt.Errorf("model: %s: gradient of input %d: %w", o.k.name(), i, err)
 		}
 		v := g
-		if t.k != nil {
+		if t.passesJoint() {
+			if v, err = jointValue(); err != nil {
+				return err
+			}
+		} else if t.k != nil {
 			vals, err := termArgs(t.args, in, output.Value(), g, jointValue)
 			if err != nil {
 				return err
