@@ -55,7 +55,34 @@ type Options struct {
 	JSON     string // also write the results there ("" for none)
 	Command  string // the command line, printed in the header
 	Timeout  time.Duration
+	// FMAPeak is how long each FMA peak measurement runs (model.FMAPeak: every vector width
+	// on one thread and on Threads), before the timed runs of minilm-train, whose matrix
+	// products are judged against it; 0: not measured.
+	FMAPeak  time.Duration
 	Out, Log io.Writer // the table; progress and skip notices
+}
+
+// FMAPeak is one measurement of the machine's float32 FMA peak (model.FMAPeak).
+type FMAPeak struct {
+	Width   int     `json:"width_bits"`
+	Threads int     `json:"threads"`
+	GFLOPS  float64 `json:"gflops"`
+}
+
+// measurePeaks measures the FMA peak of every vector width on one thread and on o.Threads.
+func (o Options) measurePeaks(logf func(string, ...any)) []FMAPeak {
+	var peaks []FMAPeak
+	for _, w := range model.FMAWidths() {
+		for _, th := range slices.Compact([]int{1, o.Threads}) {
+			g, err := model.FMAPeak(w, th, o.FMAPeak)
+			if err != nil {
+				logf("FMA peak: %v", err)
+				continue
+			}
+			peaks = append(peaks, FMAPeak{Width: w, Threads: th, GFLOPS: g})
+		}
+	}
+	return peaks
 }
 
 // system is one side of a comparison: how to start its worker for a workload.
@@ -95,6 +122,8 @@ type Result struct {
 	// LoadStart and LoadEnd are the 1-minute load averages of the whole run.
 	LoadStart float64 `json:"load_start"`
 	LoadEnd   float64 `json:"load_end"`
+	// FMAPeaks, for minilm-train, is the FMA peak measured before its runs (Options.FMAPeak).
+	FMAPeaks []FMAPeak `json:"fma_peaks,omitempty"`
 }
 
 // Run prepares the inputs, starts the systems' workers workload by workload, alternates their
@@ -166,6 +195,10 @@ func Run(o Options) ([]Result, error) {
 		}
 		if !slices.ContainsFunc(use, func(s system) bool { return s.peer != "" }) {
 			res.Note = w.Peer + " not run (see above)"
+		}
+		if w.Name == "minilm-train" && o.FMAPeak > 0 {
+			logf("measuring the FMA peak (%v per width and thread count)", o.FMAPeak)
+			res.FMAPeaks = o.measurePeaks(logf)
 		}
 		logf("%s: %d systems, %d warm-up + %d timed runs each, alternating", w.Name, len(use), o.warmup(w), o.Reps)
 		res.Samples = o.measure(w, use, logf)

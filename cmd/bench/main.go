@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ragtrain/ragtrain/bench"
 )
@@ -45,6 +46,7 @@ func main() {
 		profile  = flag.Bool("profile", false, "write CPU and allocation profiles of our workers into -work")
 		work     = flag.String("work", "", "scratch directory (default a new temporary one, removed at the end unless -profile)")
 		jsonOut  = flag.String("json", "", "also write the results as JSON to this file")
+		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
 	)
 	flag.Parse()
 	if *worker != "" {
@@ -65,7 +67,7 @@ func main() {
 	o := bench.Options{
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
-		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut,
+		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
 	}
