@@ -21,7 +21,6 @@ import (
 // during the run, or name it in keep. Call ShareBuffers once the graph is complete (gradients
 // included: gorgonia.Grad adds nodes), before the first run; calling it again changes nothing.
 func ShareBuffers(g *gorgonia.ExprGraph, keep ...*gorgonia.Node) {
-	ar := &arena{free: map[bufKey][]any{}}
 	ops := map[*gorgonia.Node]*customOp{}
 	for _, n := range g.AllNodes() {
 		if o, ok := n.Op().(*customOp); ok {
@@ -31,44 +30,62 @@ func ShareBuffers(g *gorgonia.ExprGraph, keep ...*gorgonia.Node) {
 			ops[n] = o
 		}
 	}
-	pinned := map[*customOp]bool{}
+	kept := map[*gorgonia.Node]bool{}
 	for _, n := range keep {
-		if o, ok := ops[n]; ok {
-			pinned[o] = true
+		kept[n] = true
+	}
+	ar := &arena{free: map[bufKey][]any{}}
+	for n, o := range ops {
+		readers, ok := customReaders(g, n, ops, kept)
+		if !ok || len(readers) == 0 {
+			continue // the op keeps its buffer
+		}
+		o.ar, o.uses = ar, len(readers)
+		for _, c := range readers {
+			c.release = append(c.release, o)
 		}
 	}
-	for _, n := range g.AllNodes() {
-		c, custom := ops[n]
-		for it := g.From(n.ID()); it.Next(); {
-			p, ok := ops[it.Node().(*gorgonia.Node)]
-			if !ok {
+}
+
+// customReaders returns the custom ops that read n's value once it is computed: its consumers
+// that are custom ops, and through consumers that are not (Gorgonia's own ops, such as the sums
+// of gradient contributions that gorgonia.Grad adds), the custom ops that read their results, by
+// which time those have read n (a Gorgonia op may also have written its result into n's buffer,
+// which then dies with that result). It reports false if n's value may be read after the run: n
+// is in keep, or a path of non-custom consumers from n ends in a node in keep or in one that
+// nothing reads (a loss, a parameter's gradient, a gorgonia.Read).
+func customReaders(g *gorgonia.ExprGraph, n *gorgonia.Node, ops map[*gorgonia.Node]*customOp, keep map[*gorgonia.Node]bool) ([]*customOp, bool) {
+	if keep[n] {
+		return nil, false
+	}
+	var readers []*customOp
+	seen := map[*gorgonia.Node]bool{}
+	var walk func(m *gorgonia.Node) bool
+	walk = func(m *gorgonia.Node) bool {
+		consumers := g.To(m.ID())
+		if consumers.Len() == 0 {
+			return false
+		}
+		for consumers.Next() {
+			c := consumers.Node().(*gorgonia.Node)
+			if seen[c] {
 				continue
 			}
-			if !custom {
-				pinned[p] = true
+			seen[c] = true
+			if o, ok := ops[c]; ok {
+				readers = append(readers, o)
 				continue
 			}
-			p.uses++
-			c.release = append(c.release, p)
-		}
-	}
-	for _, o := range ops {
-		if o.uses == 0 || pinned[o] {
-			o.uses = 0 // never returned: the op keeps its buffer
-			continue
-		}
-		o.ar = ar
-	}
-	// Consumers release only producers that lend their buffers.
-	for _, o := range ops {
-		kept := o.release[:0]
-		for _, p := range o.release {
-			if p.ar != nil {
-				kept = append(kept, p)
+			if keep[c] || !walk(c) {
+				return false
 			}
 		}
-		o.release = kept
+		return true
 	}
+	if !walk(n) {
+		return nil, false
+	}
+	return readers, true
 }
 
 // bufKey identifies interchangeable buffers: the element type and the number of elements.
