@@ -101,9 +101,11 @@ func bestPeak(ps []FMAPeak, threads int) *FMAPeak {
 	return best
 }
 
-// printPeakShare judges r's matrix-product rate (our default build's GFLOP/s: the run's GEMM
-// FLOPs counted from the shapes over its median wall time, so everything else the step does
-// counts as time too) against the best FMA peak measured on o.Threads threads.
+// printPeakShare judges the matrix products of r (our default build's) against the best FMA peak
+// measured on o.Threads threads, by their own rate when our worker counted it (GEMMGFLOPS: the
+// flops of the Linear and MatMul products and their gradients over the wall time spent in
+// them), else by the run's GEMM FLOPs counted from the shapes over its median wall time
+// (GFLOPS, everything else the step does counting as time); both are printed.
 func (o Options) printPeakShare(w io.Writer, r Result, verdict func(bool) string) {
 	title := fmt.Sprintf("%s: matrix products >= %.0f%% of the FMA peak", r.Workload.Title, 100*PeakShare)
 	peak := bestPeak(r.FMAPeaks, o.Threads)
@@ -117,10 +119,17 @@ func (o Options) printPeakShare(w io.Writer, r Result, verdict func(bool) string
 		fmt.Fprintf(w, "- %s: not measured\n", title)
 		return
 	}
+	of := fmt.Sprintf("%.1f GFLOP/s (the %d-bit FMA loop on %d threads, the best measured; our kernel's width: %d bits)",
+		peak.GFLOPS, peak.Width, peak.Threads, model.KernelWidth())
+	step := fmt.Sprintf("whole step %.1f GFLOP/s (its GEMM FLOPs / its median wall time) = %.0f%%", ours.GFLOPS, 100*ours.GFLOPS/peak.GFLOPS)
 	share := ours.GFLOPS / peak.GFLOPS
-	fmt.Fprintf(w, "- %s: %.1f GFLOP/s with %s (the step's GEMM FLOPs / its median wall time) = %.0f%% of %.1f GFLOP/s "+
-		"(the %d-bit FMA loop on %d threads, the best measured; our kernel's width: %d bits): %s\n",
-		title, ours.GFLOPS, ours.Label, 100*share, peak.GFLOPS, peak.Width, peak.Threads, model.KernelWidth(), verdict(share >= PeakShare))
+	if ours.GEMMGFLOPS > 0 {
+		share = ours.GEMMGFLOPS / peak.GFLOPS
+		fmt.Fprintf(w, "- %s: %.1f GFLOP/s in the products themselves (counted GEMM flops / time in GEMM, attention's blocks excluded) = %.0f%% of %s; %s; with %s: %s\n",
+			title, ours.GEMMGFLOPS, 100*share, of, step, ours.Label, verdict(share >= PeakShare))
+		return
+	}
+	fmt.Fprintf(w, "- %s: %s of %s, with %s: %s\n", title, step, of, ours.Label, verdict(share >= PeakShare))
 }
 
 // NoisyLoad is the 1-minute load average above which a run's speed verdicts are not given: on

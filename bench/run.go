@@ -106,9 +106,14 @@ type Sample struct {
 	PerSecond float64   `json:"throughput"`
 	Ratio     float64   `json:"ratio_vs_peer,omitempty"` // our throughput / the peer's
 	GFLOPS    float64   `json:"gflops,omitempty"`
-	PeakRSS   int64     `json:"peak_rss_kib"`
-	Digest    string    `json:"digest,omitempty"`
-	Err       string    `json:"error,omitempty"`
+	// GEMMGFLOPS is the median over runs of the matrix products' own rate, the flops our
+	// worker counted in them over the time it spent in them (model.CountGEMM; not attention's
+	// per-block products); 0 for peers.
+	GEMMGFLOPS float64   `json:"gemm_gflops,omitempty"`
+	gemmRates  []float64 // per run
+	PeakRSS    int64     `json:"peak_rss_kib"`
+	Digest     string    `json:"digest,omitempty"`
+	Err        string    `json:"error,omitempty"`
 }
 
 // Result is one workload's samples.
@@ -276,6 +281,9 @@ func (o Options) measure(w Workload, systems []system, logf func(string, ...any)
 				samples[i].CPU = append(samples[i].CPU, m.CPUSeconds)
 				samples[i].Units = m.Units
 				samples[i].Digest = m.Digest
+				if m.GEMMSeconds > 0 {
+					samples[i].gemmRates = append(samples[i].gemmRates, m.GEMMFLOPs/m.GEMMSeconds/1e9)
+				}
 			}
 		}
 	}
@@ -301,7 +309,7 @@ func finish(r *Result) {
 		if len(s.Seconds) == 0 {
 			continue
 		}
-		s.Median, s.MedianCPU = median(s.Seconds), median(s.CPU)
+		s.Median, s.MedianCPU, s.GEMMGFLOPS = median(s.Seconds), median(s.CPU), median(s.gemmRates)
 		if s.Median > 0 {
 			s.PerSecond = float64(s.Units) / s.Median
 			s.GFLOPS = r.GFLOP / s.Median

@@ -15,11 +15,14 @@ import (
 // activations at a time instead of all of them, and a training graph frees each gradient once
 // it has been consumed and each forward value after its last use in the backward pass.
 //
-// After a run, the value of a node is valid only if it is in keep, or nothing in g reads it (the
-// loss, the gradients of the parameters), or an op other than this package's reads it (a
-// Gorgonia op, a gorgonia.Read): those keep their own buffers. Read every other node's value
+// After a run, the value of a node is valid only if it keeps its own buffer: it is in keep, or
+// nothing in g reads it (the loss, the gradients of the parameters), or one of the paths from
+// it through ops other than this package's (Gorgonia's sums of gradient contributions,
+// reshapes, a loss) ends in such a node or in a gorgonia.Read. Read every other node's value
 // during the run, or name it in keep. Call ShareBuffers once the graph is complete (gradients
 // included: gorgonia.Grad adds nodes), before the first run; calling it again changes nothing.
+// Run the graph with a TapeMachine: a LispMachine reads forward values in its backward pass,
+// after their buffers have gone back.
 func ShareBuffers(g *gorgonia.ExprGraph, keep ...*gorgonia.Node) {
 	ops := map[*gorgonia.Node]*customOp{}
 	for _, n := range g.AllNodes() {
