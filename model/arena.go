@@ -38,7 +38,11 @@ func ShareBuffers(g *gorgonia.ExprGraph, keep ...*gorgonia.Node) {
 		kept[n] = true
 	}
 	ar := &arena{free: map[bufKey][]any{}}
-	for n, o := range ops {
+	for _, n := range g.AllNodes() { // in the graph's order, so that buffers go back in the same order every time
+		o, ok := ops[n]
+		if !ok {
+			continue
+		}
 		readers, ok := customReaders(g, n, ops, kept)
 		if !ok || len(readers) == 0 {
 			continue // the op keeps its buffer
