@@ -38,6 +38,7 @@ type Tower struct {
 	dt     tensor.Dtype
 
 	unfusedAttention bool // build attention from the separate ops (tests compare)
+	unfusedNormGELU  bool // build Add + LayerNorm and Linear + GELU as separate ops (tests compare)
 }
 
 // NewBiEncoder validates cfg and initialises the towers' float32 parameters

@@ -226,6 +226,12 @@ type towerRun struct {
 // the RNG set by reseed(run) before each, and returns what each run gives.
 func runModel(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binder, reseed func(run int)) []towerRun {
 	t.Helper()
+	return runModelShared(t, loss, outs, b, reseed, false)
+}
+
+// runModelShared is runModel, with the graph's buffers shared (ShareBuffers) when share is set.
+func runModelShared(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binder, reseed func(run int), share bool) []towerRun {
+	t.Helper()
 	vals := make([]gorgonia.Value, len(outs))
 	for i, o := range outs {
 		gorgonia.Read(o, &vals[i])
@@ -233,6 +239,9 @@ func runModel(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binde
 	grads, err := gorgonia.Grad(loss, b.Nodes()...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if share {
+		ShareBuffers(loss.Graph())
 	}
 	vm := gorgonia.NewTapeMachine(loss.Graph())
 	defer vm.Close()
