@@ -50,55 +50,13 @@ func TestShareBuffersTrainingMatches(t *testing.T) {
 			})
 		}
 		t.Run(fmt.Sprintf("cross %v", dt), func(t *testing.T) {
-			cfg := tinyTransformer()
-			cfg.Pooling, cfg.Dropout = PoolingCLS, 0.1
-			const B, L = 3, 8
-			run := func(share bool) ([]towerRun, []string) {
-				m, err := newCrossEncoder(cfg, 5, dt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				b, in, s := scoreGraph(t, m, B, L, true)
-				loss, err := weightedSum(s, 4)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids, mask, types := pairBatchFixture(rand.New(rand.NewPCG(2, 2)), B, L, cfg.Vocab)
-				if err := in.Let(ids, mask, types); err != nil {
-					t.Fatal(err)
-				}
-				res := runModelShared(t, loss, []*gorgonia.Node{s}, b, func(run int) {
-					m.SetRNG(rand.New(rand.NewPCG(6, uint64(run))))
-				}, share)
-				return res, boundNames(b)
-			}
+			run := func(share bool) ([]towerRun, []string) { return crossEncoderStep(t, dt, share, nil) }
 			got, names := run(true)
 			want, _ := run(false)
 			sameRuns(t, got, want, names)
 		})
 		t.Run(fmt.Sprintf("reader %v", dt), func(t *testing.T) {
-			cfg := tinyReaderConfig()
-			cfg.Dropout, cfg.Hidden, cfg.Heads = 0.1, 12, 3
-			run := func(share bool) ([]towerRun, []string) {
-				r, err := newReader(cfg, 3, dt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				const B, L = 2, 5
-				rg := newReaderGraph(t, r, B, L, 6, true)
-				ids := []int{2, 3, 4, 5, 0, 2, 6, 7, 0, 0}
-				mask := []float32{1, 1, 1, 1, 0, 1, 1, 1, 0, 0}
-				if err := rg.in.Let(ids, mask, nil); err != nil {
-					t.Fatal(err)
-				}
-				if err := rg.tg.Let([]int{0, 1, 2, 5, 6, -1}, []int{3, 4, 5, 6, 7, 0}); err != nil {
-					t.Fatal(err)
-				}
-				res := runModelShared(t, rg.total, []*gorgonia.Node{rg.logp}, rg.b, func(run int) {
-					r.SetRNG(rand.New(rand.NewPCG(8, uint64(run))))
-				}, share)
-				return res, boundNames(rg.b)
-			}
+			run := func(share bool) ([]towerRun, []string) { return readerStep(t, dt, share, nil, nil) }
 			got, names := run(true)
 			want, _ := run(false)
 			sameRuns(t, got, want, names)
@@ -205,4 +163,67 @@ func TestShareBuffersRunnerMatches(t *testing.T) {
 		}
 		sameBits(t, fmt.Sprintf("rows %d..%d", start, start+rows-1), g, want[:rows*h])
 	}
+}
+
+// crossEncoderStep runs a tiny cross-encoder's scoring step (B 3, L 8, CLS pooling, dropout 0.1)
+// twice through runModelShared and returns the runs and the bound parameter names; tweak (may
+// be nil) adjusts the model before its graph is built.
+func crossEncoderStep(t *testing.T, dt tensor.Dtype, share bool, tweak func(*CrossEncoder)) ([]towerRun, []string) {
+	t.Helper()
+	cfg := tinyTransformer()
+	cfg.Pooling, cfg.Dropout = PoolingCLS, 0.1
+	const B, L = 3, 8
+	m, err := newCrossEncoder(cfg, 5, dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(m)
+	}
+	b, in, s := scoreGraph(t, m, B, L, true)
+	loss, err := weightedSum(s, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids, mask, types := pairBatchFixture(rand.New(rand.NewPCG(2, 2)), B, L, cfg.Vocab)
+	if err := in.Let(ids, mask, types); err != nil {
+		t.Fatal(err)
+	}
+	res := runModelShared(t, loss, []*gorgonia.Node{s}, b, func(run int) {
+		m.SetRNG(rand.New(rand.NewPCG(6, uint64(run))))
+	}, share)
+	return res, boundNames(b)
+}
+
+// readerStep runs a tiny GPT-2 reader's training step (B 2, L 5, H 12, 3 heads, dropout 0.1)
+// twice through runModelShared; tweak (may be nil) adjusts the reader first and check (may be
+// nil) inspects its graph.
+func readerStep(t *testing.T, dt tensor.Dtype, share bool, tweak func(*Reader), check func(*readerGraph, EncoderConfig)) ([]towerRun, []string) {
+	t.Helper()
+	cfg := tinyReaderConfig()
+	cfg.Dropout, cfg.Hidden, cfg.Heads = 0.1, 12, 3
+	r, err := newReader(cfg, 3, dt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tweak != nil {
+		tweak(r)
+	}
+	const B, L = 2, 5
+	rg := newReaderGraph(t, r, B, L, 6, true)
+	ids := []int{2, 3, 4, 5, 0, 2, 6, 7, 0, 0}
+	mask := []float32{1, 1, 1, 1, 0, 1, 1, 1, 0, 0}
+	if err := rg.in.Let(ids, mask, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := rg.tg.Let([]int{0, 1, 2, 5, 6, -1}, []int{3, 4, 5, 6, 7, 0}); err != nil {
+		t.Fatal(err)
+	}
+	res := runModelShared(t, rg.total, []*gorgonia.Node{rg.logp}, rg.b, func(run int) {
+		r.SetRNG(rand.New(rand.NewPCG(8, uint64(run))))
+	}, share)
+	if check != nil {
+		check(rg, cfg)
+	}
+	return res, boundNames(rg.b)
 }

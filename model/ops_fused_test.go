@@ -188,28 +188,8 @@ func TestTowerFusedNormGELUMatchesUnfused(t *testing.T) {
 			})
 		}
 		t.Run(fmt.Sprintf("cross %v", dt), func(t *testing.T) {
-			cfg := tinyTransformer()
-			cfg.Pooling, cfg.Dropout = PoolingCLS, 0.1
-			const B, L = 3, 8
 			run := func(fused bool) ([]towerRun, []string) {
-				m, err := newCrossEncoder(cfg, 5, dt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				m.Encoder.unfusedNormGELU = !fused
-				b, in, s := scoreGraph(t, m, B, L, true)
-				loss, err := weightedSum(s, 4)
-				if err != nil {
-					t.Fatal(err)
-				}
-				ids, mask, types := pairBatchFixture(rand.New(rand.NewPCG(2, 2)), B, L, cfg.Vocab)
-				if err := in.Let(ids, mask, types); err != nil {
-					t.Fatal(err)
-				}
-				res := runModelShared(t, loss, []*gorgonia.Node{s}, b, func(run int) {
-					m.SetRNG(rand.New(rand.NewPCG(6, uint64(run))))
-				}, true)
-				return res, boundNames(b)
+				return crossEncoderStep(t, dt, true, func(m *CrossEncoder) { m.Encoder.unfusedNormGELU = !fused })
 			}
 			got, names := run(true)
 			want, _ := run(false)
