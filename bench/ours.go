@@ -243,6 +243,7 @@ func newTrainGraph(g *gorgonia.ExprGraph, b *model.Binder, loss *gorgonia.Node, 
 	if _, err := gorgonia.Grad(loss, b.Nodes()...); err != nil {
 		return nil, err
 	}
+	model.ShareBuffers(g, loss)
 	t := &trainGraph{vm: gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)), bound: b.Bound(),
 		opt: trainer.NewAdamW(o.WD), clip: o.Clip, lr: o.LR}
 	for _, bd := range t.bound {

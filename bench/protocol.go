@@ -34,7 +34,11 @@ type message struct {
 	Loss       float64 `json:"loss,omitempty"`
 	Digest     string  `json:"digest,omitempty"`
 	PeakRSSKiB int64   `json:"peak_rss_kib,omitempty"`
-	Error      string  `json:"error,omitempty"`
+	// GEMMFLOPs and GEMMSeconds are the flops and wall time of the run's matrix products that
+	// our worker counted (model.CountGEMM); peers send neither.
+	GEMMFLOPs   float64 `json:"gemm_flops,omitempty"`
+	GEMMSeconds float64 `json:"gemm_seconds,omitempty"`
+	Error       string  `json:"error,omitempty"`
 }
 
 // Profiles name the pprof files a Go worker writes ("" for none): CPU over its timed runs,
@@ -59,6 +63,7 @@ func Serve(name, dir string, in io.Reader, out io.Writer, prof Profiles) error {
 	if prof.Mem != "" {
 		runtime.MemProfileRate = 64 << 10
 	}
+	model.CountGEMM(true)
 	if err := enc.Encode(message{Ready: true, System: "ragtrain (" + model.BLAS() + ")", Threads: runtime.GOMAXPROCS(0)}); err != nil {
 		return err
 	}
@@ -79,14 +84,16 @@ func Serve(name, dir string, in io.Reader, out io.Writer, prof Profiles) error {
 				defer pprof.StopCPUProfile()
 				profiling = true
 			}
+			model.GEMMCounts() // what building the job counted
 			t0, c0 := time.Now(), cpuSeconds()
 			units, err := j.run()
 			sec, cpu := time.Since(t0).Seconds(), cpuSeconds()-c0
 			if err != nil {
 				return fail(err)
 			}
+			gf, gs := model.GEMMCounts()
 			loss, digest := j.check()
-			if err := enc.Encode(message{Seconds: sec, CPUSeconds: cpu, Units: units, Loss: loss, Digest: digest}); err != nil {
+			if err := enc.Encode(message{Seconds: sec, CPUSeconds: cpu, Units: units, Loss: loss, Digest: digest, GEMMFLOPs: gf, GEMMSeconds: gs}); err != nil {
 				return err
 			}
 		case "quit":

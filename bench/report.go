@@ -5,6 +5,8 @@ import (
 	"io"
 	"runtime"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/model"
 )
 
 // printTable writes the results as a Markdown table, then the rankings check and the issue's
@@ -65,7 +67,69 @@ func (o Options) printTable(results []Result, load0, load1 float64) {
 			fmt.Fprintln(w, rankingCheck(r))
 		}
 	}
+	for _, r := range results {
+		if len(r.FMAPeaks) > 0 {
+			fmt.Fprintf(w, "FMA peak (%s, before the %s runs): %s\n", peakMethod, r.Name, peaksString(r.FMAPeaks))
+		}
+	}
 	o.printTargets(w, results, load0, load1)
+}
+
+const peakMethod = "model.FMAPeak: a loop of 12 independent float32 FMA chains on registers of each vector width, " +
+	"one goroutine per thread, no loads or stores"
+
+func peaksString(ps []FMAPeak) string {
+	var parts []string
+	for _, p := range ps {
+		parts = append(parts, fmt.Sprintf("%d-bit on %d thread(s) %.1f GFLOP/s", p.Width, p.Threads, p.GFLOPS))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PeakShare is the bar for the matrix products of the MiniLM training step: at least
+// this share of the measured FMA peak.
+const PeakShare = 0.5
+
+// bestPeak is the highest FMA peak measured on threads threads (nil if none was).
+func bestPeak(ps []FMAPeak, threads int) *FMAPeak {
+	var best *FMAPeak
+	for i := range ps {
+		if ps[i].Threads == threads && (best == nil || ps[i].GFLOPS > best.GFLOPS) {
+			best = &ps[i]
+		}
+	}
+	return best
+}
+
+// printPeakShare judges the matrix products of r (our default build's) against the best FMA peak
+// measured on o.Threads threads, by their own rate when our worker counted it (GEMMGFLOPS: the
+// flops of the Linear and MatMul products and their gradients over the wall time spent in
+// them), else by the run's GEMM FLOPs counted from the shapes over its median wall time
+// (GFLOPS, everything else the step does counting as time); both are printed.
+func (o Options) printPeakShare(w io.Writer, r Result, verdict func(bool) string) {
+	title := fmt.Sprintf("%s: matrix products >= %.0f%% of the FMA peak", r.Workload.Title, 100*PeakShare)
+	peak := bestPeak(r.FMAPeaks, o.Threads)
+	var ours *Sample // the default build's, else OpenBLAS's
+	for i := range r.Samples {
+		if s := &r.Samples[i]; !s.Peer && s.GFLOPS > 0 && (ours == nil || strings.Contains(ours.Label, "OpenBLAS")) {
+			ours = s
+		}
+	}
+	if peak == nil || ours == nil || peak.GFLOPS <= 0 {
+		fmt.Fprintf(w, "- %s: not measured\n", title)
+		return
+	}
+	of := fmt.Sprintf("%.1f GFLOP/s (the %d-bit FMA loop on %d threads, the best measured; our kernel's width: %d bits)",
+		peak.GFLOPS, peak.Width, peak.Threads, model.KernelWidth())
+	step := fmt.Sprintf("whole step %.1f GFLOP/s (its GEMM FLOPs / its median wall time) = %.0f%%", ours.GFLOPS, 100*ours.GFLOPS/peak.GFLOPS)
+	share := ours.GFLOPS / peak.GFLOPS
+	if ours.GEMMGFLOPS > 0 {
+		share = ours.GEMMGFLOPS / peak.GFLOPS
+		fmt.Fprintf(w, "- %s: %.1f GFLOP/s in the products themselves (counted GEMM flops / time in GEMM, attention's blocks excluded) = %.0f%% of %s; %s; with %s: %s\n",
+			title, ours.GEMMGFLOPS, 100*share, of, step, ours.Label, verdict(share >= PeakShare))
+		return
+	}
+	fmt.Fprintf(w, "- %s: %s of %s, with %s: %s\n", title, step, of, ours.Label, verdict(share >= PeakShare))
 }
 
 // NoisyLoad is the 1-minute load average above which a run's speed verdicts are not given: on
@@ -123,6 +187,11 @@ func (o Options) printTargets(w io.Writer, results []Result, load0, load1 float6
 			continue
 		}
 		fmt.Fprintf(w, "- %s >= %.1fx %s: %.2fx with %s: %s\n", r.Workload.Title, r.Workload.Target, peerName(r), s.Ratio, which, verdict(s.Ratio >= r.Workload.Target))
+	}
+	for _, r := range results {
+		if len(r.FMAPeaks) > 0 {
+			o.printPeakShare(w, r, verdict)
+		}
 	}
 	var worse []string
 	compared := 0

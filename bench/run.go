@@ -55,7 +55,34 @@ type Options struct {
 	JSON     string // also write the results there ("" for none)
 	Command  string // the command line, printed in the header
 	Timeout  time.Duration
+	// FMAPeak is how long each FMA peak measurement runs (model.FMAPeak: every vector width
+	// on one thread and on Threads), before the timed runs of minilm-train, whose matrix
+	// products are judged against it; 0: not measured.
+	FMAPeak  time.Duration
 	Out, Log io.Writer // the table; progress and skip notices
+}
+
+// FMAPeak is one measurement of the machine's float32 FMA peak (model.FMAPeak).
+type FMAPeak struct {
+	Width   int     `json:"width_bits"`
+	Threads int     `json:"threads"`
+	GFLOPS  float64 `json:"gflops"`
+}
+
+// measurePeaks measures the FMA peak of every vector width on one thread and on o.Threads.
+func (o Options) measurePeaks(logf func(string, ...any)) []FMAPeak {
+	var peaks []FMAPeak
+	for _, w := range model.FMAWidths() {
+		for _, th := range slices.Compact([]int{1, o.Threads}) {
+			g, err := model.FMAPeak(w, th, o.FMAPeak)
+			if err != nil {
+				logf("FMA peak: %v", err)
+				continue
+			}
+			peaks = append(peaks, FMAPeak{Width: w, Threads: th, GFLOPS: g})
+		}
+	}
+	return peaks
 }
 
 // system is one side of a comparison: how to start its worker for a workload.
@@ -79,9 +106,14 @@ type Sample struct {
 	PerSecond float64   `json:"throughput"`
 	Ratio     float64   `json:"ratio_vs_peer,omitempty"` // our throughput / the peer's
 	GFLOPS    float64   `json:"gflops,omitempty"`
-	PeakRSS   int64     `json:"peak_rss_kib"`
-	Digest    string    `json:"digest,omitempty"`
-	Err       string    `json:"error,omitempty"`
+	// GEMMGFLOPS is the median over runs of the matrix products' own rate, the flops our
+	// worker counted in them over the time it spent in them (model.CountGEMM; not attention's
+	// per-block products); 0 for peers.
+	GEMMGFLOPS float64   `json:"gemm_gflops,omitempty"`
+	gemmRates  []float64 // per run
+	PeakRSS    int64     `json:"peak_rss_kib"`
+	Digest     string    `json:"digest,omitempty"`
+	Err        string    `json:"error,omitempty"`
 }
 
 // Result is one workload's samples.
@@ -95,6 +127,8 @@ type Result struct {
 	// LoadStart and LoadEnd are the 1-minute load averages of the whole run.
 	LoadStart float64 `json:"load_start"`
 	LoadEnd   float64 `json:"load_end"`
+	// FMAPeaks, for minilm-train, is the FMA peak measured before its runs (Options.FMAPeak).
+	FMAPeaks []FMAPeak `json:"fma_peaks,omitempty"`
 }
 
 // Run prepares the inputs, starts the systems' workers workload by workload, alternates their
@@ -166,6 +200,10 @@ func Run(o Options) ([]Result, error) {
 		}
 		if !slices.ContainsFunc(use, func(s system) bool { return s.peer != "" }) {
 			res.Note = w.Peer + " not run (see above)"
+		}
+		if w.Name == "minilm-train" && o.FMAPeak > 0 {
+			logf("measuring the FMA peak (%v per width and thread count)", o.FMAPeak)
+			res.FMAPeaks = o.measurePeaks(logf)
 		}
 		logf("%s: %d systems, %d warm-up + %d timed runs each, alternating", w.Name, len(use), o.warmup(w), o.Reps)
 		res.Samples = o.measure(w, use, logf)
@@ -243,6 +281,9 @@ func (o Options) measure(w Workload, systems []system, logf func(string, ...any)
 				samples[i].CPU = append(samples[i].CPU, m.CPUSeconds)
 				samples[i].Units = m.Units
 				samples[i].Digest = m.Digest
+				if m.GEMMSeconds > 0 {
+					samples[i].gemmRates = append(samples[i].gemmRates, m.GEMMFLOPs/m.GEMMSeconds/1e9)
+				}
 			}
 		}
 	}
@@ -268,7 +309,7 @@ func finish(r *Result) {
 		if len(s.Seconds) == 0 {
 			continue
 		}
-		s.Median, s.MedianCPU = median(s.Seconds), median(s.CPU)
+		s.Median, s.MedianCPU, s.GEMMGFLOPS = median(s.Seconds), median(s.CPU), median(s.gemmRates)
 		if s.Median > 0 {
 			s.PerSecond = float64(s.Units) / s.Median
 			s.GFLOPS = r.GFLOP / s.Median

@@ -333,3 +333,45 @@ func TestPyTorchSameModelsSciFact(t *testing.T) {
 		}
 	}
 }
+
+// TestPeakShareVerdict: the minilm-train row is judged against the best FMA peak measured on the
+// run's threads (the default build's GFLOP/s over it), "noisy" under load, "not measured"
+// without a peak.
+func TestPeakShareVerdict(t *testing.T) {
+	w, _ := Find("minilm-train")
+	r := Result{Workload: w, Name: w.Name, Samples: []Sample{
+		{Label: "ours, Go kernel", Seconds: []float64{1}, Units: 8, GFLOPS: 120},
+		{Label: "ours, OpenBLAS", Seconds: []float64{1}, Units: 8, GFLOPS: 60},
+		{Label: "PyTorch 2 eager", Peer: true, Seconds: []float64{1}, Units: 8, GFLOPS: 100},
+	}, FMAPeaks: []FMAPeak{{256, 1, 115}, {256, 2, 230}, {512, 1, 110}, {512, 2, 200}}}
+	for _, c := range []struct {
+		load  float64
+		peaks []FMAPeak
+		want  string
+	}{
+		{0.5, r.FMAPeaks, "matrix products >= 50% of the FMA peak: whole step 120.0 GFLOP/s (its GEMM FLOPs / its median wall time) = 52% of 230.0 GFLOP/s (the 256-bit FMA loop on 2 threads"},
+		{0.5, r.FMAPeaks[:1], "of the FMA peak: not measured"},
+		{3, r.FMAPeaks, "= 52% of 230.0 GFLOP/s"},
+		{0.5, nil, "matrix products >= 50% of the FMA peak: 138.0 GFLOP/s in the products themselves (counted GEMM flops / time in GEMM, attention's blocks excluded) = 60% of 230.0 GFLOP/s"},
+	} {
+		rc := r
+		rc.FMAPeaks = c.peaks
+		if c.peaks == nil {
+			rc.FMAPeaks = r.FMAPeaks
+			rc.Samples = slices.Clone(r.Samples)
+			rc.Samples[0].GEMMGFLOPS = 138
+		}
+		var out bytes.Buffer
+		Options{Out: &out, Reps: 1, Threads: 2}.printTable([]Result{rc}, c.load, c.load)
+		table := out.String()
+		if !strings.Contains(table, c.want) {
+			t.Errorf("load %v, peaks %v: table lacks %q:\n%s", c.load, c.peaks, c.want, table)
+		}
+		if c.load > NoisyLoad && !strings.Contains(table, "Go kernel: noisy") || c.load < NoisyLoad && len(c.peaks) != 1 && !strings.Contains(table, "Go kernel: PASS") {
+			t.Errorf("load %v: wrong verdict:\n%s", c.load, table)
+		}
+		if !strings.Contains(table, "FMA peak (model.FMAPeak") {
+			t.Errorf("table lacks the FMA peak line:\n%s", table)
+		}
+	}
+}

@@ -33,17 +33,8 @@ func CandidateScores(q, p *G.Node, m int, sim Similarity) (*G.Node, error) {
 	if err := wantShape(loss, "p", p, b*k, h); err != nil {
 		return nil, err
 	}
-	switch sim {
-	case Dot:
-	case Cosine:
-		if q, err = l2NormalizeRows(q); err != nil {
-			return nil, err
-		}
-		if p, err = l2NormalizeRows(p); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
+	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+		return nil, err
 	}
 	pt, err := G.Transpose(p)
 	if err != nil {

@@ -125,17 +125,8 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 		}
 	}
 
-	switch sim {
-	case Dot:
-	case Cosine:
-		if q, err = l2NormalizeRows(q); err != nil {
-			return nil, err
-		}
-		if p, err = l2NormalizeRows(p); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
+	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+		return nil, err
 	}
 
 	pt, err := G.Transpose(p)
@@ -184,6 +175,26 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
 	}
 	return out, nil
+}
+
+// applySimilarity prepares embedding nodes for the inner products of sim: unchanged for Dot,
+// each row L2-normalised (l2NormalizeRows) for Cosine, normalised in the order given. An
+// unknown similarity is an error naming the loss.
+func applySimilarity(loss string, sim Similarity, xs ...**G.Node) error {
+	switch sim {
+	case Dot:
+		return nil
+	case Cosine:
+		for _, x := range xs {
+			y, err := l2NormalizeRows(*x)
+			if err != nil {
+				return err
+			}
+			*x = y
+		}
+		return nil
+	}
+	return errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
 }
 
 // l2NormalizeRows returns x_r / sqrt(|x_r|² + NormEps) for every row of a [R,H] node.

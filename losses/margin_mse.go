@@ -50,17 +50,8 @@ func MarginMSE(q, pPos, pNeg, tPos, tNeg *G.Node, sim Similarity) (*G.Node, erro
 			return nil, err
 		}
 	}
-	var err error
-	switch sim {
-	case Dot:
-	case Cosine:
-		for _, x := range []**G.Node{&q, &pPos, &pNeg} {
-			if *x, err = l2NormalizeRows(*x); err != nil {
-				return nil, err
-			}
-		}
-	default:
-		return nil, errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
+	if err := applySimilarity(loss, sim, &q, &pPos, &pNeg); err != nil {
+		return nil, err
 	}
 	rowDot := func(a, b *G.Node) (*G.Node, error) { // [B]: a_i · b_i
 		ab, err := G.HadamardProd(a, b)

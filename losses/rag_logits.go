@@ -41,17 +41,8 @@ func RetrievalLogits(q, d *G.Node, k int, tau float64, sim Similarity) (*G.Node,
 	if err := wantShape(loss, "d", d, b*k, h); err != nil {
 		return nil, err
 	}
-	switch sim {
-	case Dot:
-	case Cosine:
-		if q, err = l2NormalizeRows(q); err != nil {
-			return nil, err
-		}
-		if d, err = l2NormalizeRows(d); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
+	if err := applySimilarity(loss, sim, &q, &d); err != nil {
+		return nil, err
 	}
 	// Repeat each query K times (a constant [B*K,B] selection matrix times q), multiply by the
 	// candidates elementwise, sum over H.

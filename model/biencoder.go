@@ -38,6 +38,7 @@ type Tower struct {
 	dt     tensor.Dtype
 
 	unfusedAttention bool // build attention from the separate ops (tests compare)
+	unfusedNormGELU  bool // build Add + LayerNorm and Linear + GELU as separate ops (tests compare)
 	// attnProbs, while set (Reader.BuildLogProbsAttention), collects every layer's attention
 	// probabilities [B,heads,L,L] of an inference graph.
 	attnProbs *[]*gorgonia.Node

@@ -53,10 +53,15 @@ type jointGrader interface {
 }
 
 // gradTerm computes one input's gradient as k(args...). A nil k means the
-// output gradient passes through unchanged (args is then ignored).
+// output gradient passes through unchanged, or with args {argJoint} the
+// joint term's output.
 type gradTerm struct {
 	k    kernel
 	args []int
+}
+
+func (t *gradTerm) passesJoint() bool {
+	return t.k == nil && len(t.args) == 1 && t.args[0] == argJoint
 }
 
 var opSeq atomic.Uint64
@@ -68,6 +73,15 @@ type customOp struct {
 	k   kernel
 	uid uint64 // nonzero for random ops, which Gorgonia must never merge
 	out *tensor.Dense
+
+	// Buffer sharing (ShareBuffers; ar nil without): out's backing buf is lent by ar while
+	// the op's readers have still to run; uses is their number (0: the op keeps its buffer),
+	// left those still to run in this run; release lists the producers of this op's inputs
+	// that lend their buffers.
+	ar         *arena
+	buf        any
+	uses, left int
+	release    []*customOp
 }
 
 func newOp(k kernel) *customOp { return &customOp{k: k} }
@@ -116,11 +130,17 @@ func (o *customOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
 		return nil, err
 	}
 	dt := outDtype(in)
-	if o.out == nil || o.out.Dtype() != dt || !o.out.Shape().Eq(s) {
+	switch {
+	case o.ar != nil:
+		o.acquire(dt, s)
+	case o.out == nil || o.out.Dtype() != dt || !o.out.Shape().Eq(s):
 		o.out = tensor.New(tensor.WithShape(s.Clone()...), tensor.Of(dt))
 	}
 	if err := o.k.forward(in, o.out); err != nil {
 		return nil, err
+	}
+	if o.ar != nil || len(o.release) > 0 {
+		o.released()
 	}
 	return o.out, nil
 }
@@ -193,6 +213,11 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 		}
 		if t.k == nil {
 			res[i] = grad
+			if t.passesJoint() {
+				if res[i], err = jointNode(); err != nil {
+					return nil, err
+				}
+			}
 			continue
 		}
 		args, err := termArgs(t.args, inputs, output, grad, jointNode)
@@ -307,7 +332,11 @@ func (o *customOp) DoDiff(ctx gorgonia.ExecutionContext, inputs gorgonia.Nodes, 
 			return fmt.Errorf("model: %s: gradient of input %d: %w", o.k.name(), i, err)
 		}
 		v := g
-		if t.k != nil {
+		if t.passesJoint() {
+			if v, err = jointValue(); err != nil {
+				return err
+			}
+		} else if t.k != nil {
 			vals, err := termArgs(t.args, in, output.Value(), g, jointValue)
 			if err != nil {
 				return err

@@ -226,6 +226,12 @@ type towerRun struct {
 // the RNG set by reseed(run) before each, and returns what each run gives.
 func runModel(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binder, reseed func(run int)) []towerRun {
 	t.Helper()
+	return runModelShared(t, loss, outs, b, reseed, false)
+}
+
+// runModelShared is runModel, with the graph's buffers shared (ShareBuffers) when share is set.
+func runModelShared(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binder, reseed func(run int), share bool) []towerRun {
+	t.Helper()
 	vals := make([]gorgonia.Value, len(outs))
 	for i, o := range outs {
 		gorgonia.Read(o, &vals[i])
@@ -233,6 +239,9 @@ func runModel(t *testing.T, loss *gorgonia.Node, outs []*gorgonia.Node, b *Binde
 	grads, err := gorgonia.Grad(loss, b.Nodes()...)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if share {
+		ShareBuffers(loss.Graph())
 	}
 	vm := gorgonia.NewTapeMachine(loss.Graph())
 	defer vm.Close()
@@ -353,29 +362,10 @@ func TestBiEncoderFusedAttentionMatchesUnfused(t *testing.T) {
 func TestReaderFusedAttentionMatchesUnfused(t *testing.T) {
 	for _, dt := range []tensor.Dtype{tensor.Float32, tensor.Float64} {
 		t.Run(dt.String(), func(t *testing.T) {
-			cfg := tinyReaderConfig()
-			cfg.Dropout, cfg.Hidden, cfg.Heads = 0.1, 12, 3
 			run := func(fused bool) ([]towerRun, []string) {
-				r, err := newReader(cfg, 3, dt)
-				if err != nil {
-					t.Fatal(err)
-				}
-				r.Tower.unfusedAttention = !fused
-				const B, L = 2, 5
-				rg := newReaderGraph(t, r, B, L, 6, true)
-				ids := []int{2, 3, 4, 5, 0, 2, 6, 7, 0, 0}
-				mask := []float32{1, 1, 1, 1, 0, 1, 1, 1, 0, 0}
-				if err := rg.in.Let(ids, mask, nil); err != nil {
-					t.Fatal(err)
-				}
-				if err := rg.tg.Let([]int{0, 1, 2, 5, 6, -1}, []int{3, 4, 5, 6, 7, 0}); err != nil {
-					t.Fatal(err)
-				}
-				res := runModel(t, rg.total, []*gorgonia.Node{rg.logp}, rg.b, func(run int) {
-					r.SetRNG(rand.New(rand.NewPCG(8, uint64(run))))
+				return readerStep(t, dt, false, func(r *Reader) { r.Tower.unfusedAttention = !fused }, func(rg *readerGraph, cfg EncoderConfig) {
+					wantOps(t, rg.logp.Graph(), fused, cfg.Layers)
 				})
-				wantOps(t, rg.logp.Graph(), fused, cfg.Layers)
-				return res, boundNames(rg.b)
 			}
 			got, names := run(true)
 			want, _ := run(false)

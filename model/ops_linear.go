@@ -49,6 +49,7 @@ func (k linearK) shape(in []tensor.Shape) (tensor.Shape, error) {
 func (linearK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	n, din := in[0].Shape()[0], in[0].Shape()[1]
 	dout := in[1].Shape()[0]
+	defer countGEMM(n, dout, din)()
 	switch o := out.Data().(type) {
 	case []float32:
 		linear(o, data[float32](in[0]), data[float32](in[1]), data[float32](in[2]), n, din, dout)
@@ -135,6 +136,7 @@ func (k matMulK) shape(in []tensor.Shape) (tensor.Shape, error) {
 func (k matMulK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	a, b := in[0].Shape(), in[1].Shape()
 	m, n, kk := k.dims(a, b)
+	defer countGEMM(m, n, kk)()
 	switch o := out.Data().(type) {
 	case []float32:
 		gemm(k.tA, k.tB, m, n, kk, 1, data[float32](in[0]), a[1], data[float32](in[1]), b[1], 0, o, n)

@@ -95,26 +95,34 @@ func rowStats[T float](x []T, eps float64) (mean, rstd float64) {
 }
 
 func layerNorm[T float](out, x, gamma, beta []T, h int, eps float64) {
-	if o32, ok := any(out).([]float32); ok && haveAVX2FMA && h%8 == 0 {
-		// float32 rows in AVX2 (layernorm_amd64.s)
-		x32, g32, b32 := any(x).([]float32), any(gamma).([]float32), any(beta).([]float32)
-		parallelFor(len(x)/h, 2*h, func(lo, hi int) {
-			for i := lo; i < hi; i++ {
-				layerNormRowVec(o32[i*h:(i+1)*h], x32[i*h:(i+1)*h], g32, b32, eps)
-			}
-		})
-		return
-	}
-	parallelFor(len(x)/h, 8*h, func(lo, hi int) {
+	parallelFor(len(x)/h, layerNormCost[T](h), func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			xr, or := x[i*h:(i+1)*h], out[i*h:(i+1)*h]
-			mean, rstd := rowStats(xr, eps)
-			m, r := T(mean), T(rstd)
-			for j, v := range xr {
-				or[j] = (v-m)*r*gamma[j] + beta[j]
-			}
+			layerNormRow(out[i*h:(i+1)*h], x[i*h:(i+1)*h], gamma, beta, eps)
 		}
 	})
+}
+
+// layerNormCost is the parallelFor cost of one row of layerNormRow.
+func layerNormCost[T float](h int) int {
+	var z T
+	if _, ok := any(z).(float32); ok && haveAVX2FMA && h%8 == 0 {
+		return 2 * h
+	}
+	return 8 * h
+}
+
+// layerNormRow normalises the row x into out (which may be x itself): in AVX2
+// (layernorm_amd64.s) for float32 rows of a multiple of 8, else in Go.
+func layerNormRow[T float](out, x, gamma, beta []T, eps float64) {
+	if o32, ok := any(out).([]float32); ok && haveAVX2FMA && len(x)%8 == 0 {
+		layerNormRowVec(o32, any(x).([]float32), any(gamma).([]float32), any(beta).([]float32), eps)
+		return
+	}
+	mean, rstd := rowStats(x, eps)
+	m, r := T(mean), T(rstd)
+	for j, v := range x {
+		out[j] = (v-m)*r*gamma[j] + beta[j]
+	}
 }
 
 // lnGradXK: (x, gamma, g) -> dx with
@@ -147,24 +155,30 @@ func (k lnGradXK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 func layerNormGradX[T float](out, x, gamma, g []T, h int, eps float64) {
 	parallelFor(len(x)/h, 12*h, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			xr, gr, or := x[i*h:(i+1)*h], g[i*h:(i+1)*h], out[i*h:(i+1)*h]
-			mean, rstd := rowStats(xr, eps)
-			var sd, sdx float64
-			for j, v := range xr {
-				xhat := (float64(v) - mean) * rstd
-				d := float64(gr[j]) * float64(gamma[j])
-				sd += d
-				sdx += d * xhat
-			}
-			sd /= float64(h)
-			sdx /= float64(h)
-			for j, v := range xr {
-				xhat := (float64(v) - mean) * rstd
-				d := float64(gr[j]) * float64(gamma[j])
-				or[j] = T(rstd * (d - sd - xhat*sdx))
-			}
+			layerNormGradXRow(out[i*h:(i+1)*h], x[i*h:(i+1)*h], gamma, g[i*h:(i+1)*h], eps)
 		}
 	})
+}
+
+// layerNormGradXRow is layerNormGradX on one row: x, the output gradient g
+// and out (which may be x or g) have the row's h values.
+func layerNormGradXRow[T float](out, x, gamma, g []T, eps float64) {
+	h := len(x)
+	mean, rstd := rowStats(x, eps)
+	var sd, sdx float64
+	for j, v := range x {
+		xhat := (float64(v) - mean) * rstd
+		d := float64(g[j]) * float64(gamma[j])
+		sd += d
+		sdx += d * xhat
+	}
+	sd /= float64(h)
+	sdx /= float64(h)
+	for j, v := range x {
+		xhat := (float64(v) - mean) * rstd
+		d := float64(g[j]) * float64(gamma[j])
+		out[j] = T(rstd * (d - sd - xhat*sdx))
+	}
 }
 
 // lnGradGammaK: (x, g) -> dgamma = Σ_rows g*xhat.

@@ -184,6 +184,7 @@ func newTokenRunner(r *Reader, B, L int, what, name string) (tokenRunner, error)
 	if err != nil {
 		return tokenRunner{}, err
 	}
+	ShareBuffers(g, out)
 	return tokenRunner{r: r, b: B, l: L, in: in, out: out, vm: gorgonia.NewTapeMachine(g)}, nil
 }
 

@@ -30,6 +30,7 @@ func newBatchRunner(B, L, width int, name string, dt tensor.Dtype, build func(*B
 	if err != nil {
 		return nil, err
 	}
+	ShareBuffers(g, out) // the activations of an inference graph die as they are consumed
 	return &batchRunner{
 		b: B, l: L, width: width, in: in, out: out,
 		vm:  gorgonia.NewTapeMachine(g),

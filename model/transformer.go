@@ -156,20 +156,28 @@ func (t *Tower) block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train b
 	if err != nil {
 		return nil, err
 	}
-	if a, err = Add(x, a); err != nil {
-		return nil, err
-	}
-	if a, err = t.layerNorm(b, a, p+"attn.norm"); err != nil {
+	if a, err = t.addLayerNorm(b, x, a, p+"attn.norm"); err != nil {
 		return nil, err
 	}
 	h, err := t.feedForward(b, a, p, train)
 	if err != nil {
 		return nil, err
 	}
-	if h, err = Add(a, h); err != nil {
-		return nil, err
+	return t.addLayerNorm(b, a, h, p+"ffn.norm")
+}
+
+// addLayerNorm is the residual connection and LayerNorm name of a post-LN block,
+// LayerNorm(x + r): the fused AddLayerNorm, or with t.unfusedNormGELU (tests) Add then
+// LayerNorm, which compute the same bits.
+func (t *Tower) addLayerNorm(b *Binder, x, r *gorgonia.Node, name string) (*gorgonia.Node, error) {
+	if t.unfusedNormGELU {
+		s, err := Add(x, r)
+		if err != nil {
+			return nil, err
+		}
+		return t.layerNorm(b, s, name)
 	}
-	return t.layerNorm(b, h, p+"ffn.norm")
+	return AddLayerNorm(x, r, t.node(b, name+".weight"), t.node(b, name+".bias"), LayerNormEps)
 }
 
 // selfAttention is the multi-head self-attention sublayer of layer p on h [B*L,H], before the
@@ -236,13 +244,17 @@ func unfusedAttention(q, k, v, mask *gorgonia.Node, o AttentionOptions) (*gorgon
 }
 
 // feedForward is the position-wise sublayer of layer p on h [B*L,H], before the residual:
-// dropout(W_out · GELU(W_in · h)).
+// dropout(W_out · GELU(W_in · h)). Inference graphs take GELU(W_in · h) as one op, LinearGELU,
+// which holds no pre-activation; training graphs keep Linear and GELU apart (the gradient then
+// reads the stored pre-activation instead of recomputing it), as does t.unfusedNormGELU.
 func (t *Tower) feedForward(b *Binder, h *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
 	var err error
-	if h, err = t.linear(b, h, p+"ffn.in"); err != nil {
-		return nil, err
+	if !train && !t.unfusedNormGELU {
+		h, err = LinearGELU(h, t.node(b, p+"ffn.in.weight"), t.node(b, p+"ffn.in.bias"))
+	} else if h, err = t.linear(b, h, p+"ffn.in"); err == nil {
+		h, err = GELU(h)
 	}
-	if h, err = GELU(h); err != nil {
+	if err != nil {
 		return nil, err
 	}
 	if h, err = t.linear(b, h, p+"ffn.out"); err != nil {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ragtrain/ragtrain/bench"
 )
@@ -36,7 +37,7 @@ func main() {
 		compile  = flag.Bool("compile", true, "also run PyTorch 2 with torch.compile on the pretrained-shape workloads")
 		scifact  = flag.String("scifact", "datasets/scifact", "BEIR directory of SciFact (the pretrained-shape workloads)")
 		pretrain = flag.String("pretrained", "pretrained/all-MiniLM-L6-v2", "model directory whose tokenizer makes the SciFact token ids (absent: a WordPiece vocabulary trained on SciFact)")
-		miniB    = flag.Int("minilm-b", bench.DefaultSciFactShapes().BiB, "claims per minilm-train step (each with a positive and a hard negative; the issue's 32 needs about 16 GB)")
+		miniB    = flag.Int("minilm-b", bench.DefaultSciFactShapes().BiB, "claims per minilm-train step (each with a positive and a hard negative; 1.3 GB peak at 8)")
 		lists    = flag.Int("minilm-lists", bench.DefaultSciFactShapes().CrossLists, "lists of 8 pairs per minilm-cross-train step")
 		encodeN  = flag.Int("encode-n", bench.DefaultSciFactShapes().EncodeN, "SciFact passages per minilm-encode and bge-small-encode run")
 		scoreN   = flag.Int("score-n", bench.DefaultSciFactShapes().ScoreN, "pairs per minilm-cross-score run")
@@ -45,6 +46,7 @@ func main() {
 		profile  = flag.Bool("profile", false, "write CPU and allocation profiles of our workers into -work")
 		work     = flag.String("work", "", "scratch directory (default a new temporary one, removed at the end unless -profile)")
 		jsonOut  = flag.String("json", "", "also write the results as JSON to this file")
+		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
 	)
 	flag.Parse()
 	if *worker != "" {
@@ -65,7 +67,7 @@ func main() {
 	o := bench.Options{
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
-		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut,
+		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
 	}

@@ -81,6 +81,9 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph: %w", err)
 	}
+	// Only the loss and the parameters' gradients are read after a run: every other value
+	// lends its buffer once consumed (bit-identical, less memory).
+	model.ShareBuffers(t.g, t.loss)
 	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
 	t.GraphParams = experiment.NewGraphParams(b, t.vm)
 	return t, nil

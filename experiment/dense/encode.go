@@ -19,8 +19,9 @@ const EncodeBatchSize = 64
 
 // EncodeTokens bounds a dynamic-padding batch to about this many padded tokens: rows =
 // EncodeTokens / L, between 8 and EncodeBatchSize (64 rows up to L 64, 16 at L 256, 8 at 512).
-// An inference graph's activations grow with rows x L (x L for the attention weights): MiniLM
-// at 64 x 256 holds about 5 GB, at 16 x 256 about 1.3 GB.
+// An inference graph's memory grows with rows x L: its ops share their output buffers
+// (model.ShareBuffers), so it holds a few [rows*L, FFN] and [rows*L, H] activations at a time
+// (MiniLM at 16 x 256: 57 MB, whatever the depth).
 const EncodeTokens = 64 * 64
 
 // closeFrom is the padded length from which a dynamic Encode closes a bucket's graph once the
@@ -34,9 +35,9 @@ func dynamicRows(L int) int { return max(8, min(EncodeBatchSize, EncodeTokens/L)
 // longest text rounded up to a multiple of PadMultiple, capped at the maximum length
 // (PaddedLen). Every padded length gets its own graph, so 32 keeps the graphs few (at most 8 for
 // a maximum length of 256, 16 for 512) while a row wastes fewer than 32 positions. Graphs are
-// not free: each keeps its activations between runs, the largest being the attention weights,
-// B x heads x L x L float32 (200 MB for MiniLM's 12 heads at B 64, L 256). A multiple of 32 is
-// also a multiple of the kernels' vector width (8) and of the matrix product's 16-column panels.
+// not free: each keeps the buffers its ops share between runs (see EncodeTokens). A multiple of
+// 32 is also a multiple of the kernels' vector width (8) and of the matrix product's 16-column
+// panels.
 const PadMultiple = 32
 
 // PaddedLen is the length dynamic padding pads a batch to whose longest text has n tokens
@@ -247,8 +248,8 @@ func (e *Encoder) encodeSeqs(ids, types [][]int) ([]float32, error) {
 		L, rows := batch.L, batch.Rows
 		done += len(rows)
 		// Lengths only fall from here, so the graphs of longer buckets are done with: close
-		// the large ones, keeping one large graph's activations in memory (a 16 x 256 MiniLM
-		// graph holds 1.3 GB). Small graphs stay cached between calls: building graphs again
+		// the large ones, keeping one large graph's buffers in memory. Small graphs stay
+		// cached between calls: building graphs again
 		// and again is what costs memory (a query encoder rebuilding its 32 and 64 graphs on
 		// every other call grew to 10 GB in 100 calls).
 		for l, old := range e.runners {

@@ -569,6 +569,7 @@ func newRerankTask(m *model.CrossEncoder, tok *tokenize.Tokenizer, loss string, 
 	if _, err := gorgonia.Grad(t.out, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph: %w", err)
 	}
+	model.ShareBuffers(g, t.out) // only the loss and the gradients are read after a run
 	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
 	t.GraphParams = experiment.NewGraphParams(b, t.vm)
 	return t, nil
