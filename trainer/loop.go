@@ -39,8 +39,8 @@ type Options struct {
 	// EvalEvery also calls Checkpoint every n steps, where the phase evaluates the model (a
 	// resume point at every evaluation); 0: none beyond CheckpointEvery's.
 	EvalEvery int
-	Log             *Log    // may be nil
-	Progress        io.Writer
+	Log       *Log // may be nil
+	Progress  io.Writer
 	// Checkpoint is called with the number of completed steps; nil to skip. An error wrapping
 	// ErrStop ends the phase after those steps without an error (early stopping).
 	Checkpoint func(done int) error
