@@ -340,8 +340,9 @@ type Eval struct {
 	// "Recall@100", "Recall@1000", "MAP", "P@10"].
 	Metrics []string `toml:"metrics"`
 	// SelectMetric, when set (e.g. "nDCG@10", one of metrics), chooses the retriever's
-	// checkpoint on data.dev_split: at every train checkpoint (train.checkpoint_every, and the
-	// last step) the passages are encoded and the dev queries ranked; the checkpoint with the
+	// checkpoint on data.dev_split: at every train checkpoint (train.checkpoint_every, or every
+	// train.eval_every steps when set, and the last step) the passages are encoded and the dev
+	// queries ranked; the checkpoint with the
 	// highest value is kept in <run>/best/ and evaluated on the eval splits as "finetuned"
 	// (and "dense"). "" evaluates the last step. Default "".
 	SelectMetric string `toml:"select_metric"`
