@@ -276,6 +276,18 @@ func TestEvalEveryKeepsTheBestAndStopsEarly(t *testing.T) {
 		t.Errorf("the stopped run trained again:\n%s", out.String())
 	}
 	same("killed after the stop: ", again)
+
+	// Killed after the chosen checkpoint, before metrics.json: it records the stop too.
+	if err := os.Remove(filepath.Join(copyDir, experiment.MetricsFile)); err != nil {
+		t.Fatal(err)
+	}
+	if ck, err := checkpoints.Load(copyDir); err != nil || ck.Trainer.Phase != selectedPhase {
+		t.Fatalf("latest of the resumed run: %v, %v", ck, err)
+	}
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, ResumeDir: copyDir}); err != nil {
+		t.Fatal(err)
+	}
+	same("killed before metrics.json: ", copyDir)
 }
 
 // TestDevSample: every judged passage and n others, ascending, the same for the same seed;

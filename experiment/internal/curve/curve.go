@@ -44,7 +44,7 @@ type Curves struct {
 	LossLabel string  // y label of the upper panel, e.g. "training loss"
 	Dev       []Point // the dev metric at each evaluation
 	DevLabel  string  // y label of the lower panel, e.g. "dev nDCG@10"
-	BestStep  int     // the evaluation marked as the best (a ring on the dev curve); 0: none
+	BestStep  int     // the evaluation marked as the best (a dot on the dev curve); 0: none
 }
 
 // Render draws c as a Width x Height PNG into w.
