@@ -257,6 +257,16 @@ func TestLoadErrors(t *testing.T) {
 		{"mini batch not dividing", "[train]\nbatch_size = 32\nmini_batch_size = 5\n", false, `:3: train.mini_batch_size: train.mini_batch_size = 5 does not divide train.batch_size = 32`},
 		{"mini batch above batch", "[train]\nbatch_size = 8\nmini_batch_size = 16\n", false, `:3: train.mini_batch_size: train.mini_batch_size = 16 does not divide train.batch_size = 8`},
 		{"mini batch of a reranker", "kind = \"reranker\"\n[train]\nmini_batch_size = 4\n", false, `:3: train.mini_batch_size: gradient caching trains a bi-encoder: kind "reranker" does not read it (0 = off)`},
+		{"eval_every misspelt", "[train]\neval_evry = 10\n", false, `:2: unknown key "train.eval_evry" (did you mean "train.eval_every"?)`},
+		{"eval_every negative", "[train]\neval_every = -1\n", false, `:2: train.eval_every: must be >= 0, got -1`},
+		{"eval_every without select", "[train]\neval_every = 10\n", false, `:2: train.eval_every: train.eval_every needs eval.select_metric (the dev metric evaluated, e.g. "nDCG@10")`},
+		{"eval_every above steps", "[train]\nsteps = 20\neval_every = 30\n[eval]\nselect_metric = \"nDCG@10\"\n", false, `:3: train.eval_every: train.eval_every = 30 exceeds train.steps = 20 (the last step is evaluated anyway; 0 = off)`},
+		{"eval_every of a reranker", "kind = \"reranker\"\n[train]\neval_every = 10\n", false, `:3: train.eval_every: evaluation during training chooses a bi-encoder's checkpoint: kind "reranker" does not read it (0 = off)`},
+		{"patience without eval_every", "[train]\npatience = 3\n[eval]\nselect_metric = \"nDCG@10\"\n", false, `:2: train.patience: train.patience counts dev evaluations: it needs train.eval_every >= 1`},
+		{"patience negative", "[train]\npatience = -2\n", false, `:2: train.patience: must be >= 0, got -2`},
+		{"patience as float", "[train]\npatience = 2.5\n", false, `:2: train.patience: wrong type: got a float, want an integer`},
+		{"dev sample without select", "[eval]\ndev_corpus_sample = 100\n", false, `:2: eval.dev_corpus_sample: eval.dev_corpus_sample needs eval.select_metric (the dev metric evaluated, e.g. "nDCG@10")`},
+		{"dev sample negative", "[eval]\ndev_corpus_sample = -5\n", false, `:2: eval.dev_corpus_sample: must be >= 0, got -5`},
 		{"refresh without period", "[sampler]\nnegative_source = \"dense_refresh\"\n", false, `:2: sampler.negative_source: sampler.negative_source = "dense_refresh" needs sampler.refresh_every >= 1, got 0`},
 		{"refresh period zero", "[sampler]\nnegative_source = \"dense_refresh\"\nrefresh_every = 0\n", false, `:3: sampler.refresh_every: sampler.negative_source = "dense_refresh" needs sampler.refresh_every >= 1, got 0`},
 		{"refresh period without refresh", "[sampler]\nrefresh_every = 10\n", false, `:2: sampler.refresh_every: re-mining needs sampler.negative_source = "dense_refresh", got "bm25" (0 = unset)`},
@@ -368,6 +378,16 @@ metrics = ["MAP", "P@10"]
 `)
 	if _, err := Load(path); err != nil {
 		t.Fatal(err)
+	}
+	// Evaluation during training: every step, patience 1, a sample of one passage.
+	path = filepath.Join(dir, "edges-eval.toml")
+	writeRecipe(t, path, base+"[train]\nsteps = 5\neval_every = 5\npatience = 1\n[eval]\nselect_metric = \"nDCG@10\"\ndev_corpus_sample = 1\n")
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Train.EvalEvery != 5 || r.Train.Patience != 1 || r.Eval.DevCorpusSample != 1 {
+		t.Fatalf("eval_every edges read as %+v %+v", r.Train, r.Eval)
 	}
 	path = filepath.Join(dir, "edges-reranker.toml")
 	writeRecipe(t, path, `kind = "reranker"

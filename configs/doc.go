@@ -133,6 +133,8 @@
 //	train.grad_clip                     1.0            largest global gradient norm; 0 = no clipping; >= 0
 //	train.log_every                     50             steps between log lines; >= 1
 //	train.checkpoint_every              500            steps between checkpoints; 0 = only at the end; >= 0
+//	train.eval_every                    0              kind retriever, needs eval.select_metric: evaluate on data.dev_split every this many train steps and at the last (instead of at every checkpoint); each evaluation is a checkpoint (resume point), a "select" line of log.jsonl and a redraw of <run>/training_curve.png; the best is kept in <run>/best/, tested and exported; 0 = at the train checkpoints when select_metric is set; in [0, train.steps]
+//	train.patience                      0              needs eval_every: stop the train phase after this many dev evaluations in a row without a gain of eval.select_metric (metrics.json "train/stopped_early_at"); 0 = never stop; >= 0
 //	index.k1                            1.2            BM25 term-frequency saturation; >= 0
 //	index.b                             0.75           BM25 length normalisation; in [0, 1]
 //	eval.splits                         ["test"]       splits evaluated, each a qrels/<split>.tsv
@@ -140,7 +142,8 @@
 //	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1
 //	eval.depth                          1000           hits retrieved per query; >= 1 and >= every metric's cutoff
 //	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
-//	eval.select_metric                  ""             choose the retriever checkpoint with the best dev value of this metric (one of eval.metrics) at every train checkpoint; kept in <run>/best/; "" evaluates the last step
+//	eval.select_metric                  ""             choose the retriever checkpoint with the best dev value of this metric (one of eval.metrics) at every train checkpoint (every train.eval_every steps when set); kept in <run>/best/; "" evaluates the last step
+//	eval.dev_corpus_sample              0              kind retriever, needs select_metric: rank the dev queries against every passage the dev qrels judge plus this many others drawn with the seed, not the whole corpus (faster; metrics.json "select/dev_corpus_passages" and the output say so); the final evaluation ranks the whole corpus; 0 = whole corpus; >= 0
 //	rerank.first_stage                  "bm25"         candidate source: "bm25", a dense retriever's run directory or a TREC run file
 //	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
 //	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1

@@ -296,6 +296,19 @@ type Train struct {
 	// CheckpointEvery is the steps between checkpoints; 0 saves only at the
 	// end; >= 0. Default 500.
 	CheckpointEvery int `toml:"checkpoint_every"`
+	// EvalEvery, when > 0, evaluates the model on data.dev_split every EvalEvery train steps
+	// (and at the last step) with eval.select_metric, which it needs, instead of at every
+	// checkpoint: the best evaluation is kept in <run>/best/ and used for the test evaluation
+	// and export, each evaluation is a line of log.jsonl and a checkpoint (the resume point;
+	// the run directory keeps it, the one before it and best/), and the curve is drawn in
+	// <run>/training_curve.png. Kind retriever. 0 (off) evaluates at the train checkpoints when
+	// eval.select_metric is set, as before. >= 0. Default 0.
+	EvalEvery int `toml:"eval_every"`
+	// Patience, when > 0, stops the train phase after that many dev evaluations in a row
+	// without a gain of eval.select_metric over the best so far (early stopping; needs
+	// eval_every); metrics.json then holds "train/stopped_early_at". 0 never stops. >= 0.
+	// Default 0.
+	Patience int `toml:"patience"`
 }
 
 // Index is the [index] section: BM25 (Lucene's formula).
@@ -327,11 +340,19 @@ type Eval struct {
 	// "Recall@100", "Recall@1000", "MAP", "P@10"].
 	Metrics []string `toml:"metrics"`
 	// SelectMetric, when set (e.g. "nDCG@10", one of metrics), chooses the retriever's
-	// checkpoint on data.dev_split: at every train checkpoint (train.checkpoint_every, and the
-	// last step) the passages are encoded and the dev queries ranked; the checkpoint with the
+	// checkpoint on data.dev_split: at every train checkpoint (train.checkpoint_every, or every
+	// train.eval_every steps when set, and the last step) the passages are encoded and the dev
+	// queries ranked; the checkpoint with the
 	// highest value is kept in <run>/best/ and evaluated on the eval splits as "finetuned"
 	// (and "dense"). "" evaluates the last step. Default "".
 	SelectMetric string `toml:"select_metric"`
+	// DevCorpusSample, when > 0, ranks the dev queries of model selection against a sample of
+	// the corpus instead of all of it: every passage the dev qrels judge, plus this many others
+	// drawn with the recipe's seed (all of them when fewer remain). The dev numbers are then
+	// not comparable with a full ranking's; metrics.json says so ("select/dev_corpus_passages")
+	// and so does the output. The final evaluation always ranks the whole corpus. Kind
+	// retriever, with eval.select_metric. 0 (off) ranks the whole corpus. >= 0. Default 0.
+	DevCorpusSample int `toml:"dev_corpus_sample"`
 }
 
 // Rerank is the [rerank] section, read by kind = "reranker".

@@ -123,6 +123,25 @@ func (l *loader) validate(r *Recipe) error {
 	v.nonNegative("train.grad_clip", tr.GradClip)
 	atLeast(v, "train.log_every", tr.LogEvery, 1)
 	atLeast(v, "train.checkpoint_every", tr.CheckpointEvery, 0)
+	atLeast(v, "train.eval_every", tr.EvalEvery, 0)
+	atLeast(v, "train.patience", tr.Patience, 0)
+	atLeast(v, "eval.dev_corpus_sample", r.Eval.DevCorpusSample, 0)
+	for _, k := range []struct {
+		key string
+		on  bool
+	}{{"train.eval_every", tr.EvalEvery > 0}, {"train.patience", tr.Patience > 0}, {"eval.dev_corpus_sample", r.Eval.DevCorpusSample > 0}} {
+		if k.on && r.Kind != "retriever" {
+			v.fail(k.key, "evaluation during training chooses a bi-encoder's checkpoint: kind %q does not read it (0 = off)", r.Kind)
+		} else if k.on && r.Eval.SelectMetric == "" {
+			v.fail(v.setOf(k.key, "eval.select_metric"), "%s needs eval.select_metric (the dev metric evaluated, e.g. \"nDCG@10\")", k.key)
+		}
+	}
+	if tr.Patience > 0 && tr.EvalEvery == 0 {
+		v.fail(v.setOf("train.patience", "train.eval_every"), "train.patience counts dev evaluations: it needs train.eval_every >= 1")
+	}
+	if tr.EvalEvery > tr.Steps && tr.Steps > 0 {
+		v.fail(v.setOf("train.eval_every", "train.steps"), "train.eval_every = %d exceeds train.steps = %d (the last step is evaluated anyway; 0 = off)", tr.EvalEvery, tr.Steps)
+	}
 
 	v.nonNegative("index.k1", r.Index.K1)
 	v.inRange("index.b", r.Index.B, 0, 1, true)

@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -37,6 +38,10 @@ type Phase struct {
 	// CheckpointEvery saves every n steps (and at the end, and when interrupted); 0: only at the
 	// end and when interrupted.
 	CheckpointEvery int
+	// EvalEvery, when > 0, runs Select every n steps (and at the last step) instead of at
+	// CheckpointEvery's checkpoints, and saves a checkpoint there too (the resume point of each
+	// evaluation); 0: Select runs at CheckpointEvery's checkpoints.
+	EvalEvery int
 	// EndOnly saves only the phase's last step (no mid-phase checkpoint, none when
 	// interrupted): phases that cannot resume mid-way.
 	EndOnly bool
@@ -59,10 +64,11 @@ type Phase struct {
 	// State, when set, adds kind-specific fields (e.g. the sampler's epoch) to the trainer
 	// state of the checkpoint after done steps.
 	State func(done int, ts *checkpoints.TrainerState)
-	// Select, when set, runs at every regular checkpoint (every CheckpointEvery steps and the
-	// last step; not when interrupted) before the checkpoint is written: model selection on a
-	// dev split, which records its best value in ts (BestMetric) so a resumed run continues
-	// from the same best.
+	// Select, when set, runs at every regular checkpoint (every CheckpointEvery steps, or every
+	// EvalEvery steps when set, and the last step; not when interrupted) before the checkpoint
+	// is written: model selection on a dev split, which records its best value in ts
+	// (BestMetric) so a resumed run continues from the same best. An error wrapping
+	// trainer.ErrStop stops the phase early once the checkpoint is written (Result.StoppedAt).
 	Select func(done int, ts *checkpoints.TrainerState) error
 	// Tensors, when set, returns the task's own tensors to save in the checkpoint after done
 	// steps (checkpoints.Checkpoint.State: e.g. a cache the task fills as it trains), which
@@ -106,7 +112,7 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 	res, err := trainer.Run(ctx, task, opt, trainer.Options{
 		Phase: ph.Name, Steps: ph.Steps, StartStep: ph.Start,
 		Schedule: trainer.Schedule{Peak: ph.LR, Warmup: ph.Warmup, Total: ph.Steps, Kind: rec.Train.Schedule},
-		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: ph.CheckpointEvery,
+		GradClip: rec.Train.GradClip, LogEvery: rec.Train.LogEvery, CheckpointEvery: ph.CheckpointEvery, EvalEvery: ph.EvalEvery,
 		Log: e.Log, Progress: e.Opts.Progress,
 		Checkpoint: func(done int) error {
 			if ph.EndOnly && done < ph.Steps {
@@ -120,8 +126,14 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 				ph.State(done, &ts)
 			}
 			regular := (ph.CheckpointEvery > 0 && done%ph.CheckpointEvery == 0) || done == ph.Steps
+			if ph.EvalEvery > 0 {
+				regular = done%ph.EvalEvery == 0 || done == ph.Steps
+			}
+			var stop error // trainer.ErrStop from Select: saved first, then returned
 			if ph.Select != nil && regular {
-				if err := ph.Select(done, &ts); err != nil {
+				if err := ph.Select(done, &ts); errors.Is(err, trainer.ErrStop) {
+					stop = err
+				} else if err != nil {
 					return err
 				}
 			}
@@ -133,7 +145,10 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 			if ph.Tensors != nil {
 				ck.State = ph.Tensors(done)
 			}
-			return e.SaveCheckpoint(dir, ck)
+			if err := e.SaveCheckpoint(dir, ck); err != nil {
+				return err
+			}
+			return stop
 		},
 	})
 	if err != nil {
@@ -141,6 +156,9 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 	}
 	sec := seconds()
 	fmt.Fprintf(e.Opts.Out, "%s: %d steps in %.1fs, loss %.4f -> %.4f\n", ph.Name, res.Steps, sec, res.FirstLoss, res.LastLoss)
+	if res.StoppedAt > 0 {
+		fmt.Fprintf(e.Opts.Out, "%s: stopped early after step %d of %d\n", ph.Name, res.StoppedAt, ph.Steps)
+	}
 	if tr, ok := ph.Task.(TruncReporter); ok {
 		L, parts := tr.Truncation()
 		ReportTruncation(e.Opts.Out, ph.Name, L, parts...)

@@ -36,9 +36,13 @@ type Options struct {
 	GradClip        float64 // max global gradient norm; <= 0 disables clipping
 	LogEvery        int     // log every n steps (and the last step)
 	CheckpointEvery int     // call Checkpoint every n steps (and after the last step); 0: only at the end
-	Log             *Log    // may be nil
-	Progress        io.Writer
-	// Checkpoint is called with the number of completed steps; nil to skip.
+	// EvalEvery also calls Checkpoint every n steps, where the phase evaluates the model (a
+	// resume point at every evaluation); 0: none beyond CheckpointEvery's.
+	EvalEvery int
+	Log       *Log // may be nil
+	Progress  io.Writer
+	// Checkpoint is called with the number of completed steps; nil to skip. An error wrapping
+	// ErrStop ends the phase after those steps without an error (early stopping).
 	Checkpoint func(done int) error
 }
 
@@ -48,11 +52,19 @@ type Result struct {
 	Seconds         float64
 	FirstLoss       float64 // mean loss over the first LogEvery steps run
 	LastLoss        float64 // mean loss over the last LogEvery steps run
+	// StoppedAt is the completed steps when Checkpoint stopped the phase early (ErrStop); 0
+	// when it ran to Steps.
+	StoppedAt int
 }
 
 // ErrInterrupted is returned when the context is cancelled; a checkpoint of the completed
 // steps has been written first (when Checkpoint is set).
 var ErrInterrupted = errors.New("training interrupted")
+
+// ErrStop, returned (or wrapped) by Options.Checkpoint, ends the phase after the steps it was
+// called with, as if they were the last: early stopping. Run then returns no error and sets
+// Result.StoppedAt.
+var ErrStop = errors.New("stop training")
 
 // Run trains task with opt for the steps [o.StartStep, o.Steps).
 func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) {
@@ -132,8 +144,13 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 			winStart, winLoss, winN, winEx = time.Now(), 0, 0, 0
 		}
 		_ = bar.Add(1)
-		if o.Checkpoint != nil && ((o.CheckpointEvery > 0 && done%o.CheckpointEvery == 0) || done == o.Steps) {
-			if err := o.Checkpoint(done); err != nil {
+		if o.Checkpoint != nil && ((o.CheckpointEvery > 0 && done%o.CheckpointEvery == 0) || (o.EvalEvery > 0 && done%o.EvalEvery == 0) || done == o.Steps) {
+			err := o.Checkpoint(done)
+			if errors.Is(err, ErrStop) && done < o.Steps {
+				res.StoppedAt = done
+				break
+			}
+			if err != nil && !errors.Is(err, ErrStop) {
 				return res, fmt.Errorf("%s step %d: checkpoint: %w", o.Phase, done, err)
 			}
 			lastSaved = done

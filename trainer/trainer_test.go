@@ -2,6 +2,7 @@ package trainer
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -261,5 +262,36 @@ func TestResumedRunLogsTheSameSteps(t *testing.T) {
 	}
 	if got := strings.Join(steps, " "); got != "20 25 30" {
 		t.Fatalf("logged steps %q, want \"20 25 30\"", got)
+	}
+}
+
+// TestEvalEveryAndErrStop: Checkpoint is called at the multiples of both CheckpointEvery and
+// EvalEvery (and the last step); an error wrapping ErrStop ends the phase after that step with
+// no error, and a stop on the last step is no early stop.
+func TestEvalEveryAndErrStop(t *testing.T) {
+	run := func(stopAt int) ([]int, Result, error) {
+		var saved []int
+		res, err := Run(context.Background(), newQuadratic(), NewAdamW(0), Options{Phase: "train", Steps: 100, Progress: io.Discard,
+			CheckpointEvery: 50, EvalEvery: 20, Schedule: Schedule{Peak: 0.1, Total: 100},
+			Checkpoint: func(done int) error {
+				saved = append(saved, done)
+				if done == stopAt {
+					return fmt.Errorf("select: no gain: %w", ErrStop)
+				}
+				return nil
+			}})
+		return saved, res, err
+	}
+	saved, res, err := run(-1)
+	if err != nil || fmt.Sprint(saved) != "[20 40 50 60 80 100]" || res.StoppedAt != 0 || res.Steps != 100 {
+		t.Fatalf("no stop: checkpoints %v, StoppedAt %d, steps %d, err %v; want [20 40 50 60 80 100], 0, 100, nil", saved, res.StoppedAt, res.Steps, err)
+	}
+	saved, res, err = run(60)
+	if err != nil || fmt.Sprint(saved) != "[20 40 50 60]" || res.StoppedAt != 60 || res.Steps != 60 {
+		t.Fatalf("stop at 60: checkpoints %v, StoppedAt %d, steps %d, err %v; want [20 40 50 60], 60, 60, nil", saved, res.StoppedAt, res.Steps, err)
+	}
+	saved, res, err = run(100)
+	if err != nil || len(saved) != 6 || res.StoppedAt != 0 || res.Steps != 100 {
+		t.Fatalf("stop at the last step: checkpoints %v, StoppedAt %d, steps %d, err %v", saved, res.StoppedAt, res.Steps, err)
 	}
 }

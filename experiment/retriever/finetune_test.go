@@ -63,6 +63,10 @@ func TestFineTuneFromStart(t *testing.T) {
 			t.Errorf("metrics.json lacks %s", k)
 		}
 	}
+	// Selection at the checkpoints (no train.eval_every) draws the curve too.
+	if _, err := os.Stat(filepath.Join(ft, CurveFile)); err != nil {
+		t.Errorf("selection at the checkpoints: %v", err)
+	}
 	for _, s := range []string{"init_from: from " + start, "hidden = 64", "zeroshot: encoded", "select: train step 20", "chosen on dev"} {
 		if !strings.Contains(out.String(), s) {
 			t.Errorf("output lacks %q:\n%s", s, out.String())

@@ -255,7 +255,8 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 
 	// Phase 2: supervised training (loss.name) on the training qrels with mined hard negatives.
 	sel := newSelector(rec, ds, tok, m, loss.Cosine(), passages, env, cfg, state)
-	if tr := rec.Train; tr.Steps > 0 && phaseOrder[state.Phase] <= 2 && !(state.Phase == "train" && state.Step >= tr.Steps) {
+	stoppedEarly := state.Phase == "train" && state.Counters[experiment.CounterStopped] > 0 // train.patience ran out before the checkpoint
+	if tr := rec.Train; tr.Steps > 0 && phaseOrder[state.Phase] <= 2 && !(state.Phase == "train" && state.Step >= tr.Steps) && !stoppedEarly {
 		startStep := 0
 		if state.Phase == "train" {
 			startStep = state.Step
@@ -285,17 +286,20 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			}
 			return pb, err
 		}
-		task, err := newTrainTask(m, tok, tr, tr.BatchSize*(1+n), lens, loss, masked, seed, next)
+		inner, err := newTrainTask(m, tok, tr, tr.BatchSize*(1+n), lens, loss, masked, seed, next)
 		if err != nil {
 			return dir, err
 		}
+		task := &lossTap{trainTask: inner}
 		ph := phase("train", tr.Steps, startStep, task, rec.Train.WarmupSteps)
+		ph.EvalEvery = tr.EvalEvery
 		ph.State = func(done int, ts *checkpoints.TrainerState) {
 			// Batches are a function of the step: the sampler's position is done·B examples
 			// into its stream of seeded epochs.
 			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*tr.BatchSize
 		}
 		if sel != nil {
+			sel.lastLoss = func() float64 { return task.last }
 			ph.Select = sel.check
 			st := ph.State
 			ph.State = func(done int, ts *checkpoints.TrainerState) { st(done, ts); sel.record(ts) }
@@ -313,10 +317,14 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 
 	seconds := trainSeconds()
-	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + rec.Train.Steps*rec.Train.BatchSize
+	trainSteps := rec.Train.Steps
+	if sel != nil && sel.StoppedAt > 0 {
+		trainSteps = sel.StoppedAt
+	}
+	examples := rec.Pretrain.Steps*rec.Pretrain.BatchSize + trainSteps*rec.Train.BatchSize
 	metrics := map[string]float64{"train/seconds": seconds}
 	if refreshing && rec.Train.Steps > 0 {
-		if err := miningMetrics(dir, rec.Train.Steps, metrics); err != nil {
+		if err := miningMetrics(dir, trainSteps, metrics); err != nil {
 			return dir, err
 		}
 	}
@@ -337,7 +345,21 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 // trainTask is the supervised phase's bi-encoder task.
 type trainTask interface {
 	trainer.Task
+	experiment.TruncReporter
 	Close()
+}
+
+// lossTap is the train task, keeping the loss of the batch of the last step run (the
+// train_loss of each dev evaluation's log line).
+type lossTap struct {
+	trainTask
+	last float64
+}
+
+func (t *lossTap) Step(step int) (float64, int, error) {
+	loss, n, err := t.trainTask.Step(step)
+	t.last = loss
+	return loss, n, err
 }
 
 // newTrainTask builds the supervised phase's task for batches of tr.BatchSize queries and N

@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -13,10 +15,12 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/experiment/internal/curve"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // Files of a retriever run directory, beside those of every run.
@@ -76,16 +80,23 @@ func PrefixSystem(base string, m int) string { return fmt.Sprintf("%s@%d", base,
 // PrefixFile is the file-safe name of PrefixSystem(base, m): "finetuned_d256".
 func PrefixFile(base string, m int) string { return fmt.Sprintf("%s_d%d", base, m) }
 
-// selector is model selection on the dev split (eval.select_metric): at every regular
-// checkpoint of the train phase the corpus is encoded with the current weights, the dev
-// queries ranked, and the best checkpoint so far copied to <run>/best/.
+// CurveFile is the run directory's plot of the training loss and the dev metric against the
+// step (experiment/internal/curve), redrawn at every dev evaluation and when training ends.
+const CurveFile = "training_curve.png"
+
+// selector is model selection on the dev split (eval.select_metric): at every dev evaluation
+// of the train phase (every train.eval_every steps, else at its regular checkpoints) the
+// corpus, or eval.dev_corpus_sample's sample of it, is encoded with the current weights, the
+// dev queries ranked, the best checkpoint so far copied to <run>/best/, the evaluation logged
+// and the curve redrawn; train.patience evaluations in a row without a gain stop the phase.
 type selector struct {
 	rec      *configs.Recipe
 	m        *model.BiEncoder
 	tok      *tokenize.Tokenizer
 	cosine   bool
-	ids      []string
+	ids      []string // the passages the dev queries are ranked against
 	passages []string
+	sampled  bool // ids is a sample of the corpus (eval.dev_corpus_sample)
 	env      *experiment.Env
 	cfg      model.BiEncoderConfig
 	qids     []string
@@ -93,20 +104,19 @@ type selector struct {
 	qrels    map[string]map[string]int
 	metric   string
 
-	best     float64
-	bestStep int // 0: none yet
-	resumed  checkpoints.TrainerState
+	experiment.Selection
+	resumed checkpoints.TrainerState
+	// lastLoss is the training loss of the batch of the step just completed (the train task's).
+	lastLoss func() float64
 	// searcher is the corpus index of the best checkpoint when this segment of the run built it
-	// (encodeSeconds its encoding time), so the final evaluation need not encode the corpus again.
+	// over the whole corpus (encodeSeconds its encoding time), so the final evaluation need not
+	// encode the corpus again.
 	searcher      *dense.Searcher
 	encodeSeconds float64
 }
 
-// bestStepCounter is the TrainerState counter holding the chosen step.
-const bestStepCounter = "select_best_step"
-
 // newSelector returns nil when the recipe selects nothing. state is the checkpoint the run
-// resumes from (zero for a fresh run): it carries the best so far.
+// resumes from (zero for a fresh run): it carries the best so far and the patience spent.
 func newSelector(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, cosine bool, passages []string,
 	env *experiment.Env, cfg model.BiEncoderConfig, state checkpoints.TrainerState) *selector {
 	if rec.Eval.SelectMetric == "" {
@@ -114,32 +124,76 @@ func newSelector(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer,
 	}
 	qrels := ds.Qrels[rec.Data.DevSplit]
 	s := &selector{rec: rec, m: m, tok: tok, cosine: cosine, ids: ds.Corpus.IDs, passages: passages, env: env, cfg: cfg,
-		qrels: qrels, metric: rec.Eval.SelectMetric, resumed: state}
+		qrels: qrels, metric: rec.Eval.SelectMetric, resumed: state,
+		Selection: experiment.RestoreSelection(state, rec.Eval.SelectMetric, rec.Train.Patience)}
 	for _, q := range qrels.QueryIDs() {
 		text, _ := ds.Queries.Text(q)
 		s.qids = append(s.qids, q)
 		s.texts = append(s.texts, text)
 	}
-	if state.BestMetricName == s.metric {
-		s.best, s.bestStep = state.BestMetric, state.Counters[bestStepCounter]
+	if n := rec.Eval.DevCorpusSample; n > 0 {
+		keep := DevSample(ds.Corpus.IDs, qrels, n, uint64(rec.Seed))
+		s.ids, s.passages = nil, nil
+		for _, i := range keep {
+			s.ids = append(s.ids, ds.Corpus.IDs[i])
+			s.passages = append(s.passages, passages[i])
+		}
+		s.sampled = len(keep) < len(ds.Corpus.IDs)
+		fmt.Fprintf(env.Opts.Out, "select: %s queries ranked against %d of the %d passages (eval.dev_corpus_sample = %d: every judged one and %d drawn with the seed); the final evaluation ranks all\n",
+			rec.Data.DevSplit, len(keep), len(ds.Corpus.IDs), n, len(keep)-judgedCount(ds.Corpus.IDs, qrels))
 	}
 	return s
 }
 
-// record writes the best so far into a checkpoint's trainer state.
-func (s *selector) record(ts *checkpoints.TrainerState) {
-	if s.bestStep == 0 {
-		return
+// DevSample returns the indices into ids, ascending, of the dev corpus sample
+// (eval.dev_corpus_sample): every passage qrels judges (at any grade) and n of the others
+// drawn uniformly without replacement with seed (all of them when fewer than n remain).
+func DevSample(ids []string, qrels map[string]map[string]int, n int, seed uint64) []int {
+	judged := map[string]bool{}
+	for _, docs := range qrels {
+		for d := range docs {
+			judged[d] = true
+		}
 	}
-	ts.BestMetric, ts.BestMetricName = s.best, s.metric
-	if ts.Counters == nil {
-		ts.Counters = map[string]int{}
+	var keep, others []int
+	for i, id := range ids {
+		if judged[id] {
+			keep = append(keep, i)
+		} else {
+			others = append(others, i)
+		}
 	}
-	ts.Counters[bestStepCounter] = s.bestStep
+	r := rand.New(rand.NewPCG(seed, devSampleStream))
+	for _, j := range r.Perm(len(others))[:min(n, len(others))] {
+		keep = append(keep, others[j])
+	}
+	slices.Sort(keep)
+	return keep
 }
 
-// check evaluates the weights after done steps on the dev split and keeps them in BestDir when
-// they beat the best so far (ties keep the earlier step).
+// devSampleStream is the PCG stream of DevSample's draw, apart from the sampler's.
+const devSampleStream = 0x6465765f73616d70 // "dev_samp"
+
+// judgedCount is the number of ids qrels judges.
+func judgedCount(ids []string, qrels map[string]map[string]int) int {
+	n := 0
+	for _, id := range ids {
+		for _, docs := range qrels {
+			if _, ok := docs[id]; ok {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// record writes the selection so far into a checkpoint's trainer state.
+func (s *selector) record(ts *checkpoints.TrainerState) { s.Record(ts, s.metric) }
+
+// check evaluates the weights after done steps on the dev split, keeps them in BestDir when
+// they beat the best so far (ties keep the earlier step), logs the evaluation, redraws the
+// curve, and returns an error wrapping trainer.ErrStop when train.patience has run out.
 func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 	start := time.Now()
 	sr, err := newEvalSearcher(s.rec, s.m, s.tok, s.cosine, s.ids, s.passages, s.env.Opts.Progress)
@@ -161,15 +215,17 @@ func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 	for i, h := range hits {
 		run[s.qids[i]] = h
 	}
-	scores, err := eval.Evaluate(run, s.qrels, []string{s.metric})
+	scores, err := eval.Evaluate(run, s.qrels, s.rec.Eval.Metrics)
 	if err != nil {
 		return err
 	}
 	v := scores[s.metric]
-	better := s.bestStep == 0 || v > s.best
+	better, stop := s.Observe(done, v)
+	if stop && done >= s.rec.Train.Steps { // patience ran out at the last step: no early stop
+		stop, s.StoppedAt = false, 0
+	}
 	mark := ""
 	if better {
-		s.best, s.bestStep = v, done
 		mark = " (best so far; saved to " + BestDir + "/)"
 		bs := checkpoints.TrainerState{Step: done, Phase: "train", Seed: s.env.Seed, BestMetric: v, BestMetricName: s.metric}
 		if err := s.env.Save(filepath.Join(s.env.Dir, BestDir), s.m.Params(), s.cfg, nil, bs); err != nil {
@@ -177,24 +233,63 @@ func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 		}
 		if s.searcher != nil {
 			s.searcher.Close()
+			s.searcher = nil
 		}
-		s.searcher, s.encodeSeconds, kept = sr, enc, true
+		if !s.sampled {
+			s.searcher, s.encodeSeconds, kept = sr, enc, true
+		}
+	} else if s.Patience > 0 {
+		mark = fmt.Sprintf(" (%d of %d without a gain)", s.NoGain, s.Patience)
 	}
 	fmt.Fprintf(s.env.Opts.Out, "select: train step %d: %s %s = %.4f%s\n", done, s.rec.Data.DevSplit, s.metric, v, mark)
 	if s.env.Log != nil {
-		if err := s.env.Log.Write(map[string]any{"phase": "select", "step": done, s.rec.Data.DevSplit + "/" + s.metric: v, "best": better}); err != nil {
+		line := map[string]any{"phase": "select", "step": done, "best": better, "evals_without_gain": s.NoGain}
+		for _, name := range s.rec.Eval.Metrics {
+			line[s.rec.Data.DevSplit+"/"+name] = scores[name]
+		}
+		if s.lastLoss != nil {
+			line["train_loss"] = s.lastLoss()
+		}
+		if s.sampled {
+			line["dev_corpus_passages"] = len(s.ids)
+		}
+		if err := s.env.Log.Write(line); err != nil {
 			return err
 		}
 		ts.LogBytes = s.env.Log.Size() // the line belongs to this checkpoint
+		if err := s.drawCurve(); err != nil {
+			return err
+		}
 	}
 	s.record(ts)
+	if stop {
+		fmt.Fprintf(s.env.Opts.Out, "select: %d evaluations without a gain of %s (train.patience); stopping after train step %d\n", s.NoGain, s.metric, done)
+		return fmt.Errorf("select: train.patience = %d evaluations without a gain: %w", s.Patience, trainer.ErrStop)
+	}
 	return nil
 }
 
+// drawCurve redraws CurveFile from log.jsonl: the train phase's logged loss and the dev
+// evaluations so far, the best marked.
+func (s *selector) drawCurve() error {
+	key := s.rec.Data.DevSplit + "/" + s.metric
+	loss, dev, err := curve.FromLog(filepath.Join(s.env.Dir, experiment.LogFile), "train", "select", key)
+	if err != nil {
+		return err
+	}
+	label := s.rec.Data.DevSplit + " " + s.metric
+	if s.sampled {
+		label += fmt.Sprintf(" (%d-passage sample)", len(s.ids))
+	}
+	return curve.Write(filepath.Join(s.env.Dir, CurveFile), curve.Curves{
+		Title: s.rec.Name + ": training loss and " + label, Loss: loss, LossLabel: "training loss", Dev: dev, DevLabel: label, BestStep: s.BestStep})
+}
+
 // finish loads the chosen weights into the model, saves them as the run's latest checkpoint
-// (phase "selected") and reports the choice in metrics ("select/step", "select/<split>/<metric>").
+// (phase "selected"), draws the final curve and reports the choice in metrics ("select/step",
+// "select/<split>/<metric>", "train/stopped_early_at", "select/dev_corpus_passages").
 func (s *selector) finish(metrics map[string]float64) error {
-	if s.bestStep == 0 {
+	if s.BestStep == 0 {
 		return fmt.Errorf("select: no train checkpoint was evaluated on %s", s.rec.Data.DevSplit)
 	}
 	if s.resumed.Phase != selectedPhase {
@@ -205,7 +300,7 @@ func (s *selector) finish(metrics map[string]float64) error {
 		if err := experiment.SetParams(s.m.Params(), ck.Params); err != nil {
 			return fmt.Errorf("%s: %w", ck.Dir, err)
 		}
-		ts := checkpoints.TrainerState{Step: s.bestStep, Phase: selectedPhase, Seed: s.env.Seed}
+		ts := checkpoints.TrainerState{Step: s.BestStep, Phase: selectedPhase, Seed: s.env.Seed}
 		if s.env.Log != nil {
 			ts.LogBytes = s.env.Log.Size()
 		}
@@ -214,9 +309,20 @@ func (s *selector) finish(metrics map[string]float64) error {
 			return err
 		}
 	}
-	fmt.Fprintf(s.env.Opts.Out, "select: train step %d chosen on %s (%s %.4f)\n", s.bestStep, s.rec.Data.DevSplit, s.metric, s.best)
-	metrics["select/step"] = float64(s.bestStep)
-	metrics["select/"+s.rec.Data.DevSplit+"/"+s.metric] = s.best
+	if s.env.Log != nil {
+		if err := s.drawCurve(); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(s.env.Opts.Out, "select: train step %d chosen on %s (%s %.4f)\n", s.BestStep, s.rec.Data.DevSplit, s.metric, s.Best)
+	metrics["select/step"] = float64(s.BestStep)
+	metrics["select/"+s.rec.Data.DevSplit+"/"+s.metric] = s.Best
+	if s.StoppedAt > 0 {
+		metrics["train/stopped_early_at"] = float64(s.StoppedAt)
+	}
+	if s.rec.Eval.DevCorpusSample > 0 {
+		metrics["select/dev_corpus_passages"] = float64(len(s.ids))
+	}
 	return nil
 }
 
