@@ -325,3 +325,15 @@ func sameHitBits(a, b []Hit) bool {
 	}
 	return true
 }
+
+// BenchmarkBM25SearchReference is BenchmarkBM25Search on the reference (uncompressed) index.
+func BenchmarkBM25SearchReference(b *testing.B) {
+	ids, texts, queries := readCranfield(b)
+	x := newRefBM25(ids, texts, DefaultBM25Params())
+	b.ResetTimer()
+	for b.Loop() {
+		for _, q := range queries {
+			x.SearchTerms(x.analyzer.Analyze(q), 1000)
+		}
+	}
+}

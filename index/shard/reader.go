@@ -206,8 +206,11 @@ const (
 // Search returns the k passages with the largest inner product with q (length H), all of them
 // when k >= Len, none when k < 1, ties by DocID ascending. Over float32 shards it equals
 // index.Flat's Search over the same rows; over the other dtypes each row is decoded to float32
-// first (see the package doc).
+// first (see the package doc). It fails when len(q) != H, or a shard cannot be read.
 func (r *Reader) Search(q []float32, k int) ([]index.Hit, error) {
+	if len(q) != r.meta.Dim {
+		return nil, fmt.Errorf("shard: Search: query has %d values, dim is %d", len(q), r.meta.Dim)
+	}
 	out, err := r.SearchBatch(q, k)
 	if err != nil {
 		return nil, err

@@ -519,3 +519,41 @@ func TestHalf(t *testing.T) {
 		}
 	}
 }
+
+// TestWriteAll splits 1000 rows into shards of 300 (4 shards: 300, 300, 300, 100) and serves
+// Flat's hits.
+func TestWriteAll(t *testing.T) {
+	const dim = 8
+	ids, vecs := corpus(9, 1000, dim, true)
+	dir := t.TempDir()
+	m, err := WriteAll(dir, Meta{ModelHash: "m", Version: "w", Dim: dim, DType: Float32}, ids, vecs, 300)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var counts []int64
+	for _, e := range m.Shards {
+		counts = append(counts, e.Count)
+	}
+	if !slices.Equal(counts, []int64{300, 300, 300, 100}) || m.Count != 1000 {
+		t.Fatalf("shard counts %v, total %d", counts, m.Count)
+	}
+	flat, _ := index.NewFlat(ids, vecs, dim)
+	r, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got, err := r.Search(vecs[:dim], 50)
+	if err != nil || !sameHits(got, flat.Search(vecs[:dim], 50)) {
+		t.Fatalf("hits differ from Flat's: %v", err)
+	}
+	if _, err := r.Search(vecs[:2*dim], 5); err == nil || !strings.Contains(err.Error(), "query has 16 values, dim is 8") {
+		t.Fatalf("two rows as one query: %v", err)
+	}
+	if _, err := r.SearchBatch(vecs[:dim+1], 5); err == nil {
+		t.Fatal("SearchBatch accepted 9 values at dim 8")
+	}
+	if _, err := WriteAll(t.TempDir(), Meta{ModelHash: "m", Version: "w", Dim: dim, DType: Float32}, ids, vecs, 0); err == nil {
+		t.Fatal("shard size 0 accepted")
+	}
+}

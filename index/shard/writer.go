@@ -405,3 +405,27 @@ func ReadManifest(dir string) (*Manifest, error) {
 	}
 	return &m, nil
 }
+
+// WriteAll writes the N = len(ids) passages as shards of at most shardSize rows (shard i holds
+// rows i·shardSize up to (i+1)·shardSize-1; one empty shard when N = 0) and commits them: what
+// an in-process encoder does with its N×H output, and what WriteShard and CommitManifest do
+// when the shards come from separate workers. It fails when shardSize < 1, or as they do.
+func WriteAll(dir string, meta Meta, ids []string, vecs []float32, shardSize int) (*Manifest, error) {
+	if shardSize < 1 {
+		return nil, fmt.Errorf("shard: write %s: shard size %d, want >= 1", dir, shardSize)
+	}
+	if err := meta.check(); err != nil {
+		return nil, fmt.Errorf("shard: write %s: %w", dir, err)
+	}
+	if len(vecs) != len(ids)*meta.Dim {
+		return nil, fmt.Errorf("shard: write %s: %d values for %d ids × dim %d (want %d)", dir, len(vecs), len(ids), meta.Dim, len(ids)*meta.Dim)
+	}
+	n := max(1, (len(ids)+shardSize-1)/shardSize)
+	for i := range n {
+		lo, hi := min(i*shardSize, len(ids)), min((i+1)*shardSize, len(ids))
+		if _, err := WriteShard(dir, meta, i, ids[lo:hi], vecs[lo*meta.Dim:hi*meta.Dim]); err != nil {
+			return nil, err
+		}
+	}
+	return CommitManifest(dir, meta, n)
+}
