@@ -160,6 +160,15 @@ func (r *Reader) withShard(i int, fn func(v *view) error) error {
 	return fn(v)
 }
 
+// halfTable maps every float16 bit pattern to its float32 value (256 KiB, built once).
+var halfTable = sync.OnceValue(func() *[1 << 16]float32 {
+	var t [1 << 16]float32
+	for h := range t {
+		t[h] = halfToFloat32(uint16(h))
+	}
+	return &t
+})
+
 // rows returns rows p0..p1-1 as float32, decoding them into scratch (len >= (p1-p0)·dim)
 // unless they can be read in place.
 func (v *view) rows(p0, p1 int, scratch []float32) []float32 {
@@ -175,8 +184,9 @@ func (v *view) rows(p0, p1 int, scratch []float32) []float32 {
 			out[j] = math.Float32frombits(le.Uint32(v.data[4*(p0*dim+j):]))
 		}
 	case Float16:
+		tab := halfTable()
 		for j := range out {
-			out[j] = halfToFloat32(le.Uint16(v.data[2*(p0*dim+j):]))
+			out[j] = tab[le.Uint16(v.data[2*(p0*dim+j):])]
 		}
 	case Int8PerVector:
 		for r := p0; r < p1; r++ {
