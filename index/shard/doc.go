@@ -24,7 +24,10 @@
 // (with every shard's count and sha256) through a temporary file and a rename. Shard file
 // names carry the version, so writing version v+1 never touches a file of version v: a Reader
 // opened on version v keeps serving it, and one opened after the commit serves v+1 — never a
-// mix. RemoveStale deletes the shard files the manifest does not list.
+// mix. CommitShards does the same from the entries the workers' WriteShard calls returned,
+// and also refuses a shard whose bytes are no longer those its writer reported. WriteAll
+// writes and commits a whole in-process N×H matrix. RemoveStale deletes the shard files the
+// manifest does not list.
 //
 // # Dtypes
 //

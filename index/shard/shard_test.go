@@ -557,3 +557,41 @@ func TestWriteAll(t *testing.T) {
 		t.Fatal("shard size 0 accepted")
 	}
 }
+
+// TestCommitShards: the entries WriteShard returned commit; a shard rewritten with other
+// vectors since, or with a flipped byte, is refused naming the file.
+func TestCommitShards(t *testing.T) {
+	const dim = 4
+	ids, vecs := corpus(13, 20, dim, false)
+	meta := Meta{ModelHash: "m", Version: "5", Dim: dim, DType: Float32}
+	write := func(dir string) []ShardEntry {
+		var es []ShardEntry
+		for i, cut := range [][2]int{{0, 10}, {10, 20}} {
+			e, err := WriteShard(dir, meta, i, ids[cut[0]:cut[1]], vecs[cut[0]*dim:cut[1]*dim])
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, e)
+		}
+		return es
+	}
+	dir := t.TempDir()
+	es := write(dir)
+	m, err := CommitShards(dir, meta, es)
+	if err != nil || !reflect.DeepEqual(m.Shards, es) {
+		t.Fatalf("CommitShards: %v, %+v", err, m)
+	}
+	p := filepath.Join(dir, ShardFile("5", 1))
+	other := slices.Clone(vecs[10*dim:])
+	other[0]++
+	if _, err := WriteShard(dir, meta, 1, ids[10:], other); err != nil { // a second attempt, other bytes
+		t.Fatal(err)
+	}
+	if _, err := CommitShards(dir, meta, es); err == nil || !strings.Contains(err.Error(), p+": 10 passages") ||
+		!strings.Contains(err.Error(), "replaced or corrupt") {
+		t.Fatalf("replaced shard: %v", err)
+	}
+	if _, err := CommitShards(dir, meta, es[1:]); err == nil || !strings.Contains(err.Error(), "entry 0 is") {
+		t.Fatalf("entries out of place: %v", err)
+	}
+}

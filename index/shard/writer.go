@@ -221,6 +221,26 @@ func dimScales(vecs []float32, dim int) []float32 {
 // written. The first problem found is the error, naming the file; the manifest is left as it
 // was. It reads every shard once and keeps every id in memory (for the duplicate check).
 func CommitManifest(dir string, meta Meta, nShards int) (*Manifest, error) {
+	return commit(dir, meta, nShards, nil)
+}
+
+// CommitShards is CommitManifest for the shards whose entries, as WriteShard returned them,
+// the workers reported: entries[i] must be shard i, and each file must still have the count,
+// size and sha256 its writer reported. A shard replaced since (a repeated worker that wrote
+// other bytes) or corrupted is an error naming the file.
+func CommitShards(dir string, meta Meta, entries []ShardEntry) (*Manifest, error) {
+	if len(entries) == 0 {
+		return nil, fmt.Errorf("shard: commit %s: no shards", dir)
+	}
+	for i, e := range entries {
+		if e.File != ShardFile(meta.Version, i) {
+			return nil, fmt.Errorf("shard: commit %s: entry %d is %q, want %q", dir, i, e.File, ShardFile(meta.Version, i))
+		}
+	}
+	return commit(dir, meta, len(entries), entries)
+}
+
+func commit(dir string, meta Meta, nShards int, reported []ShardEntry) (*Manifest, error) {
 	if err := meta.check(); err != nil {
 		return nil, fmt.Errorf("shard: commit %s: %w", dir, err)
 	}
@@ -236,6 +256,10 @@ func CommitManifest(dir string, meta Meta, nShards int) (*Manifest, error) {
 		e, err := checkShard(dir, meta, i, nShards, owner)
 		if err != nil {
 			return nil, err
+		}
+		if reported != nil && e != reported[i] {
+			return nil, fmt.Errorf("shard: %s: %d passages, %d bytes, sha256 %s; its writer reported %d, %d, %s (replaced or corrupt since)",
+				filepath.Join(dir, e.File), e.Count, e.Bytes, e.SHA256, reported[i].Count, reported[i].Bytes, reported[i].SHA256)
 		}
 		m.Shards = append(m.Shards, e)
 		m.Count += e.Count
