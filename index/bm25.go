@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // BM25Params configures a BM25 index.
@@ -45,7 +46,8 @@ func DefaultBM25Params() BM25Params {
 // and 113.78.
 //
 // The postings are delta- and varint-compressed in one byte slice (about 1.5 bytes a posting);
-// memory is that, the term table, the ids and 16 bytes a passage.
+// memory is that, the term table, the ids and 16 bytes a passage, plus 9 bytes a passage for
+// each search in flight (accumulators kept in a pool between searches).
 //
 // A BM25 is read-only after NewBM25 and safe for concurrent searches.
 type BM25 struct {
@@ -65,6 +67,8 @@ type BM25 struct {
 	lenNorm32 []float32
 	// Exact mode: lenNorm[d] = k1·(1 - b + b·dl(d)/avgdl) in float64.
 	lenNorm64 []float64
+
+	scratch sync.Pool // of *scratch, one per search in flight
 }
 
 // NewBM25 indexes texts[i] under ids[i]. It panics when the slices differ in length, an id is
@@ -365,10 +369,10 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 	if k < 1 {
 		return nil
 	}
-	var touched []int32
-	seen := make([]bool, len(x.ids))
+	sc := x.getScratch()
+	defer x.putScratch(sc)
+	acc, seen := sc.acc, sc.seen
 	if x.params.ExactLengths {
-		acc := make([]float64, len(x.ids))
 		for _, t := range terms {
 			row, ok := x.terms[t]
 			if !ok {
@@ -381,15 +385,14 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 				doc, n, buf = nextPosting(buf, doc)
 				if !seen[doc] {
 					seen[doc] = true
-					touched = append(touched, doc)
+					sc.touched = append(sc.touched, doc)
 				}
 				tf := float64(n)
 				acc[doc] += w * tf / (tf + x.lenNorm64[doc])
 			}
 		}
-		return x.top(touched, func(d int32) float64 { return acc[d] }, k)
+		return x.top(sc.touched, func(d int32) float64 { return acc[d] }, k)
 	}
-	acc := make([]float64, len(x.ids))
 	for _, t := range terms {
 		row, ok := x.terms[t]
 		if !ok {
@@ -402,11 +405,12 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 			doc, n, buf = nextPosting(buf, doc)
 			if !seen[doc] {
 				seen[doc] = true
-				touched = append(touched, doc)
+				sc.touched = append(sc.touched, doc)
 			}
 			acc[doc] += float64(score32(w, n, x.lenNorm32[doc]))
 		}
 	}
+	touched := sc.touched
 	// Positive float32 scores order like their bits: one uint64 key per passage, (inverted score
 	// bits, id rank), sorts score descending then id ascending without a comparison function.
 	keys := make([]uint64, 0, len(touched))
@@ -425,6 +429,30 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 		}
 	}
 	return hits
+}
+
+// scratch is one search's accumulators, kept between searches (sync.Pool) so that a search
+// costs the passages it touches rather than zeroing N of each.
+type scratch struct {
+	acc     []float64 // score per passage; 0 outside touched
+	seen    []bool    // false outside touched
+	touched []int32   // passages with a posting, in first-touch order
+}
+
+func (x *BM25) getScratch() *scratch {
+	if sc, ok := x.scratch.Get().(*scratch); ok {
+		return sc
+	}
+	return &scratch{acc: make([]float64, len(x.ids)), seen: make([]bool, len(x.ids))}
+}
+
+// putScratch clears what the search touched and returns sc to the pool.
+func (x *BM25) putScratch(sc *scratch) {
+	for _, d := range sc.touched {
+		sc.acc[d], sc.seen[d] = 0, false
+	}
+	sc.touched = sc.touched[:0]
+	x.scratch.Put(sc)
 }
 
 // postings returns the compressed postings of a term row.

@@ -50,7 +50,7 @@ func (m *Manifest) Meta() (Meta, error) {
 }
 
 // WriteShard writes shard i of version meta.Version to dir/ShardFile(meta.Version, i)
-// atomically (temporary file, sync, rename): the N = len(ids) passages ids, in order, whose
+// atomically (temporary file, sync, rename; dir is created if need be): the N = len(ids) passages ids, in order, whose
 // embeddings are the rows of vecs (N×meta.Dim, row-major float32), stored as meta.DType. N may
 // be 0. Writing the same shard again replaces it whole. It returns the entry CommitManifest
 // will list for it. It fails when meta is invalid, i < 0, len(vecs) != N·Dim, an id is empty,
@@ -95,6 +95,9 @@ func WriteShard(dir string, meta Meta, i int, ids []string, vecs []float32) (Sha
 		}
 	}
 	h := layout(meta, i, int64(len(ids)), idBytes)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return ShardEntry{}, fmt.Errorf("shard: %w", err)
+	}
 	path := filepath.Join(dir, name)
 	sum := sha256.New()
 	err := atomicfile.Write(path, func(w io.Writer) error {
