@@ -191,8 +191,8 @@ func decodeHeader(b []byte, size int64) (header, error) {
 	if _, ok := dtypeNames[h.dtype]; !ok {
 		return header{}, fmt.Errorf("header: unknown dtype %d", uint32(h.dtype))
 	}
-	if h.dim < 1 || h.count < 0 || h.count > 1<<40 {
-		return header{}, fmt.Errorf("header: dim %d, count %d out of range", h.dim, h.count)
+	if h.dim < 1 || h.count < 0 || h.count > size/8 || h.count > 0 && h.dim > size/h.count {
+		return header{}, fmt.Errorf("header: dim %d, count %d out of range for %d bytes", h.dim, h.count, size)
 	}
 	if h.fileSize != size {
 		if size < h.fileSize {

@@ -143,21 +143,31 @@ func (r *Reader) withShard(i int, fn func(v *view) error) error {
 	if int64(len(mm)) != h.fileSize {
 		return fmt.Errorf("shard: %s: %d bytes mapped, header says %d (file changed since Open)", f.Name(), len(mm), h.fileSize)
 	}
-	ids, err := decodeIDs(mm, h)
+	v, err := newView(mm, h)
 	if err != nil {
 		return fmt.Errorf("shard: %s: %v", f.Name(), err)
+	}
+	return fn(v)
+}
+
+// newView decodes the ids and scales of a shard file's bytes b, whose header h decodeHeader
+// checked against len(b); the values stay in b.
+func newView(b []byte, h header) (*view, error) {
+	ids, err := decodeIDs(b, h)
+	if err != nil {
+		return nil, err
 	}
 	v := &view{h: h, ids: ids}
 	ns := h.dtype.scales(h.count, h.dim)
 	v.scales = make([]float32, ns)
 	for j := range v.scales {
-		v.scales[j] = math.Float32frombits(binary.LittleEndian.Uint32(mm[h.dataOffset+4*int64(j):]))
+		v.scales[j] = math.Float32frombits(binary.LittleEndian.Uint32(b[h.dataOffset+4*int64(j):]))
 	}
-	v.data = mm[h.dataOffset+4*ns : h.fileSize]
+	v.data = b[h.dataOffset+4*ns : h.fileSize]
 	if h.dtype == Float32 && littleEndian && h.count > 0 {
 		v.f32 = unsafe.Slice((*float32)(unsafe.Pointer(&v.data[0])), h.count*h.dim)
 	}
-	return fn(v)
+	return v, nil
 }
 
 // halfTable maps every float16 bit pattern to its float32 value (256 KiB, built once).
