@@ -6,6 +6,7 @@ require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/blevesearch/go-porterstemmer v1.0.3
 	github.com/chewxy/hm v1.0.0
+	github.com/edsrzf/mmap-go v1.2.0
 	github.com/nlpodyssey/gopickle v0.2.0
 	github.com/pkg/errors v0.9.1
 	github.com/schollz/progressbar/v3 v3.19.1

@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 )
 
@@ -33,50 +34,39 @@ func (c *Corpus) Index(id string) (int, bool) {
 // withTitle, title + " " + text (either part alone when the other is empty);
 // without, the text only.
 func (c *Corpus) Passage(i int, withTitle bool) string {
-	switch {
-	case !withTitle || c.Titles[i] == "":
-		return c.Texts[i]
-	case c.Texts[i] == "":
-		return c.Titles[i]
-	default:
-		return c.Titles[i] + " " + c.Texts[i]
-	}
+	return passage(c.Titles[i], c.Texts[i], withTitle)
 }
 
 // LoadCorpus reads a BEIR corpus.jsonl: one {"_id", "title", "text"} object per
 // line ("title" and "text" optional, "metadata" ignored). A malformed line, a
 // missing, empty or non-string "_id", a non-string title or text, an unknown
-// member or a duplicate id is an error naming path and line. Documents with an
-// empty title and text are kept and listed in Corpus.Empty.
+// member or a duplicate id is an error naming path and line; with several, the
+// first in file order. Documents with an empty title and text are kept and
+// listed in Corpus.Empty. It reads the file through a CorpusReader, which
+// streams the same documents without holding them.
 func LoadCorpus(path string) (*Corpus, error) {
-	recs, err := readJSONL(path, "title", "text")
+	r, err := OpenCorpus(path)
 	if err != nil {
 		return nil, err
 	}
-	c := &Corpus{
-		IDs:    make([]string, 0, len(recs)),
-		Titles: make([]string, 0, len(recs)),
-		Texts:  make([]string, 0, len(recs)),
-		index:  make(map[string]int, len(recs)),
-	}
-	lines := make([]int, 0, len(recs))
-	for _, r := range recs {
-		if j, dup := c.index[r.ID]; dup {
-			return nil, fmt.Errorf("%s:%d: duplicate _id %q (first at line %d)", path, r.Line, r.ID, lines[j])
+	defer r.Close()
+	c := &Corpus{index: make(map[string]int)}
+	for {
+		d, err := r.Next()
+		if err == io.EOF {
+			return c, nil
 		}
-		c.index[r.ID] = len(c.IDs)
-		c.IDs = append(c.IDs, r.ID)
-		c.Titles = append(c.Titles, r.Title)
-		c.Texts = append(c.Texts, r.Text)
-		lines = append(lines, r.Line)
-		if r.Title == "" && r.Text == "" {
-			c.Empty = append(c.Empty, r.ID)
+		if err != nil {
+			return nil, err
+		}
+		c.index[d.ID] = len(c.IDs)
+		c.IDs = append(c.IDs, d.ID)
+		c.Titles = append(c.Titles, d.Title)
+		c.Texts = append(c.Texts, d.Text)
+		if d.Title == "" && d.Text == "" {
+			c.Empty = append(c.Empty, d.ID)
 		}
 	}
-	if len(c.IDs) == 0 {
-		return nil, fmt.Errorf("%s: no documents", path)
-	}
-	return c, nil
 }
 
 // Queries are the queries of queries.jsonl, in file order. IDs and Texts are

@@ -22,6 +22,9 @@
 // can report them; a query with empty text is an error. Blank lines are
 // skipped. Lines may be of any length.
 //
+// LoadCorpus holds the whole corpus in memory; a CorpusReader (OpenCorpus) streams the same
+// documents one at a time, with the same errors, holding only the ids read so far.
+//
 // The package is not for tokenization, indexing or sampling: it only turns
 // files into ids, texts and judgements (see packages tokenize, index and
 // sampler).

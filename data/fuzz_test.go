@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -44,6 +46,16 @@ func FuzzCorpusJSONL(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		write(t, b)
 		c, err := LoadCorpus(path)
+		// The stream agrees with the loader before streaming: the same documents, or an error;
+		// the same error unless a duplicate id comes before the reference's (malformed) line.
+		ref, refErr := refLoadCorpus(path)
+		if (err == nil) != (refErr == nil) ||
+			err != nil && err.Error() != refErr.Error() && !strings.Contains(err.Error(), "duplicate _id") {
+			t.Fatalf("LoadCorpus: %v, reference: %v", err, refErr)
+		}
+		if err == nil && (!slices.Equal(c.IDs, ref.IDs) || !slices.Equal(c.Texts, ref.Texts) || !slices.Equal(c.Titles, ref.Titles)) {
+			t.Fatal("documents differ from the reference")
+		}
 		if err != nil {
 			return
 		}

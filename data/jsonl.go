@@ -25,39 +25,80 @@ type record struct {
 // line may have besides "_id" (and the ignored "metadata"). Blank lines are
 // skipped; every other line must be one JSON object.
 func readJSONL(path string, allowed ...string) ([]record, error) {
+	r, err := openJSONL(path, allowed...)
+	if err != nil {
+		return nil, err
+	}
+	defer r.close()
+	var recs []record
+	for {
+		rec, err := r.next()
+		if err == io.EOF {
+			return recs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		recs = append(recs, rec)
+	}
+}
+
+// jsonlReader yields the records of a BEIR JSON-lines file one at a time: readJSONL and the
+// streaming readers share it, so their errors are the same.
+type jsonlReader struct {
+	path    string
+	allowed []string
+	f       *os.File
+	r       *bufio.Reader
+	line    int  // last line read
+	done    bool // EOF or an error was returned
+}
+
+func openJSONL(path string, allowed ...string) (*jsonlReader, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	r := bufio.NewReaderSize(f, 1<<16)
-	var recs []record
-	for line := 1; ; line++ {
-		b, err := r.ReadBytes('\n')
+	return &jsonlReader{path: path, allowed: allowed, f: f, r: bufio.NewReaderSize(f, 1<<16)}, nil
+}
+
+// next returns the next record, io.EOF after the last, or the error of the first bad line
+// (then io.EOF).
+func (j *jsonlReader) next() (record, error) {
+	for !j.done {
+		j.line++
+		line := j.line
+		b, err := j.r.ReadBytes('\n')
 		if err != nil && !errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+			j.done = true
+			return record{}, fmt.Errorf("%s:%d: %w", j.path, line, err)
 		}
 		if len(b) == 0 && err != nil {
 			break
+		}
+		if err != nil { // io.EOF after a last line without newline
+			j.done = true
 		}
 		if line == 1 {
 			b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf")) // UTF-8 byte-order mark
 		}
 		b = bytes.TrimSpace(b)
-		if len(b) > 0 {
-			rec, perr := parseRecord(b, allowed)
-			if perr != nil {
-				return nil, fmt.Errorf("%s:%d: %w", path, line, perr)
-			}
-			rec.Line = line
-			recs = append(recs, rec)
+		if len(b) == 0 {
+			continue
 		}
-		if err != nil { // io.EOF after a last line without newline
-			break
+		rec, perr := parseRecord(b, j.allowed)
+		if perr != nil {
+			j.done = true
+			return record{}, fmt.Errorf("%s:%d: %w", j.path, line, perr)
 		}
+		rec.Line = line
+		return rec, nil
 	}
-	return recs, nil
+	j.done = true
+	return record{}, io.EOF
 }
+
+func (j *jsonlReader) close() error { return j.f.Close() }
 
 func parseRecord(b []byte, allowed []string) (record, error) {
 	if !utf8.Valid(b) {

@@ -1,10 +1,12 @@
 package index
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // BM25Params configures a BM25 index.
@@ -24,10 +26,10 @@ func DefaultBM25Params() BM25Params {
 	return BM25Params{K1: 1.2, B: 0.75}
 }
 
-// posting is one document holding a term, with the term's frequency there.
-type posting struct {
-	doc, tf int32
-}
+// Postings are stored compressed, every term's list concatenated in one byte slice: for each
+// passage d holding the term, in ascending order, uvarint(Δ<<1 | one) where Δ = d minus the
+// previous passage of the list (the first counts from 0) and one = 1 when tf(t, d) = 1,
+// followed by uvarint(tf) when tf > 1. Most postings take one or two bytes instead of eight.
 
 // BM25 is an in-memory inverted index scored with Okapi BM25 as Lucene 4.10's
 // BM25Similarity computes it (Robertson and Zaragoza, "The Probabilistic Relevance Framework:
@@ -43,13 +45,19 @@ type posting struct {
 // which keeps 3 significant bits of 1/sqrt(dl): lengths 10, 40 and 100 count as 10.24, 40.96
 // and 113.78.
 //
+// The postings are delta- and varint-compressed in one byte slice (about 1.5 bytes a posting);
+// memory is that, the term table, the ids and 16 bytes a passage, plus 9 bytes a passage for
+// each search in flight (accumulators kept in a pool between searches).
+//
 // A BM25 is read-only after NewBM25 and safe for concurrent searches.
 type BM25 struct {
 	ids      []string
 	params   BM25Params
 	analyzer *Analyzer
 	terms    map[string]int32 // term -> row of postings
-	postings [][]posting      // docs ascending
+	post     []byte           // postings of every row, compressed (see above), docs ascending
+	postOff  []uint64         // row r's postings are post[postOff[r]:postOff[r+1]]
+	df       []int32          // df[r] = passages holding the term of row r
 	docLen   []int32          // terms per passage after analysis
 	idRank   []int32          // idRank[d] = position of ids[d] in ascending id order
 	byRank   []int32          // byRank[r] = passage whose id comes r-th in ascending order
@@ -59,66 +67,173 @@ type BM25 struct {
 	lenNorm32 []float32
 	// Exact mode: lenNorm[d] = k1·(1 - b + b·dl(d)/avgdl) in float64.
 	lenNorm64 []float64
+
+	scratch sync.Pool // of *scratch, one per search in flight
 }
 
 // NewBM25 indexes texts[i] under ids[i]. It panics when the slices differ in length, an id is
 // repeated or empty, or K1 < 0 or B is outside [0, 1]: those are programming errors, not data
-// errors (data errors are caught when the corpus is read).
+// errors (data errors are caught when the corpus is read). To index a corpus without holding
+// its texts, add them one by one to a BM25Builder: the index is the same.
 func NewBM25(ids, texts []string, p BM25Params) *BM25 {
 	if len(ids) != len(texts) {
 		panic(fmt.Sprintf("index: NewBM25: %d ids but %d texts", len(ids), len(texts)))
 	}
-	if p.K1 < 0 || math.IsNaN(p.K1) || !(p.B >= 0 && p.B <= 1) {
-		panic(fmt.Sprintf("index: NewBM25: k1 = %v must be >= 0 and b = %v in [0, 1]", p.K1, p.B))
-	}
+	checkParams("NewBM25", p)
 	checkIDs("NewBM25", ids)
+	b := NewBM25Builder(p)
+	b.ids = make([]string, 0, len(ids))
+	b.docLen = make([]int32, 0, len(ids))
+	for d, text := range texts {
+		b.Add(ids[d], text)
+	}
+	return b.Build()
+}
+
+func checkParams(fn string, p BM25Params) {
+	if p.K1 < 0 || math.IsNaN(p.K1) || !(p.B >= 0 && p.B <= 1) {
+		panic(fmt.Sprintf("index: %s: k1 = %v must be >= 0 and b = %v in [0, 1]", fn, p.K1, p.B))
+	}
+}
+
+// BM25Builder indexes passages one at a time, so that a corpus can be streamed into a BM25
+// without its texts in memory: NewBM25Builder, Add for every passage in order, then Build.
+// While building it holds the ids, the compressed postings (with up to 2× growth slack) and
+// the term table. A builder is not safe for concurrent use.
+type BM25Builder struct {
+	params   BM25Params
+	analyzer *Analyzer
+	ids      []string
+	docLen   []int32
+	terms    map[string]int32
+	rows     [][]byte // compressed postings per row
+	last     []int32  // last passage added to each row
+	df       []int32
+	total    int64
+	tf       map[string]int32
+	stems    map[string]string
+	built    bool
+}
+
+// NewBM25Builder returns an empty builder. It panics when K1 < 0 or B is outside [0, 1].
+func NewBM25Builder(p BM25Params) *BM25Builder {
+	checkParams("NewBM25Builder", p)
 	a := p.Analyzer
 	if a == nil {
 		a = EnglishAnalyzer()
 	}
+	return &BM25Builder{
+		params: p, analyzer: a, terms: make(map[string]int32),
+		tf: make(map[string]int32), stems: make(map[string]string),
+	}
+}
+
+// Len returns the number of passages added.
+func (b *BM25Builder) Len() int { return len(b.ids) }
+
+// Add indexes text as the next passage, under id. It panics when id is empty or Build was
+// called; a repeated id panics in Build.
+func (b *BM25Builder) Add(id, text string) {
+	if b.built {
+		panic("index: BM25Builder.Add after Build")
+	}
+	if id == "" {
+		panic(fmt.Sprintf("index: BM25Builder.Add: empty id at position %d", len(b.ids)))
+	}
+	d := int32(len(b.ids))
+	clear(b.tf)
+	terms := b.analyzer.analyze(text, b.stems)
+	for _, t := range terms {
+		b.tf[t]++
+	}
+	// Insert in first-occurrence order so the term table does not depend on map order.
+	for _, t := range terms {
+		n, ok := b.tf[t]
+		if !ok {
+			continue
+		}
+		delete(b.tf, t)
+		row, seen := b.terms[t]
+		if !seen {
+			row = int32(len(b.rows))
+			b.terms[t] = row
+			b.rows = append(b.rows, nil)
+			b.last = append(b.last, 0)
+			b.df = append(b.df, 0)
+		}
+		b.rows[row] = appendPosting(b.rows[row], d-b.last[row], n)
+		b.last[row] = d
+		b.df[row]++
+	}
+	b.ids = append(b.ids, id)
+	b.docLen = append(b.docLen, int32(len(terms)))
+	b.total += int64(len(terms))
+}
+
+// appendPosting appends one compressed posting: the gap to the previous passage and the tf.
+func appendPosting(buf []byte, gap, tf int32) []byte {
+	if tf == 1 {
+		return binary.AppendUvarint(buf, uint64(gap)<<1|1)
+	}
+	buf = binary.AppendUvarint(buf, uint64(gap)<<1)
+	return binary.AppendUvarint(buf, uint64(tf))
+}
+
+// nextPosting decodes the posting at the start of buf following passage prev, and returns the
+// passage, its tf and the rest of buf.
+func nextPosting(buf []byte, prev int32) (doc, tf int32, rest []byte) {
+	v, n := binary.Uvarint(buf)
+	doc, buf = prev+int32(v>>1), buf[n:]
+	if v&1 == 1 {
+		return doc, 1, buf
+	}
+	f, n := binary.Uvarint(buf)
+	return doc, int32(f), buf[n:]
+}
+
+// Build returns the index of the passages added. It panics when an id was added twice, or
+// when called twice.
+func (b *BM25Builder) Build() *BM25 {
+	if b.built {
+		panic("index: BM25Builder.Build called twice")
+	}
+	b.built = true
+	ids := b.ids
 	x := &BM25{
-		ids:      slices.Clone(ids),
-		params:   p,
-		analyzer: a,
-		terms:    make(map[string]int32),
-		docLen:   make([]int32, len(ids)),
+		ids:      ids,
+		params:   b.params,
+		analyzer: b.analyzer,
+		terms:    b.terms,
+		df:       b.df,
+		docLen:   b.docLen,
 	}
-	var total int64
-	tf := make(map[string]int32)
-	stems := make(map[string]string)
-	for d, text := range texts {
-		clear(tf)
-		terms := a.analyze(text, stems)
-		for _, t := range terms {
-			tf[t]++
-		}
-		// Insert in first-occurrence order so the term table does not depend on map order.
-		for _, t := range terms {
-			n, ok := tf[t]
-			if !ok {
-				continue
-			}
-			delete(tf, t)
-			row, seen := x.terms[t]
-			if !seen {
-				row = int32(len(x.postings))
-				x.terms[t] = row
-				x.postings = append(x.postings, nil)
-			}
-			x.postings[row] = append(x.postings[row], posting{doc: int32(d), tf: n})
-		}
-		x.docLen[d] = int32(len(terms))
-		total += int64(len(terms))
+	var size uint64
+	for _, r := range b.rows {
+		size += uint64(len(r))
 	}
+	x.post = make([]byte, 0, size)
+	x.postOff = make([]uint64, len(b.rows)+1)
+	for i, r := range b.rows {
+		x.post = append(x.post, r...)
+		x.postOff[i+1] = uint64(len(x.post))
+		b.rows[i] = nil // free as we go
+	}
+	b.rows, b.last, b.tf, b.stems = nil, nil, nil, nil
 	if len(ids) > 0 {
-		x.avgdl = float64(total) / float64(len(ids))
+		x.avgdl = float64(b.total) / float64(len(ids))
 	}
-	x.computeNorms(total)
+	x.computeNorms(b.total)
 	order := make([]int32, len(ids))
 	for i := range order {
 		order[i] = int32(i)
 	}
-	slices.SortFunc(order, func(a, b int32) int { return strings.Compare(ids[a], ids[b]) })
+	slices.SortStableFunc(order, func(a, b int32) int { return strings.Compare(ids[a], ids[b]) })
+	for r := 1; r < len(order); r++ {
+		if ids[order[r]] == ids[order[r-1]] {
+			panic(fmt.Sprintf("index: BM25Builder.Build: id %q repeated (positions %d and %d)",
+				ids[order[r]], order[r-1], order[r]))
+		}
+	}
 	x.byRank = order
 	x.idRank = make([]int32, len(ids))
 	for r, d := range order {
@@ -226,7 +341,7 @@ func (x *BM25) DocFreq(t string) int {
 	if !ok {
 		return 0
 	}
-	return len(x.postings[row])
+	return int(x.df[row])
 }
 
 // Analyzer returns the analyzer used for passages and queries.
@@ -254,42 +369,48 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 	if k < 1 {
 		return nil
 	}
-	var touched []int32
-	seen := make([]bool, len(x.ids))
+	sc := x.getScratch()
+	defer x.putScratch(sc)
+	acc, seen := sc.acc, sc.seen
 	if x.params.ExactLengths {
-		acc := make([]float64, len(x.ids))
 		for _, t := range terms {
 			row, ok := x.terms[t]
 			if !ok {
 				continue
 			}
-			w := IDF(len(x.ids), len(x.postings[row])) * (x.params.K1 + 1)
-			for _, p := range x.postings[row] {
-				if !seen[p.doc] {
-					seen[p.doc] = true
-					touched = append(touched, p.doc)
+			w := IDF(len(x.ids), int(x.df[row])) * (x.params.K1 + 1)
+			buf, doc := x.postings(row), int32(0)
+			for range x.df[row] {
+				var n int32
+				doc, n, buf = nextPosting(buf, doc)
+				if !seen[doc] {
+					seen[doc] = true
+					sc.touched = append(sc.touched, doc)
 				}
-				tf := float64(p.tf)
-				acc[p.doc] += w * tf / (tf + x.lenNorm64[p.doc])
+				tf := float64(n)
+				acc[doc] += w * tf / (tf + x.lenNorm64[doc])
 			}
 		}
-		return x.top(touched, func(d int32) float64 { return acc[d] }, k)
+		return x.top(sc.touched, func(d int32) float64 { return acc[d] }, k)
 	}
-	acc := make([]float64, len(x.ids))
 	for _, t := range terms {
 		row, ok := x.terms[t]
 		if !ok {
 			continue
 		}
-		w := x.weight32(len(x.postings[row]))
-		for _, p := range x.postings[row] {
-			if !seen[p.doc] {
-				seen[p.doc] = true
-				touched = append(touched, p.doc)
+		w := x.weight32(int(x.df[row]))
+		buf, doc := x.postings(row), int32(0)
+		for range x.df[row] {
+			var n int32
+			doc, n, buf = nextPosting(buf, doc)
+			if !seen[doc] {
+				seen[doc] = true
+				sc.touched = append(sc.touched, doc)
 			}
-			acc[p.doc] += float64(score32(w, p.tf, x.lenNorm32[p.doc]))
+			acc[doc] += float64(score32(w, n, x.lenNorm32[doc]))
 		}
 	}
+	touched := sc.touched
 	// Positive float32 scores order like their bits: one uint64 key per passage, (inverted score
 	// bits, id rank), sorts score descending then id ascending without a comparison function.
 	keys := make([]uint64, 0, len(touched))
@@ -309,6 +430,33 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 	}
 	return hits
 }
+
+// scratch is one search's accumulators, kept between searches (sync.Pool) so that a search
+// costs the passages it touches rather than zeroing N of each.
+type scratch struct {
+	acc     []float64 // score per passage; 0 outside touched
+	seen    []bool    // false outside touched
+	touched []int32   // passages with a posting, in first-touch order
+}
+
+func (x *BM25) getScratch() *scratch {
+	if sc, ok := x.scratch.Get().(*scratch); ok {
+		return sc
+	}
+	return &scratch{acc: make([]float64, len(x.ids)), seen: make([]bool, len(x.ids))}
+}
+
+// putScratch clears what the search touched and returns sc to the pool.
+func (x *BM25) putScratch(sc *scratch) {
+	for _, d := range sc.touched {
+		sc.acc[d], sc.seen[d] = 0, false
+	}
+	sc.touched = sc.touched[:0]
+	x.scratch.Put(sc)
+}
+
+// postings returns the compressed postings of a term row.
+func (x *BM25) postings(row int32) []byte { return x.post[x.postOff[row]:x.postOff[row+1]] }
 
 // weight32 is BM25DocScorer.weightValue = idf · boost · (k1 + 1) in float32, boost 1.
 func (x *BM25) weight32(df int) float32 {
@@ -354,7 +502,8 @@ func (x *BM25) top(touched []int32, score func(int32) float64, k int) []Hit {
 }
 
 // Score returns the BM25 score of passage doc (0-based index) for query, 0 when no query term
-// occurs in it. It equals the Score Search reports for that passage.
+// occurs in it. It equals the Score Search reports for that passage. It decodes each query
+// term's postings up to doc: O(df) a term.
 func (x *BM25) Score(query string, doc int) float64 {
 	if doc < 0 || doc >= len(x.ids) {
 		panic(fmt.Sprintf("index: BM25.Score: passage %d out of range [0, %d)", doc, len(x.ids)))
@@ -365,20 +514,22 @@ func (x *BM25) Score(query string, doc int) float64 {
 		if !ok {
 			continue
 		}
-		ps := x.postings[row]
-		i, found := slices.BinarySearchFunc(ps, int32(doc), func(p posting, d int32) int {
-			return int(p.doc - d)
-		})
-		if !found {
+		df := int(x.df[row])
+		buf, d, tf := x.postings(row), int32(0), int32(0)
+		for range df {
+			if d, tf, buf = nextPosting(buf, d); d >= int32(doc) {
+				break
+			}
+		}
+		if d != int32(doc) || tf == 0 {
 			continue
 		}
-		p := ps[i]
 		if x.params.ExactLengths {
-			w := IDF(len(x.ids), len(ps)) * (x.params.K1 + 1)
-			tf := float64(p.tf)
-			s += w * tf / (tf + x.lenNorm64[doc])
+			w := IDF(len(x.ids), df) * (x.params.K1 + 1)
+			f := float64(tf)
+			s += w * f / (f + x.lenNorm64[doc])
 		} else {
-			s += float64(score32(x.weight32(len(ps)), p.tf, x.lenNorm32[doc]))
+			s += float64(score32(x.weight32(df), tf, x.lenNorm32[doc]))
 		}
 	}
 	if x.params.ExactLengths {

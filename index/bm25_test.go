@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -259,6 +260,39 @@ func BenchmarkBM25Search(b *testing.B) {
 	for b.Loop() {
 		for _, q := range queries {
 			x.Search(q, 1000)
+		}
+	}
+}
+
+// TestBM25ConcurrentSearches runs Cranfield's queries from four goroutines at once, in both
+// modes: each gets the hits a lone search gets (the pooled accumulators are not shared).
+func TestBM25ConcurrentSearches(t *testing.T) {
+	ids, texts, queries := readCranfield(t)
+	for _, exact := range []bool{false, true} {
+		p := DefaultBM25Params()
+		p.ExactLengths = exact
+		x := NewBM25(ids, texts, p)
+		want := make([][]Hit, len(queries))
+		for i, q := range queries {
+			want[i] = x.Search(q, 100)
+		}
+		errs := make(chan string, 4)
+		for g := range 4 {
+			go func() {
+				for j := range queries {
+					i := (j + g*57) % len(queries)
+					if got := x.Search(queries[i], 100); !slices.Equal(got, want[i]) {
+						errs <- fmt.Sprintf("exact=%v goroutine %d query %d: hits differ", exact, g, i)
+						return
+					}
+				}
+				errs <- ""
+			}()
+		}
+		for range 4 {
+			if e := <-errs; e != "" {
+				t.Fatal(e)
+			}
 		}
 	}
 }

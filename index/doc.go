@@ -1,7 +1,9 @@
 // Package index holds the first-stage retrievers the toolkit evaluates and mines hard negatives
-// with: a Lucene-4.10-compatible English analyzer and BM25 over an in-memory inverted index,
-// exact top-k inner-product search over float32 embeddings (Flat), and Reciprocal Rank Fusion
-// of several runs (RRF).
+// with: a Lucene-4.10-compatible English analyzer and BM25 over an in-memory inverted index
+// with delta- and varint-compressed postings (built from slices, or passage by passage with a
+// BM25Builder so a streamed corpus need not be held), exact top-k inner-product search over
+// float32 embeddings (Flat; Dot and TopK let other searchers, such as package index/shard's
+// sharded search, return exactly its hits), and Reciprocal Rank Fusion of several runs (RRF).
 //
 // Every searcher returns []Hit sorted by Score descending, ties broken by DocID ascending, so
 // results are deterministic whatever the insertion order or the number of goroutines.
@@ -13,7 +15,8 @@
 //
 // Not for: approximate nearest-neighbour search (Flat is exhaustive, O(N·dim) per query),
 // phrase or field queries, incremental updates (indexes are built once from a full corpus),
-// or persistence (rebuild from the corpus; index_refresh wraps rebuilding during training).
+// or persistence of BM25 (rebuild from the corpus; index_refresh wraps rebuilding during
+// training). Embeddings persist as shards: package index/shard.
 package index
 
 // Hit is one retrieved document: its id and its score under the searcher that produced it.

@@ -44,23 +44,44 @@ func (t *Tokenizer) EncodeBatch(texts []string, maxLen int) Batch {
 	}
 	b := newBatch(len(texts), maxLen, t.padID)
 	for i, text := range texts {
-		ids := t.Encode(text)
-		b.Tokens += len(ids)
-		if len(ids) > maxLen-2 {
-			b.Dropped += len(ids) - (maxLen - 2)
-			ids = ids[:maxLen-2]
-			b.Truncated++
-		}
-		row := b.IDs[i*maxLen : (i+1)*maxLen]
-		mask := b.Mask[i*maxLen : (i+1)*maxLen]
-		row[0] = t.clsID
-		copy(row[1:], ids)
-		row[len(ids)+1] = t.sepID
-		for j := 0; j < len(ids)+2; j++ {
-			mask[j] = 1
-		}
+		t.setRow(&b, i, t.Encode(text))
 	}
 	return b
+}
+
+// BatchOf builds the B×L batch (B = len(tokens), L = maxLen) that EncodeBatch builds from
+// texts whose Encode are tokens[i]: token ids as Encode returns them, before [CLS], [SEP] and
+// truncation, as a tokenized passage store (package tokstore) keeps them. BatchOf(ids, L)
+// with ids[i] = Encode(texts[i]) equals EncodeBatch(texts, L), field for field. It panics if
+// maxLen < 2.
+func (t *Tokenizer) BatchOf(tokens [][]int, maxLen int) Batch {
+	if maxLen < 2 {
+		panic(fmt.Sprintf("tokenize: BatchOf: maxLen %d < 2 leaves no room for [CLS] and [SEP]", maxLen))
+	}
+	b := newBatch(len(tokens), maxLen, t.padID)
+	for i, ids := range tokens {
+		t.setRow(&b, i, ids)
+	}
+	return b
+}
+
+// setRow writes [CLS] ids [SEP] into row i of b, truncating ids to L-2 tokens.
+func (t *Tokenizer) setRow(b *Batch, i int, ids []int) {
+	maxLen := b.L
+	b.Tokens += len(ids)
+	if len(ids) > maxLen-2 {
+		b.Dropped += len(ids) - (maxLen - 2)
+		ids = ids[:maxLen-2]
+		b.Truncated++
+	}
+	row := b.IDs[i*maxLen : (i+1)*maxLen]
+	mask := b.Mask[i*maxLen : (i+1)*maxLen]
+	row[0] = t.clsID
+	copy(row[1:], ids)
+	row[len(ids)+1] = t.sepID
+	for j := 0; j < len(ids)+2; j++ {
+		mask[j] = 1
+	}
 }
 
 // EncodePairBatch encodes each (query, passage) pair as

@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"reflect"
 	"slices"
 	"testing"
 )
@@ -174,5 +175,26 @@ func BenchmarkEncodeBatchCranfield(b *testing.B) {
 	texts := cranfield(b, "corpus.jsonl")
 	for b.Loop() {
 		tk.EncodeBatch(texts, 256)
+	}
+}
+
+// TestBatchOfMatchesEncodeBatch: a batch built from stored token ids equals the batch encoded
+// from the texts, field for field, with and without truncation.
+func TestBatchOfMatchesEncodeBatch(t *testing.T) {
+	tk := bert(t, false)
+	texts := cranfield(t, "corpus.jsonl")[:300]
+	ids := make([][]int, len(texts))
+	for i, s := range texts {
+		ids[i] = tk.Encode(s)
+	}
+	for _, maxLen := range []int{2, 16, 128, 512} {
+		want := tk.EncodeBatch(texts, maxLen)
+		got := tk.BatchOf(ids, maxLen)
+		if !reflect.DeepEqual(got, want) {
+			t.Fatalf("maxLen %d: BatchOf differs from EncodeBatch", maxLen)
+		}
+		if maxLen == 16 && want.Truncated == 0 || maxLen == 512 && want.Truncated > 10 {
+			t.Fatalf("maxLen %d: %d truncated: the cases do not cover truncation", maxLen, want.Truncated)
+		}
 	}
 }

@@ -115,6 +115,19 @@ func (e *Encoder) runner(L int) (*model.EncoderRunner, error) {
 // i that of texts[i]. c, when not nil, counts what truncation to MaxLen cut (the same counts
 // with or without Dynamic).
 func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, error) {
+	return e.encode(len(texts), func(lo, hi int) tokenize.Batch { return e.tok.EncodeBatch(texts[lo:hi], e.maxLen) }, c)
+}
+
+// EncodeTokenized is Encode for passages tokenized beforehand: tokens[i] is Tokenizer.Encode
+// of text i (before [CLS], [SEP] and truncation), as a tokenized passage store
+// (tokenize/tokstore) keeps it. It returns Encode's vectors for those texts, bit for bit, and
+// the same truncation counts.
+func (e *Encoder) EncodeTokenized(tokens [][]int, c *experiment.TruncCount) ([]float32, error) {
+	return e.encode(len(tokens), func(lo, hi int) tokenize.Batch { return e.tok.BatchOf(tokens[lo:hi], e.maxLen) }, c)
+}
+
+// encode encodes n texts, batch(lo, hi) giving rows lo..hi-1 as EncodeBatch pads them to MaxLen.
+func (e *Encoder) encode(n int, batch func(lo, hi int) tokenize.Batch, c *experiment.TruncCount) ([]float32, error) {
 	e.used = e.used[:0]
 	if !e.dynamic {
 		e.used = append(e.used, e.maxLen)
@@ -122,19 +135,19 @@ func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, e
 		if err != nil {
 			return nil, err
 		}
-		b := c.Add(e.tok.EncodeBatch(texts, e.maxLen))
-		return r.Encode(b.IDs, b.Mask, b.Types, len(texts))
+		b := c.Add(batch(0, n))
+		return r.Encode(b.IDs, b.Mask, b.Types, n)
 	}
-	return e.encodeDynamic(texts, c)
+	return e.encodeDynamic(n, batch, c)
 }
 
-// encodeDynamic is Encode with dynamic padding.
-func (e *Encoder) encodeDynamic(texts []string, c *experiment.TruncCount) ([]float32, error) {
+// encodeDynamic is encode with dynamic padding.
+func (e *Encoder) encodeDynamic(n int, batch func(lo, hi int) tokenize.Batch, c *experiment.TruncCount) ([]float32, error) {
 	// Each text as EncodeBatch encodes it (cut, [CLS] ... [SEP]), kept without its padding (the
 	// mask is 1 exactly there), types alike.
-	ids, types := make([][]int, len(texts)), make([][]int, len(texts))
-	for i := range texts {
-		b := c.Add(e.tok.EncodeBatch(texts[i:i+1], e.maxLen))
+	ids, types := make([][]int, n), make([][]int, n)
+	for i := range n {
+		b := c.Add(batch(i, i+1))
 		n := 0
 		for n < b.L && b.Mask[n] != 0 {
 			n++

@@ -396,3 +396,51 @@ func paddedTokens(tok *tokenize.Tokenizer, texts []string, maxLen int, dynamic b
 	}
 	return n
 }
+
+// TestEncodeTokenizedMatchesEncode encodes 80 texts of 0 to 129 words from their token ids
+// (as a tokenized passage store returns them) and from the texts, with fixed and dynamic
+// padding: the vectors are the same bits and the truncation counts the same.
+func TestEncodeTokenizedMatchesEncode(t *testing.T) {
+	tok := bertTokenizer(t)
+	n := make([]int, 80)
+	for i := range n {
+		n[i] = i * 53 % 130
+	}
+	texts := wordTexts(t, tok, n, 3)
+	tokens := make([][]int, len(texts))
+	for i, s := range texts {
+		tokens[i] = tok.Encode(s)
+	}
+	for _, cfg := range []model.EncoderConfig{
+		{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 2, Heads: 4, FFN: 64, MaxPosition: 128},
+		{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 32},
+	} {
+		m, err := model.NewBiEncoder(cfg, true, 9)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomize(m, 0.3, 9)
+		for _, dynamic := range []bool{false, true} {
+			enc, err := NewEncoder(m.Passage, tok, 96, dynamic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var cText, cTok experiment.TruncCount
+			want, err := enc.Encode(texts, &cText)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := enc.EncodeTokenized(tokens, &cTok)
+			if err != nil {
+				t.Fatal(err)
+			}
+			enc.Close()
+			if len(got) != len(texts)*32 || !slices.EqualFunc(got, want, func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) }) {
+				t.Fatalf("%v dynamic=%v: vectors from tokens differ from vectors from texts", cfg.Encoder, dynamic)
+			}
+			if cTok != cText || strings.HasPrefix(cText.String(), "0 of") {
+				t.Fatalf("%v dynamic=%v: truncation %v, want %v", cfg.Encoder, dynamic, cTok, cText)
+			}
+		}
+	}
+}
