@@ -50,8 +50,10 @@ type jsonlReader struct {
 	allowed []string
 	f       *os.File
 	r       *bufio.Reader
-	line    int  // last line read
-	done    bool // EOF or an error was returned
+	line    int   // last line read
+	done    bool  // EOF or an error was returned
+	off     int64 // byte offset of the next line in the file
+	recOff  int64 // byte offset of the line of the record next returned last
 }
 
 func openJSONL(path string, allowed ...string) (*jsonlReader, error) {
@@ -73,6 +75,7 @@ func (j *jsonlReader) next() (record, error) {
 			j.done = true
 			return record{}, fmt.Errorf("%s:%d: %w", j.path, line, err)
 		}
+		j.recOff, j.off = j.off, j.off+int64(len(b))
 		if len(b) == 0 && err != nil {
 			break
 		}

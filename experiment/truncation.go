@@ -26,6 +26,12 @@ func (c *TruncCount) Add(b tokenize.Batch) tokenize.Batch {
 	return b
 }
 
+// Counts returns the texts encoded, how many of them were cut, their tokens before truncation
+// and the tokens dropped.
+func (c TruncCount) Counts() (texts, cut, tokens, dropped int) {
+	return c.texts, c.cut, c.tokens, c.dropped
+}
+
 // String reads "12 of 960 cut (3.1% of their tokens dropped)".
 func (c TruncCount) String() string {
 	share := 0.0

@@ -52,8 +52,14 @@ type Options struct {
 	// as soon as the encoding finishes, at a step that depends on timing (see the package doc).
 	SwapAfter int
 	// NewWorker makes each worker's encoder (see WorkerFactory). Required unless Mode is
-	// ModeOff.
+	// ModeOff or Reencode is set.
 	NewWorker WorkerFactory
+	// Reencode, when set, encodes the whole corpus for a refresh instead of the Workers
+	// goroutines (Workers, ShardSize and NewWorker are then unused): it returns the n×dim
+	// vectors of corpus rows 0..n-1 computed with snap's weights, e.g. by handing the
+	// re-encoding to the Beam pipeline of package pipeline (pipeline.Reencoder), which may run
+	// on other machines. It should return promptly with ctx's error once ctx is done.
+	Reencode func(ctx context.Context, snap Snapshot, n, dim int) ([]float32, error)
 	// OnEvent, if set, is told of every refresh that starts, swaps in or fails. It is called
 	// on the goroutine of MaybeRefresh, Wait, Close or the refresh itself, one event at a
 	// time, and must not call MaybeRefresh, Wait or Close.
@@ -71,7 +77,7 @@ func (o Options) validate() error {
 	switch {
 	case o.Every < 1:
 		return fmt.Errorf("index_refresh: refresh every %d steps: must be >= 1", o.Every)
-	case o.Workers < 1:
+	case o.Workers < 1 && o.Reencode == nil:
 		return fmt.Errorf("index_refresh: workers %d: must be >= 1", o.Workers)
 	case o.ShardSize < 0:
 		return fmt.Errorf("index_refresh: shard size %d: must be >= 0", o.ShardSize)
@@ -79,10 +85,22 @@ func (o Options) validate() error {
 		return fmt.Errorf("index_refresh: swap after %d steps: must be >= 0", o.SwapAfter)
 	case o.SwapAfter > 0 && o.Mode != ModeAsync:
 		return fmt.Errorf("index_refresh: swap after %d steps needs mode %q, not %q", o.SwapAfter, ModeAsync, o.Mode)
-	case o.NewWorker == nil:
-		return fmt.Errorf("index_refresh: mode %q needs Options.NewWorker", o.Mode)
+	case o.NewWorker == nil && o.Reencode == nil:
+		return fmt.Errorf("index_refresh: mode %q needs Options.NewWorker or Options.Reencode", o.Mode)
 	}
 	return nil
+}
+
+// encode returns the n×dim vectors of a refresh with snap: Reencode's when set, else Encode's.
+func (o Options) encode(ctx context.Context, snap Snapshot, n, dim int) ([]float32, error) {
+	if o.Reencode == nil {
+		return Encode(ctx, snap, n, dim, o)
+	}
+	v, err := o.Reencode(ctx, snap, n, dim)
+	if err == nil && len(v) != n*dim {
+		err = fmt.Errorf("index_refresh: Reencode for %s returned %d values for %d rows of dim %d", snap.Version(), len(v), n, dim)
+	}
+	return v, err
 }
 
 // EventKind says what happened to a refresh.
@@ -214,15 +232,15 @@ func NewEncoded(ctx context.Context, ids []string, dim int, params []*model.Para
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if opts.NewWorker == nil {
-		return nil, fmt.Errorf("index_refresh: NewEncoded needs Options.NewWorker")
+	if opts.NewWorker == nil && opts.Reencode == nil {
+		return nil, fmt.Errorf("index_refresh: NewEncoded needs Options.NewWorker or Options.Reencode")
 	}
 	t0 := time.Now()
 	snap, err := TakeSnapshot(params, step)
 	if err != nil {
 		return nil, err
 	}
-	vecs, err := Encode(ctx, snap, len(ids), dim, opts)
+	vecs, err := opts.encode(ctx, snap, len(ids), dim)
 	if err != nil {
 		return nil, err
 	}
@@ -411,7 +429,7 @@ func (r *Refresher) run(ctx context.Context, j *job, snap Snapshot) {
 	defer r.wg.Done()
 	defer j.cancel()
 	t0 := time.Now()
-	vecs, err := Encode(ctx, snap, len(r.ids), r.dim, r.opts)
+	vecs, err := r.opts.encode(ctx, snap, len(r.ids), r.dim)
 	var f *index.Flat
 	if err == nil {
 		f, err = index.NewFlat(r.ids, vecs, r.dim)

@@ -3,6 +3,7 @@ package indexrefresh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"slices"
@@ -550,4 +551,50 @@ func TestConcurrentSearchesDuringRefreshes(t *testing.T) {
 	t.Logf("%d searches saw %d versions; %d refreshes, %d skipped, encoding %v, waited %v",
 		searches.Load(), len(distinct), st.Refreshes, st.Skipped, st.Encoding, st.Waited)
 	settle(t, base)
+}
+
+// TestReencodeReplacesWorkers: with Options.Reencode (and no NewWorker or Workers), each sync
+// refresh serves the vectors Reencode returns for the snapshot, called once per refresh with
+// the corpus size; a Reencode returning the wrong number of values fails the refresh and the
+// old index keeps serving.
+func TestReencodeReplacesWorkers(t *testing.T) {
+	const n = 12
+	var calls []int
+	bad := false
+	re := func(ctx context.Context, snap Snapshot, rows, dim int) ([]float32, error) {
+		calls = append(calls, snap.Version().Step)
+		if rows != n || dim != testDim {
+			return nil, fmt.Errorf("asked for %d x %d", rows, dim)
+		}
+		v := versionVecs(snap.Param("doc.w").Value.Data().([]float32)[0], 0, rows)
+		if bad {
+			v = v[:len(v)-1]
+		}
+		return v, nil
+	}
+	r := newAt0(t, n, Options{Mode: ModeSync, Every: 5, Reencode: re})
+	defer r.Close()
+	params := towerAt(0)
+	ctx := context.Background()
+	for step := 0; step <= 10; step++ {
+		bad = step == 10
+		setStep(params, step)
+		_, err := r.MaybeRefresh(ctx, step, params)
+		if (err != nil) != bad {
+			t.Fatalf("step %d: error %v", step, err)
+		}
+		if bad && !strings.Contains(err.Error(), fmt.Sprintf("returned %d values for %d rows of dim %d", n*testDim-1, n, testDim)) {
+			t.Fatalf("step %d: error %v, want the value count", step, err)
+		}
+		hits, v := r.Search(qUp, 3)
+		if want := min(step, 9) / 5 * 5; v.Step != want || v.ParamHash != hashAt(t, want) {
+			t.Fatalf("step %d: serving %v, want step %d", step, v, want)
+		}
+		if err := checkHits(n, hits, v, +1); err != nil {
+			t.Fatalf("step %d: %v", step, err)
+		}
+	}
+	if !slices.Equal(calls, []int{5, 10}) {
+		t.Fatalf("Reencode called at steps %v, want [5 10]", calls)
+	}
 }
