@@ -3,18 +3,25 @@
 // 500k, 2M passages) with metrics that mean something.
 //
 // Passages are bags of pseudo-words ("bako", "tirelu": consonant-vowel syllables, none a stop
-// word) drawn from a Zipf vocabulary (rank r has probability proportional to 1/r^ZipfS). Each
-// query has 3 to 5 key terms drawn uniformly from vocabulary ranks KeyRankMin..Vocab-1 (rare to
-// mid-frequency words) and 0 to 2 common noise words. Its key terms are planted into 1 to 3
+// word). Each passage has one of Topics topics; a topic is a list of TopicWords words drawn
+// uniformly from vocabulary ranks KeyRankMin..Vocab-1 and used with Zipf weights (s = 1)
+// within the topic. A passage's words come from its topic with probability TopicShare, else
+// from the background Zipf vocabulary (rank r has probability proportional to 1/(r+1)^ZipfS),
+// so passages on one topic share words as documents on one subject do, and their embeddings
+// cluster.
+//
+// Each query has a topic, 3 to 5 key terms drawn uniformly from that topic's words past its 10
+// most frequent, and 0 to 2 background noise words. Its key terms are planted into 1 to 3
 // relevant passages (each term once or twice) and a subset of them (1 to terms-1, each 1 to 3
-// times) into 2 to 6 distractor passages, so BM25 and a bag-of-words encoder rank relevant
-// passages well above chance but not perfectly: a distractor with a few key terms repeated can
-// outscore a relevant passage, and noise words match everywhere.
+// times) into 2 to 6 distractor passages, all of which take the query's topic. So BM25 and a
+// bag-of-words encoder rank relevant passages well above chance but not perfectly: a
+// distractor with a few key terms repeated can outscore a relevant passage, passages on the
+// topic hold key terms by chance, and noise words match everywhere.
 //
 // Passage i is generated from its own random stream (PCG seeded with Seed and i), so any
 // passage can be produced on its own (Collection.Passage) and the corpus written in one pass in
-// memory independent of the number of passages N: only the query plan (O(Q)) and the Zipf table
-// (O(Vocab)) are held. Same Config, same bytes.
+// memory independent of the number of passages N: only the query plan (O(Q)), the Zipf table
+// (O(Vocab)) and the topics (O(Topics·TopicWords)) are held. Same Config, same bytes.
 //
 // Not for: realistic language (no syntax, no semantics beyond the planted terms) or judging
 // models' quality; it exercises scale, not understanding.
@@ -44,8 +51,12 @@ type Config struct {
 	Vocab int
 	// ZipfS is the Zipf exponent s of the background words (default 1.0, must be > 0).
 	ZipfS float64
-	// KeyRankMin is the most frequent vocabulary rank a key term may have (default 200).
+	// KeyRankMin is the most frequent vocabulary rank a topic word may have (default 200).
 	KeyRankMin int
+	// Topics (default 1,000), TopicWords per topic (default 300, at least 20) and TopicShare,
+	// the probability that a passage word comes from its topic (default 0.5; in [0, 1)).
+	Topics, TopicWords int
+	TopicShare         float64
 }
 
 // Defaults and limits.
@@ -53,12 +64,17 @@ const (
 	DefaultVocab      = 50000
 	DefaultZipfS      = 1.0
 	DefaultKeyRankMin = 200
+	DefaultTopics     = 1000
+	DefaultTopicWords = 300
+	DefaultTopicShare = 0.5
 	MaxVocab          = 70*70 + 70*70*70 // two- and three-syllable words
 	// MinPassages is the fewest passages a collection may have: a query's relevant and
 	// distractor passages (at most 3 + 6) are distinct.
 	MinPassages = 9
 
-	queryStream = 1 << 62 // PCG stream of query q: queryStream + q; of passage i: i
+	// PCG streams: passage i is stream i, query q queryStream + q, topic t topicStream + t.
+	queryStream = 1 << 62
+	topicStream = 1<<62 + 1<<61
 )
 
 // Splits are the qrels files written: query q goes to Splits[splitOf(q)], test for q%10 in
@@ -80,6 +96,7 @@ type Query struct {
 	ID    string
 	Text  string   // the key terms and noise words, shuffled, space-separated
 	Terms []string // the key terms, all planted into every relevant passage
+	Topic int      // the topic of the key terms and of the relevant and distractor passages
 	// Relevant are the passage indices judged relevant (score 1), Distractors those holding
 	// some but not all of Terms.
 	Relevant, Distractors []int
@@ -92,13 +109,22 @@ type planting struct {
 	tf    []int
 }
 
+// assignment is what the plan puts into a passage: its topic (that of the first query planting
+// there) and the plantings, in query order.
+type assignment struct {
+	topic int
+	plant []planting
+}
+
 // Collection is a generated collection: queries and their plan in memory, passages generated on
 // demand. It is read-only after New and safe for concurrent use.
 type Collection struct {
-	cfg     Config
-	cdf     []float64 // cdf[r] = P(rank <= r)
-	queries []Query
-	plan    map[int][]planting // passage -> plantings, in query order
+	cfg      Config
+	cdf      []float64 // cdf[r] = P(rank <= r) of the background vocabulary
+	topicCDF []float64 // the same within a topic's word list
+	topics   [][]int   // topic -> word ranks
+	queries  []Query
+	plan     map[int]*assignment // passage -> planted topic and terms
 }
 
 // New plans the collection of c: it draws every query, its key terms and its relevant and
@@ -113,6 +139,15 @@ func New(c Config) (*Collection, error) {
 	if c.KeyRankMin == 0 {
 		c.KeyRankMin = DefaultKeyRankMin
 	}
+	if c.Topics == 0 {
+		c.Topics = DefaultTopics
+	}
+	if c.TopicWords == 0 {
+		c.TopicWords = DefaultTopicWords
+	}
+	if c.TopicShare == 0 {
+		c.TopicShare = DefaultTopicShare
+	}
 	switch {
 	case c.Passages < MinPassages:
 		return nil, fmt.Errorf("synth: passages = %d, want >= %d", c.Passages, MinPassages)
@@ -122,17 +157,26 @@ func New(c Config) (*Collection, error) {
 		return nil, fmt.Errorf("synth: vocab = %d, want 1..%d", c.Vocab, MaxVocab)
 	case !(c.ZipfS > 0) || math.IsInf(c.ZipfS, 0):
 		return nil, fmt.Errorf("synth: zipf s = %v, want > 0", c.ZipfS)
-	case c.KeyRankMin < 0 || c.KeyRankMin > c.Vocab-5:
-		return nil, fmt.Errorf("synth: key rank min = %d, want 0..vocab-5 = %d", c.KeyRankMin, c.Vocab-5)
+	case c.Topics < 1:
+		return nil, fmt.Errorf("synth: topics = %d, want >= 1", c.Topics)
+	case c.TopicWords < 20 || c.KeyRankMin < 0 || c.KeyRankMin > c.Vocab-c.TopicWords:
+		return nil, fmt.Errorf("synth: topic words = %d and key rank min = %d: want topic words >= 20 and 0 <= key rank min <= vocab - topic words = %d",
+			c.TopicWords, c.KeyRankMin, c.Vocab-c.TopicWords)
+	case !(c.TopicShare >= 0 && c.TopicShare < 1):
+		return nil, fmt.Errorf("synth: topic share = %v, want [0, 1)", c.TopicShare)
 	}
-	g := &Collection{cfg: c, cdf: make([]float64, c.Vocab), plan: make(map[int][]planting)}
-	sum := 0.0
-	for r := range c.Vocab {
-		sum += math.Pow(float64(r+1), -c.ZipfS)
-		g.cdf[r] = sum
-	}
-	for r := range g.cdf {
-		g.cdf[r] /= sum
+	g := &Collection{cfg: c, cdf: zipfCDF(c.Vocab, c.ZipfS), topicCDF: zipfCDF(c.TopicWords, 1), plan: make(map[int]*assignment)}
+	for t := range c.Topics {
+		r := rand.New(rand.NewPCG(c.Seed, topicStream+uint64(t)))
+		seen := make(map[int]bool, c.TopicWords)
+		words := make([]int, 0, c.TopicWords)
+		for len(words) < c.TopicWords {
+			if w := c.KeyRankMin + r.IntN(c.Vocab-c.KeyRankMin); !seen[w] {
+				seen[w] = true
+				words = append(words, w)
+			}
+		}
+		g.topics = append(g.topics, words)
 	}
 	for q := range c.Queries {
 		g.queries = append(g.queries, g.planQuery(q))
@@ -143,10 +187,11 @@ func New(c Config) (*Collection, error) {
 // planQuery draws query q from its own stream and records its plantings.
 func (g *Collection) planQuery(q int) Query {
 	r := rand.New(rand.NewPCG(g.cfg.Seed, queryStream+uint64(q)))
+	topic := r.IntN(g.cfg.Topics)
 	nTerms, nRel, nDis := 3+r.IntN(3), 1+r.IntN(3), 2+r.IntN(5)
 	var terms []int
 	for len(terms) < nTerms {
-		w := g.cfg.KeyRankMin + r.IntN(g.cfg.Vocab-g.cfg.KeyRankMin)
+		w := g.topics[topic][10+r.IntN(g.cfg.TopicWords-10)]
 		if !slices.Contains(terms, w) {
 			terms = append(terms, w)
 		}
@@ -158,13 +203,21 @@ func (g *Collection) planQuery(q int) Query {
 			docs = append(docs, d)
 		}
 	}
-	qy := Query{ID: "q" + strconv.Itoa(q), Relevant: docs[:nRel], Distractors: docs[nRel:], Split: splitOf(q)}
+	qy := Query{ID: "q" + strconv.Itoa(q), Topic: topic, Relevant: docs[:nRel], Distractors: docs[nRel:], Split: splitOf(q)}
+	add := func(d int, p planting) {
+		a := g.plan[d]
+		if a == nil {
+			a = &assignment{topic: topic}
+			g.plan[d] = a
+		}
+		a.plant = append(a.plant, p)
+	}
 	for _, d := range qy.Relevant {
 		p := planting{words: terms, tf: make([]int, nTerms)}
 		for j := range p.tf {
 			p.tf[j] = 1 + r.IntN(2)
 		}
-		g.plan[d] = append(g.plan[d], p)
+		add(d, p)
 	}
 	for _, d := range qy.Distractors {
 		perm := r.Perm(nTerms)[:1+r.IntN(nTerms-1)]
@@ -174,7 +227,7 @@ func (g *Collection) planQuery(q int) Query {
 			p.words = append(p.words, terms[j])
 			p.tf = append(p.tf, 1+r.IntN(3))
 		}
-		g.plan[d] = append(g.plan[d], p)
+		add(d, p)
 	}
 	words := slices.Clone(terms)
 	for range r.IntN(3) {
@@ -188,11 +241,32 @@ func (g *Collection) planQuery(q int) Query {
 	return qy
 }
 
-// zipf draws a vocabulary rank from the Zipf table.
-func (g *Collection) zipf(r *rand.Rand) int {
-	i, _ := slices.BinarySearch(g.cdf, r.Float64())
-	return min(i, len(g.cdf)-1)
+// zipfCDF is the cumulative distribution of ranks 0..n-1 with P(r) proportional to 1/(r+1)^s.
+func zipfCDF(n int, s float64) []float64 {
+	cdf := make([]float64, n)
+	sum := 0.0
+	for r := range n {
+		sum += math.Pow(float64(r+1), -s)
+		cdf[r] = sum
+	}
+	for r := range cdf {
+		cdf[r] /= sum
+	}
+	return cdf
 }
+
+// draw draws an index from a cumulative distribution.
+func draw(cdf []float64, r *rand.Rand) int {
+	i, _ := slices.BinarySearch(cdf, r.Float64())
+	return min(i, len(cdf)-1)
+}
+
+// zipf draws a background vocabulary rank.
+func (g *Collection) zipf(r *rand.Rand) int { return draw(g.cdf, r) }
+
+// Topic returns the word ranks of topic t, most frequent in the topic first. The slice is
+// shared: do not modify it.
+func (g *Collection) Topic(t int) []int { return g.topics[t] }
 
 // Config returns the configuration with defaults filled in.
 func (g *Collection) Config() Config { return g.cfg }
@@ -203,30 +277,56 @@ func (g *Collection) Len() int { return g.cfg.Passages }
 // PassageID returns the _id of passage i: "d" followed by i in decimal.
 func PassageID(i int) string { return "d" + strconv.Itoa(i) }
 
-// Passage returns the title (2 to 5 words) and text (40 to 120 background words plus the
-// planted key terms) of passage i, 0 <= i < N, generated from its own stream. It panics when i
-// is out of range.
+// Passage returns the title (2 to 5 words) and text (40 to 120 words plus the planted key
+// terms) of passage i, 0 <= i < N, generated from its own stream. It panics when i is out of
+// range.
 func (g *Collection) Passage(i int) (title, text string) {
+	title, text, _ = g.passage(i)
+	return title, text
+}
+
+// PassageTopic returns the topic of passage i.
+func (g *Collection) PassageTopic(i int) int {
+	_, _, t := g.passage(i)
+	return t
+}
+
+func (g *Collection) passage(i int) (title, text string, topic int) {
 	if i < 0 || i >= g.cfg.Passages {
 		panic(fmt.Sprintf("synth: passage %d out of range [0, %d)", i, g.cfg.Passages))
 	}
 	r := rand.New(rand.NewPCG(g.cfg.Seed, uint64(i)))
+	topic = r.IntN(g.cfg.Topics)
+	a := g.plan[i]
+	if a != nil {
+		topic = a.topic
+	}
+	word := func() int {
+		if r.Float64() < g.cfg.TopicShare {
+			return g.topics[topic][draw(g.topicCDF, r)]
+		}
+		return g.zipf(r)
+	}
 	tw := make([]int, 2+r.IntN(4))
 	for j := range tw {
-		tw[j] = g.zipf(r)
+		tw[j] = word()
 	}
 	words := make([]int, 40+r.IntN(81), 140)
 	for j := range words {
-		words[j] = g.zipf(r)
+		words[j] = word()
 	}
-	for _, p := range g.plan[i] {
+	var plant []planting
+	if a != nil {
+		plant = a.plant
+	}
+	for _, p := range plant {
 		for j, w := range p.words {
 			for range p.tf[j] {
 				words = slices.Insert(words, r.IntN(len(words)+1), w)
 			}
 		}
 	}
-	return joinWords(tw), joinWords(words)
+	return joinWords(tw), joinWords(words), topic
 }
 
 // NumQueries returns the number of queries Q.

@@ -16,11 +16,12 @@ import (
 
 func main() {
 	var (
-		n     = flag.Int("n", 100000, "passages")
-		q     = flag.Int("queries", 1000, "queries (20% test, 10% dev, 70% train)")
-		seed  = flag.Uint64("seed", 42, "random seed")
-		vocab = flag.Int("vocab", synth.DefaultVocab, "background vocabulary size")
-		out   = flag.String("out", "", "output directory (required)")
+		n      = flag.Int("n", 100000, "passages")
+		q      = flag.Int("queries", 1000, "queries (20% test, 10% dev, 70% train)")
+		seed   = flag.Uint64("seed", 42, "random seed")
+		vocab  = flag.Int("vocab", synth.DefaultVocab, "vocabulary size")
+		topics = flag.Int("topics", synth.DefaultTopics, "topics")
+		out    = flag.String("out", "", "output directory (required)")
 	)
 	flag.Parse()
 	if *out == "" {
@@ -28,7 +29,7 @@ func main() {
 		os.Exit(2)
 	}
 	t := time.Now()
-	c, err := synth.New(synth.Config{Passages: *n, Queries: *q, Seed: *seed, Vocab: *vocab})
+	c, err := synth.New(synth.Config{Passages: *n, Queries: *q, Seed: *seed, Vocab: *vocab, Topics: *topics})
 	if err == nil {
 		err = c.Write(*out)
 	}
