@@ -57,28 +57,38 @@ func DefaultANNOptions() ANNOptions {
 // is the process's peak resident set (VmHWM, reset before each phase where the kernel allows)
 // in KiB.
 type ANNResult struct {
-	Command        string   `json:"command"`
-	Passages       int      `json:"passages"`
-	Queries        int      `json:"queries"`
-	Dim            int      `json:"dim"`
-	Threads        int      `json:"threads"`
-	M              int      `json:"m"`
-	EfConstruction int      `json:"ef_construction"`
-	EncodeSeconds  float64  `json:"encode_seconds"`
-	EncodeRSS      int64    `json:"encode_peak_rss_kib"`
-	ExactSeconds   float64  `json:"exact_seconds"` // all queries, top 100
-	ExactQPS       float64  `json:"exact_qps"`
-	ExactCPUms     float64  `json:"exact_cpu_ms_per_query"`
-	ExactRSS       int64    `json:"exact_peak_rss_kib"`
-	BuildSeconds   float64  `json:"build_seconds"`
-	BuildCPU       float64  `json:"build_cpu_seconds"`
-	BuildRSS       int64    `json:"build_peak_rss_kib"`
-	IndexBytes     int64    `json:"index_bytes"`
-	RSSReset       bool     `json:"rss_reset"` // whether VmHWM could be reset between phases
-	Runs           []ANNRun `json:"runs"`
-	LoadStart      float64  `json:"load_start"`
-	LoadEnd        float64  `json:"load_end"`
-	exact          [][]index.Hit
+	Command        string        `json:"command"`
+	Passages       int           `json:"passages"`
+	Queries        int           `json:"queries"`
+	Dim            int           `json:"dim"`
+	Threads        int           `json:"threads"`
+	M              int           `json:"m"`
+	EfConstruction int           `json:"ef_construction"`
+	EncodeSeconds  float64       `json:"encode_seconds"`
+	EncodeRSS      int64         `json:"encode_peak_rss_kib"`
+	ExactRSS       int64         `json:"exact_peak_rss_kib"`
+	BuildSeconds   float64       `json:"build_seconds"`
+	BuildCPU       float64       `json:"build_cpu_seconds"`
+	BuildRSS       int64         `json:"build_peak_rss_kib"`
+	IndexBytes     int64         `json:"index_bytes"`
+	RSSReset       bool          `json:"rss_reset"` // whether VmHWM could be reset between phases
+	Sets           []ANNQuerySet `json:"query_sets"`
+	LoadStart      float64       `json:"load_start"`
+	LoadEnd        float64       `json:"load_end"`
+}
+
+// ANNQuerySet is one set of query vectors: exact search's time (top 100, batched) and HNSW's
+// runs. The synthetic queries, a few words each, lie far from every passage (the hard case for
+// graph search); held-out passages, generated past the N indexed, lie among them as the
+// queries of the usual ANN benchmarks do.
+type ANNQuerySet struct {
+	Name         string   `json:"name"`
+	ExactSeconds float64  `json:"exact_seconds"`
+	ExactQPS     float64  `json:"exact_qps"`
+	ExactCPUms   float64  `json:"exact_cpu_ms_per_query"`
+	Runs         []ANNRun `json:"runs"`
+	vecs         []float32
+	exact        [][]index.Hit
 }
 
 // ANNRun is HNSW search at one efSearch: queries per second, CPU time per query (all threads)
@@ -101,9 +111,10 @@ func timed(f func()) (wall, cpu float64) {
 	return time.Since(t).Seconds(), cpuSeconds() - c
 }
 
-// RunANN generates the collection, embeds it, searches it exactly (index.Flat, the ground
-// truth and the exact QPS), frees that, builds HNSW and searches it at each efSearch, then
-// prints a table.
+// RunANN generates a collection of N + Q passages and Q queries, embeds it, searches the first
+// N passages exactly (index.Flat: the ground truth and the exact QPS) with two query sets, the
+// Q synthetic queries and the Q held-out passages; frees that, builds HNSW over the N passages
+// and searches it at each efSearch; then prints the tables.
 func RunANN(o ANNOptions) (*ANNResult, error) {
 	if o.Passages < synth.MinPassages || o.Queries < 1 || o.Dim < 1 || o.Buckets < 1 || o.Threads < 1 || len(o.EfSearch) == 0 {
 		return nil, fmt.Errorf("bench: ann: passages %d, queries %d, dim %d, buckets %d, threads %d, %d efSearch values: each must be positive (passages >= %d)",
@@ -116,24 +127,31 @@ func RunANN(o ANNOptions) (*ANNResult, error) {
 	res.RSSReset = resetPeakRSS()
 
 	t := time.Now()
-	col, err := synth.New(synth.Config{Passages: o.Passages, Queries: o.Queries, Seed: o.Seed})
+	col, err := synth.New(synth.Config{Passages: o.Passages + o.Queries, Queries: o.Queries, Seed: o.Seed})
 	if err != nil {
 		return nil, err
 	}
-	logf("ann: embedding %d passages and %d queries (%d dims)", o.Passages, o.Queries, o.Dim)
+	logf("ann: embedding %d passages and %d queries (%d dims)", o.Passages+o.Queries, o.Queries, o.Dim)
 	ids, vecs, qs := embedCollection(col, o.Dim, o.Buckets, o.Seed, o.Threads)
+	n := o.Passages
+	ids, held := ids[:n], slices.Clone(vecs[n*o.Dim:])
+	vecs = vecs[:n*o.Dim]
+	res.Sets = []ANNQuerySet{{Name: "synthetic queries", vecs: qs}, {Name: "held-out passages", vecs: held}}
 	res.EncodeSeconds, res.EncodeRSS = time.Since(t).Seconds(), PeakRSSKiB()
 
 	freeMemory()
 	resetPeakRSS()
-	logf("ann: exact search (index.Flat), %d queries, top 100", o.Queries)
 	flat, err := index.NewFlat(ids, vecs, o.Dim)
 	if err != nil {
 		return nil, err
 	}
-	wall, cpu := timed(func() { res.exact = flat.SearchBatch(qs, 100) })
 	nq := float64(o.Queries)
-	res.ExactSeconds, res.ExactQPS, res.ExactCPUms = wall, nq/wall, 1e3*cpu/nq
+	for i := range res.Sets {
+		qs := &res.Sets[i]
+		logf("ann: exact search (index.Flat), %d %s, top 100", o.Queries, qs.Name)
+		wall, cpu := timed(func() { qs.exact = flat.SearchBatch(qs.vecs, 100) })
+		qs.ExactSeconds, qs.ExactQPS, qs.ExactCPUms = wall, nq/wall, 1e3*cpu/nq
+	}
 	res.ExactRSS = PeakRSSKiB()
 	flat = nil
 	freeMemory()
@@ -141,20 +159,23 @@ func RunANN(o ANNOptions) (*ANNResult, error) {
 
 	logf("ann: building HNSW (M %d, efConstruction %d)", o.Params.M, o.Params.EfConstruction)
 	var h *ann.HNSW
-	wall, cpu = timed(func() { h, err = ann.NewHNSW(ids, vecs, o.Dim, o.Params) })
+	wall, cpu := timed(func() { h, err = ann.NewHNSW(ids, vecs, o.Dim, o.Params) })
 	if err != nil {
 		return nil, err
 	}
 	res.BuildSeconds, res.BuildCPU, res.BuildRSS, res.IndexBytes = wall, cpu, PeakRSSKiB(), h.Bytes()
-	for _, ef := range o.EfSearch {
-		r := ANNRun{EfSearch: ef}
-		var got [][]index.Hit
-		wall, cpu := timed(func() { got = h.SearchBatchEf(qs, 10, ef) })
-		r.QPS10, r.CPUms10, r.Recall10 = nq/wall, 1e3*cpu/nq, recallAt(got, res.exact, 10)
-		wall, cpu = timed(func() { got = h.SearchBatchEf(qs, 100, ef) })
-		r.QPS100, r.CPUms100, r.Recall100 = nq/wall, 1e3*cpu/nq, recallAt(got, res.exact, 100)
-		logf("ann: efSearch %d: recall@10 %.4f at %.0f QPS", ef, r.Recall10, r.QPS10)
-		res.Runs = append(res.Runs, r)
+	for i := range res.Sets {
+		qs := &res.Sets[i]
+		for _, ef := range o.EfSearch {
+			r := ANNRun{EfSearch: ef}
+			var got [][]index.Hit
+			wall, cpu := timed(func() { got = h.SearchBatchEf(qs.vecs, 10, ef) })
+			r.QPS10, r.CPUms10, r.Recall10 = nq/wall, 1e3*cpu/nq, recallAt(got, qs.exact, 10)
+			wall, cpu = timed(func() { got = h.SearchBatchEf(qs.vecs, 100, ef) })
+			r.QPS100, r.CPUms100, r.Recall100 = nq/wall, 1e3*cpu/nq, recallAt(got, qs.exact, 100)
+			logf("ann: %s, efSearch %d: recall@10 %.4f at %.0f QPS", qs.Name, ef, r.Recall10, r.QPS10)
+			qs.Runs = append(qs.Runs, r)
+		}
 	}
 	res.LoadEnd = loadAvg()
 	res.print(o.Out)
@@ -175,24 +196,27 @@ func (r *ANNResult) print(w io.Writer) {
 	fmt.Fprintf(w, "command: `%s`\n", r.Command)
 	fmt.Fprintf(w, "machine: %s, %d logical CPUs, %s/%s; %d threads; load average %s at start, %s at end\n",
 		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, r.Threads, loadString(r.LoadStart), loadString(r.LoadEnd))
-	fmt.Fprintf(w, "data: %d synthetic passages (data/synth), %d of its queries; vectors: random projection to %d dims of the hashed tf-idf bag of words, normalised (cosine)\n",
-		r.Passages, r.Queries, r.Dim)
+	fmt.Fprintf(w, "data: %d synthetic passages (data/synth); queries: %d of its queries and %d held-out passages; "+
+		"vectors: random projection to %d dims of the hashed tf-idf bag of words, normalised (cosine)\n",
+		r.Passages, r.Queries, r.Queries, r.Dim)
 	reset := "VmHWM reset before each phase"
 	if !r.RSSReset {
 		reset = "VmHWM could not be reset: each peak includes the phases before it"
 	}
-	fmt.Fprintf(w, "embedding: %.1f s, peak RSS %s; exact search (index.Flat, top 100, batched): %.1f s, %.1f QPS, %.2f ms CPU per query, peak RSS %s; "+
-		"HNSW build (M %d, efConstruction %d): %.1f s (%.1f s CPU), peak RSS %s, index %s (%s; the build holds the bench's copy of the vectors too)\n\n",
-		r.EncodeSeconds, mib(r.EncodeRSS), r.ExactSeconds, r.ExactQPS, r.ExactCPUms, mib(r.ExactRSS), r.M, r.EfConstruction,
+	fmt.Fprintf(w, "embedding: %.1f s, peak RSS %s; exact search (index.Flat): peak RSS %s; "+
+		"HNSW build (M %d, efConstruction %d): %.1f s (%.1f s CPU), peak RSS %s, index %s (%s; the build holds the bench's copy of the vectors too)\n",
+		r.EncodeSeconds, mib(r.EncodeRSS), mib(r.ExactRSS), r.M, r.EfConstruction,
 		r.BuildSeconds, r.BuildCPU, mib(r.BuildRSS), mib(r.IndexBytes/1024), reset)
 	fmt.Fprintln(w, "speed-up: exact search's time per query / HNSW's, wall clock and CPU (all threads; steadier on a loaded machine)")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| efSearch | k 10: QPS | speed-up, wall / CPU | recall@10 | k 100: QPS | speed-up, wall / CPU | recall@100 |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
-	for _, x := range r.Runs {
-		fmt.Fprintf(w, "| %d | %s | %.1fx / %.1fx | %.4f | %s | %.1fx / %.1fx | %.4f |\n", x.EfSearch,
-			number(x.QPS10), x.QPS10/r.ExactQPS, r.ExactCPUms/x.CPUms10, x.Recall10,
-			number(x.QPS100), x.QPS100/r.ExactQPS, r.ExactCPUms/x.CPUms100, x.Recall100)
+	for _, qs := range r.Sets {
+		fmt.Fprintf(w, "\n## %s: exact search (top 100, batched) %.1f s, %.1f QPS, %.2f ms CPU per query\n\n", qs.Name, qs.ExactSeconds, qs.ExactQPS, qs.ExactCPUms)
+		fmt.Fprintln(w, "| efSearch | k 10: QPS | speed-up, wall / CPU | recall@10 | k 100: QPS | speed-up, wall / CPU | recall@100 |")
+		fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+		for _, x := range qs.Runs {
+			fmt.Fprintf(w, "| %d | %s | %.1fx / %.1fx | %.4f | %s | %.1fx / %.1fx | %.4f |\n", x.EfSearch,
+				number(x.QPS10), x.QPS10/qs.ExactQPS, qs.ExactCPUms/x.CPUms10, x.Recall10,
+				number(x.QPS100), x.QPS100/qs.ExactQPS, qs.ExactCPUms/x.CPUms100, x.Recall100)
+		}
 	}
 	fmt.Fprintln(w)
 }

@@ -73,17 +73,22 @@ func TestRunANN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for q, e := range r.exact {
-		if len(e) != 100 {
-			t.Fatalf("query %d: %d exact hits", q, len(e))
+	if len(r.Sets) != 2 {
+		t.Fatalf("%d query sets, want 2", len(r.Sets))
+	}
+	for _, qs := range r.Sets {
+		for q, e := range qs.exact {
+			if len(e) != 100 {
+				t.Fatalf("%s %d: %d exact hits", qs.Name, q, len(e))
+			}
+		}
+		lo, hi := qs.Runs[0], qs.Runs[1]
+		t.Logf("%s: recall@10 %.4f / %.4f, recall@100 %.4f / %.4f at ef 8 / 512", qs.Name, lo.Recall10, hi.Recall10, lo.Recall100, hi.Recall100)
+		if lo.Recall10 > hi.Recall10 || lo.Recall100 > hi.Recall100 || hi.Recall10 < 0.97 || hi.Recall100 > 1 || qs.ExactQPS <= 0 {
+			t.Errorf("%s: recall@10 %.4f / %.4f, recall@100 %.4f / %.4f at ef 8 / 512", qs.Name, lo.Recall10, hi.Recall10, lo.Recall100, hi.Recall100)
 		}
 	}
-	lo, hi := r.Runs[0], r.Runs[1]
-	t.Logf("recall@10 %.4f / %.4f, recall@100 %.4f / %.4f at ef 8 / 512", lo.Recall10, hi.Recall10, lo.Recall100, hi.Recall100)
-	if lo.Recall10 > hi.Recall10 || lo.Recall100 > hi.Recall100 || hi.Recall10 < 0.97 || hi.Recall100 > 1 {
-		t.Errorf("recall@10 %.4f / %.4f, recall@100 %.4f / %.4f at ef 8 / 512", lo.Recall10, hi.Recall10, lo.Recall100, hi.Recall100)
-	}
-	if !strings.Contains(out.String(), "| 512 |") || r.ExactQPS <= 0 || r.BuildSeconds <= 0 {
+	if !strings.Contains(out.String(), "| 512 |") || !strings.Contains(out.String(), "## held-out passages") || r.BuildSeconds <= 0 {
 		t.Errorf("table or timings missing:\n%s", out.String())
 	}
 	if _, err := RunANN(ANNOptions{Passages: 5}); err == nil || !strings.Contains(err.Error(), "passages 5") {
