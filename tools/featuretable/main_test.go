@@ -1,0 +1,73 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func writeRun(t *testing.T, metrics, recipe, timeTxt string) string {
+	t.Helper()
+	d := t.TempDir()
+	for name, body := range map[string]string{"metrics.json": metrics, "recipe.resolved.toml": recipe, "time.txt": timeTxt} {
+		if body == "" {
+			continue
+		}
+		if err := os.WriteFile(filepath.Join(d, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+const recipe = `name = "scifact-minilm-dense-refresh"
+[loss]
+name = "matryoshka_infonce"
+dims = [384, 128]
+[sampler]
+negative_source = "dense_refresh"
+refresh_every = 50
+negative_relative = 0.95
+[train]
+batch_size = 128
+mini_batch_size = 16
+steps = 13
+`
+
+func TestLoadRow(t *testing.T) {
+	d := writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1823.4,
+		"mining/dropped_relative": 9580, "finetuned@128/nDCG@10": 0.66}`, recipe,
+		"\tCommand being timed: \"train\"\n\tMaximum resident set size (kbytes): 4323324\n")
+	r, err := load(d, "finetuned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.name != "scifact-minilm-dense-refresh" || r.loss != "matryoshka_infonce" || r.ndcg != 0.69 || r.recall != 0.95 || r.seconds != 1823.4 {
+		t.Fatalf("row %+v", r)
+	}
+	if r.negatives != "dense_refresh every 50, relative 0.95" || r.batch != "128 (16) x 13 steps" {
+		t.Fatalf("negatives %q, batch %q", r.negatives, r.batch)
+	}
+	if want := 4323324.0 / 1024; r.peakMiB != want {
+		t.Fatalf("peak %v MiB, want %v", r.peakMiB, want)
+	}
+	if got := strings.Join(r.extra, "; "); got != "dropped_relative 9580; @128 0.6600" {
+		t.Fatalf("notes %q", got)
+	}
+}
+
+func TestLoadErrors(t *testing.T) {
+	if _, err := load(writeRun(t, `{"finetuned/nDCG@10": 0.69}`, recipe, ""), "finetuned"); err == nil || !strings.Contains(err.Error(), `no "finetuned/Recall@100"`) {
+		t.Fatalf("missing metric: %v", err)
+	}
+	d := writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "")
+	r, err := load(d, "finetuned")
+	if err != nil || r.peakMiB != -1 {
+		t.Fatalf("no time.txt: peak %v, %v", r.peakMiB, err)
+	}
+	d = writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "Maximum resident set size (kbytes): lots\n")
+	if _, err := load(d, "finetuned"); err == nil || !strings.Contains(err.Error(), "time.txt:1: maximum resident set size") {
+		t.Fatalf("bad time.txt: %v", err)
+	}
+}
