@@ -27,9 +27,9 @@ import (
 
 type row struct {
 	name, loss, negatives, batch string
-	ndcg, recall, seconds       float64
-	peakMiB                     float64 // < 0 when unknown
-	extra                       []string
+	ndcg, recall, seconds        float64
+	peakMiB                      float64 // < 0 when unknown
+	extra                        []string
 }
 
 func main() {
