@@ -66,11 +66,11 @@ func (f *Flat) Search(q []float32, k int) []Hit {
 	if k < 1 {
 		return nil
 	}
-	t := newTopK(f.ids, k)
-	for d := range f.ids {
-		t.offer(d, float64(dot(q, f.vecs[d*f.dim:(d+1)*f.dim])))
+	t := NewTopK(k)
+	for d, id := range f.ids {
+		t.Offer(Hit{DocID: id, Score: float64(dot(q, f.vecs[d*f.dim:(d+1)*f.dim]))})
 	}
-	return t.hits()
+	return t.Hits()
 }
 
 // Score returns the inner product of q with the passage id, as Search scores it, and false when
@@ -127,9 +127,9 @@ func (f *Flat) SearchBatch(qs []float32, k int) [][]Hit {
 
 // searchBlock scores queries lo..hi-1 against all passages, block by block.
 func (f *Flat) searchBlock(qs []float32, lo, hi, k int, out [][]Hit) {
-	tops := make([]*topK, hi-lo)
+	tops := make([]*TopK, hi-lo)
 	for i := range tops {
-		tops[i] = newTopK(f.ids, k)
+		tops[i] = NewTopK(k)
 	}
 	n, dim := len(f.ids), f.dim
 	for p0 := 0; p0 < n; p0 += passageBlock {
@@ -138,12 +138,12 @@ func (f *Flat) searchBlock(qs []float32, lo, hi, k int, out [][]Hit) {
 			q := qs[qi*dim : (qi+1)*dim]
 			t := tops[qi-lo]
 			for d := p0; d < p1; d++ {
-				t.offer(d, float64(dot(q, f.vecs[d*dim:(d+1)*dim])))
+				t.Offer(Hit{DocID: f.ids[d], Score: float64(dot(q, f.vecs[d*dim:(d+1)*dim]))})
 			}
 		}
 	}
 	for i, t := range tops {
-		out[lo+i] = t.hits()
+		out[lo+i] = t.Hits()
 	}
 }
 
@@ -175,70 +175,6 @@ func dot(a, b []float32) float32 {
 		s0 += a[i] * b[i]
 	}
 	return (s0 + s1) + (s2 + s3)
-}
-
-// topK keeps the k best hits seen so far in a binary heap whose root is the worst kept hit
-// under compareHits.
-type topK struct {
-	ids  []string
-	k    int
-	heap []Hit
-}
-
-func newTopK(ids []string, k int) *topK {
-	return &topK{ids: ids, k: k, heap: make([]Hit, 0, min(k, len(ids)))}
-}
-
-func (t *topK) offer(d int, score float64) {
-	h := Hit{DocID: t.ids[d], Score: score}
-	if len(t.heap) < t.k {
-		t.heap = append(t.heap, h)
-		t.up(len(t.heap) - 1)
-		return
-	}
-	if compareHits(h, t.heap[0]) < 0 {
-		t.heap[0] = h
-		t.down(0)
-	}
-}
-
-// worse reports whether kept hit i ranks below kept hit j.
-func (t *topK) worse(i, j int) bool { return compareHits(t.heap[i], t.heap[j]) > 0 }
-
-func (t *topK) up(i int) {
-	for i > 0 {
-		p := (i - 1) / 2
-		if !t.worse(i, p) {
-			return
-		}
-		t.heap[i], t.heap[p] = t.heap[p], t.heap[i]
-		i = p
-	}
-}
-
-func (t *topK) down(i int) {
-	n := len(t.heap)
-	for {
-		w := i
-		if l := 2*i + 1; l < n && t.worse(l, w) {
-			w = l
-		}
-		if r := 2*i + 2; r < n && t.worse(r, w) {
-			w = r
-		}
-		if w == i {
-			return
-		}
-		t.heap[i], t.heap[w] = t.heap[w], t.heap[i]
-		i = w
-	}
-}
-
-// hits returns the kept hits sorted best first.
-func (t *topK) hits() []Hit {
-	out := slices.Clone(t.heap)
-	SortHits(out)
-	return out
 }
 
 // NormalizeRows scales each dim-wide row of v to unit L2 norm in place (all-zero rows stay
