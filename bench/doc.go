@@ -22,6 +22,13 @@
 // eager and with torch.compile, sentence-transformers' own encode() for the encoding workloads,
 // and Debian's PyTorch 1.13 when installed; ratios are against the first peer that ran.
 //
+// The ann workload (issue 17; bench.RunANN, only when named: -only ann) has no peer and runs in
+// the bench process: a synthetic collection (package data/synth, -ann-n passages) embedded by a
+// seeded random projection of its hashed tf-idf bag of words (BowProjection, 384 dimensions),
+// searched exactly with index.Flat (the ground truth and the exact QPS) and with an HNSW graph
+// (package index/ann) at each -ann-ef; it prints QPS, CPU per query, recall@10 and recall@100
+// against exact, build time and each phase's peak RSS (docs/results/ann.md).
+//
 // A run whose load average (/proc/loadavg) is above NoisyLoad at its start or end prints
 // "noisy" instead of PASS or FAIL for its speed targets.
 //

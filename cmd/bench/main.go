@@ -4,6 +4,10 @@
 //	go run ./cmd/bench                        # everything; about 6 minutes on 2 busy cores
 //	go run ./cmd/bench -only bi-transformer-step,bm25-query -reps 15
 //	VENV=/path/.venv go run ./cmd/bench -only minilm-train,minilm-encode -minilm-b 16
+//	go run ./cmd/bench -only ann -ann-n 200000    # HNSW against exact search (issue 17)
+//
+// The ann workload runs only when named in -only: it measures exact search (index.Flat) and
+// HNSW (index/ann) on random projections of a synthetic collection, in this process.
 //
 // The peers need Debian python3-torch, liblucene4.10-java and default-jdk-headless; our OpenBLAS
 // build needs libopenblas-dev. The bench installs nothing: a missing piece is named and that
@@ -15,6 +19,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,7 +34,7 @@ func main() {
 		cpuProf  = flag.String("cpuprofile", "", "internal: write a CPU profile of the timed runs (with -worker)")
 		memProf  = flag.String("memprofile", "", "internal: write an allocation profile (with -worker)")
 		dataset  = flag.String("data", "datasets/cranfield", "BEIR directory of Cranfield")
-		only     = flag.String("only", "", "comma-separated workloads (default all: "+strings.Join(names(), ", ")+")")
+		only     = flag.String("only", "", "comma-separated workloads (default all: "+strings.Join(names(), ", ")+"); also "+bench.ANNWorkload+", only when named")
 		reps     = flag.Int("reps", 9, "timed runs per system; the median is reported")
 		warmup   = flag.Int("warmup", 2, "untimed runs per system before timing (Lucene: at least 5)")
 		threads  = flag.Int("threads", 2, "threads of every process (GOMAXPROCS, OPENBLAS_NUM_THREADS, torch.set_num_threads, JVM processors)")
@@ -46,6 +52,12 @@ func main() {
 		profile  = flag.Bool("profile", false, "write CPU and allocation profiles of our workers into -work")
 		work     = flag.String("work", "", "scratch directory (default a new temporary one, removed at the end unless -profile)")
 		jsonOut  = flag.String("json", "", "also write the results as JSON to this file")
+		annN     = flag.Int("ann-n", bench.DefaultANNOptions().Passages, "ann: synthetic passages (the issue's target is 1000000)")
+		annQ     = flag.Int("ann-queries", bench.DefaultANNOptions().Queries, "ann: synthetic queries searched")
+		annM     = flag.Int("ann-m", bench.DefaultANNOptions().Params.M, "ann: HNSW M (2M links on layer 0)")
+		annEfC   = flag.Int("ann-efc", bench.DefaultANNOptions().Params.EfConstruction, "ann: HNSW efConstruction")
+		annEf    = flag.String("ann-ef", "32,64,128,256,512,1024,2048", "ann: comma-separated efSearch values")
+		annSeed  = flag.Uint64("ann-seed", bench.DefaultANNOptions().Seed, "ann: seed of the collection, the projection and the HNSW levels")
 		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
 	)
 	flag.Parse()
@@ -70,6 +82,36 @@ func main() {
 		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
+	}
+	workloads := strings.Split(*only, ",")
+	if i := slices.Index(workloads, bench.ANNWorkload); i >= 0 {
+		a := bench.DefaultANNOptions()
+		a.Passages, a.Queries, a.Params.M, a.Params.EfConstruction, a.Threads = *annN, *annQ, *annM, *annEfC, *threads
+		a.Seed, a.Params.Seed = *annSeed, *annSeed
+		a.EfSearch = nil
+		for _, f := range strings.Split(*annEf, ",") {
+			ef, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || ef < 1 {
+				fmt.Fprintf(os.Stderr, "bench: -ann-ef: %q is not a positive integer\n", f)
+				os.Exit(2)
+			}
+			a.EfSearch = append(a.EfSearch, ef)
+		}
+		a.Command, a.Out, a.Log = o.Command, os.Stdout, os.Stderr
+		if workloads = slices.Delete(workloads, i, i+1); len(workloads) == 0 {
+			a.JSON = *jsonOut
+		} else if *jsonOut != "" {
+			fmt.Fprintln(os.Stderr, "bench: -json with ann and other workloads: run ann on its own")
+			os.Exit(2)
+		}
+		if _, err := bench.RunANN(a); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		if len(workloads) == 0 {
+			return
+		}
+		*only = strings.Join(workloads, ",")
 	}
 	if err := run(o, *only, *work); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
