@@ -160,11 +160,6 @@ func DotInOrder(a, b []float32) float32 {
 	return s
 }
 
-// Dot is the float32 inner product of a and b (len(b) >= len(a)) exactly as Flat scores a
-// passage: four running sums added in a fixed order. Other searchers (package index/ann) score
-// their hits with it so that a passage found by both gets the same score to the bit.
-func Dot(a, b []float32) float32 { return dot(a, b) }
-
 // dot is the float32 inner product with four running sums, added in a fixed order.
 func dot(a, b []float32) float32 {
 	b = b[:len(a)]
