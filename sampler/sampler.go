@@ -13,10 +13,10 @@ type Collection struct {
 	Queries  map[string]string         // query id -> text
 	DocIDs   []string                  // corpus ids, in a fixed order (random fills index into it)
 	DocTexts []string                  // passage texts, parallel to DocIDs
+	Qrels    map[string]map[string]int // training judgements; score > 0 is relevant
 	// DocText, when DocTexts is nil, returns the text of passage i of DocIDs (a corpus kept on
 	// disk: the texts are read as batches need them).
-	DocText  func(i int) string
-	Qrels    map[string]map[string]int // training judgements; score > 0 is relevant
+	DocText func(i int) string
 }
 
 // text returns the text of passage i.
