@@ -196,7 +196,7 @@ func TestCorpusReaderConstantMemory(t *testing.T) {
 // with the corpus's ids only; a malformed line is LoadJudged's error, and visit's error stops it.
 func TestLoadStreamedMatchesLoadJudged(t *testing.T) {
 	for _, dir := range []string{"testdata/tiny", "../datasets/cranfield"} {
-		splits := []string{"dev"}
+		splits := []string{"train"}
 		if dir == "../datasets/cranfield" {
 			splits = []string{"train", "dev", "test"}
 		}
@@ -225,13 +225,13 @@ func TestLoadStreamedMatchesLoadJudged(t *testing.T) {
 		}
 	}
 	stop := errors.New("stop")
-	if _, err := LoadStreamed("testdata/tiny", func(Document) error { return stop }, "dev"); err != stop {
+	if _, err := LoadStreamed("testdata/tiny", func(Document) error { return stop }, "train"); err != stop {
 		t.Errorf("visit's error: got %v", err)
 	}
 	// A malformed line: the error of LoadJudged, path:line and field.
 	dir := t.TempDir()
 	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
-	for _, f := range []string{"queries.jsonl", "qrels/dev.tsv"} {
+	for _, f := range []string{"queries.jsonl", "qrels/train.tsv"} {
 		b, _ := os.ReadFile(filepath.Join("testdata/tiny", f))
 		os.WriteFile(filepath.Join(dir, f), b, 0o644)
 	}
@@ -239,8 +239,8 @@ func TestLoadStreamedMatchesLoadJudged(t *testing.T) {
 	lines := strings.SplitAfter(string(b), "\n")
 	lines[1] = `{"_id": "x", "text": ["a"]}` + "\n"
 	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(strings.Join(lines, "")), 0o644)
-	_, want := LoadJudged(dir, "dev")
-	_, got := LoadStreamed(dir, func(Document) error { return nil }, "dev")
+	_, want := LoadJudged(dir, "train")
+	_, got := LoadStreamed(dir, func(Document) error { return nil }, "train")
 	if want == nil || got == nil || got.Error() != want.Error() || !strings.Contains(got.Error(), "corpus.jsonl:2: ") || !strings.Contains(got.Error(), `"text"`) {
 		t.Errorf("malformed line 2: LoadStreamed %v, LoadJudged %v", got, want)
 	}
