@@ -30,7 +30,7 @@ for n in "${sizes[@]}"; do
 		"$work/synth" -n "$n" -seed 42 -out "$data"
 	fi
 	recipe="$work/scale-synth-$n.toml"
-	sed -e "s|^dir = .*|dir = \"$data\"|" -e "s|^name = .*|name = \"scale-synth-$n\"|" \
+	sed -e "s|^dir = .*|dir = \"$data\"|" -e "0,/^name = /s|^name = .*|name = \"scale-synth-$n\"|" \
 		-e "s|^output_dir = .*|output_dir = \"$runs_root\"|" recipes/scale-synth.toml >"$recipe"
 	log="$runs_root/scale-synth-$n.log"
 	if ! /usr/bin/time -v -o "$work/time-$n" "$work/train" -recipe "$recipe" >"$log" 2>&1; then
