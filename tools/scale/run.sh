@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tools/scale/run.sh [N ...]: run recipes/scale-synth.toml (kind retriever, bow encoder, the
 # corpus streamed above index.stream_above) over synthetic corpora of N passages each (default
-# 100000 500000 2000000), and print the wall time and peak RSS (/usr/bin/time -v) of each run,
+# 100000 500000 2000000), and print the wall time, CPU time (user + system) and peak RSS
+# (/usr/bin/time -v) of each run,
 # with the peak RSS per passage, the load average at its end and its test nDCG@10.
 #
 # A corpus is generated once (go run ./tools/synth -n N -seed 42 -out $SCALE_DATA/synth-N; 1,000
@@ -41,15 +42,16 @@ for n in "${sizes[@]}"; do
 	run=$(tail -1 "$log")
 	wall=$(sed -n 's/.*Elapsed (wall clock) time (h:mm:ss or m:ss): //p' "$work/time-$n")
 	kb=$(sed -n 's/.*Maximum resident set size (kbytes): //p' "$work/time-$n")
+	cpu=$(awk -F': ' '/User time|System time/{s+=$2} END{printf "%.1f", s}' "$work/time-$n")
 	load=$(cut -d' ' -f1-3 /proc/loadavg)
 	ndcg=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); print("%.4f %.4f" % (m["bm25/nDCG@10"], m["dense/nDCG@10"]))' "$run/metrics.json")
-	rows+=("$(printf '%9d %10s %9.0f %8.0f   %-16s %s' "$n" "$wall" "$((kb / 1024))" "$((kb * 1024 / n))" "$load" "$ndcg")")
+	rows+=("$(printf '%9d %10s %8s %9d %9d   %-16s %s' "$n" "$wall" "$cpu" "$((kb / 1024))" "$((kb * 1024 / n))" "$load" "$ndcg")")
 	if [ "$kb" -gt "$max_kb" ]; then
 		echo "scale: $n passages peaked at $kb KB, above $max_kb KB" >&2
 		status=1
 	fi
 	cp "$work/time-$n" "$runs_root/scale-synth-$n.time"
 done
-printf '%9s %10s %9s %8s   %-16s %s\n' passages wall peak_MB B/passage "load avg" "nDCG@10 bm25 dense"
+printf '%9s %10s %8s %9s %9s   %-16s %s\n' passages wall cpu_s peak_MB B/passage "load avg" "nDCG@10 bm25 dense"
 printf '%s\n' "${rows[@]}"
 exit $status
