@@ -137,6 +137,7 @@
 //	train.patience                      0              needs eval_every: stop the train phase after this many dev evaluations in a row without a gain of eval.select_metric (metrics.json "train/stopped_early_at"); 0 = never stop; >= 0
 //	index.k1                            1.2            BM25 term-frequency saturation; >= 0
 //	index.b                             0.75           BM25 length normalisation; in [0, 1]
+//	index.stream_above                  0              kind retriever: a corpus of more than this many passages (non-blank lines of corpus.jsonl) is streamed, never all its text in memory: tokenized into <run>/corpus/tokens.tok, its texts in <run>/corpus/passages.txt, BM25 built document by document, the trained model's embeddings written in shards (<run>/corpus/shards) and searched shard by shard; the same rankings and metrics as loading it; with bm25 negatives only, no eval.select_metric, zeroshot, distillation, Matryoshka or -resume; 0 = never; >= 0
 //	eval.splits                         ["test"]       splits evaluated, each a qrels/<split>.tsv
 //	eval.systems                        ["bm25", "dense", "rrf"]  rankings compared: "bm25", "dense", "rrf" (fusion of bm25 and dense), "rerank" (first stage reranked); retriever also "zeroshot" (the model before training) and "finetuned" (= "dense")
 //	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1

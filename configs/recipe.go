@@ -317,6 +317,10 @@ type Index struct {
 	K1 float64 `toml:"k1"`
 	// B is BM25's length normalisation, in [0, 1]. Default 0.75.
 	B float64 `toml:"b"`
+	// StreamAbove (kind retriever) streams a corpus of more than this many passages (non-blank
+	// lines of corpus.jsonl) instead of loading it: bounded memory, the same rankings. 0 (the
+	// default) never streams.
+	StreamAbove int `toml:"stream_above"`
 }
 
 // Eval is the [eval] section: what is evaluated and reported.

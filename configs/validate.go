@@ -145,6 +145,10 @@ func (l *loader) validate(r *Recipe) error {
 
 	v.nonNegative("index.k1", r.Index.K1)
 	v.inRange("index.b", r.Index.B, 0, 1, true)
+	atLeast(v, "index.stream_above", r.Index.StreamAbove, 0)
+	if r.Index.StreamAbove > 0 && r.Kind != "retriever" {
+		v.fail("index.stream_above", "streams the corpus of a retriever recipe: kind %q does not read it (0 = off)", r.Kind)
+	}
 
 	e := r.Eval
 	v.distinct("eval.splits", e.Splits)

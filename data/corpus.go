@@ -143,6 +143,11 @@ func Load(dir string, splits ...string) (*Dataset, error) {
 	if err != nil {
 		return nil, err
 	}
+	return loadJudgements(dir, corpus, splits)
+}
+
+// loadJudgements reads the queries and the qrels of splits of dir, checked against corpus.
+func loadJudgements(dir string, corpus *Corpus, splits []string) (*Dataset, error) {
 	queries, err := LoadQueries(filepath.Join(dir, "queries.jsonl"))
 	if err != nil {
 		return nil, err

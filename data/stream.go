@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"io"
+	"path/filepath"
 )
 
 // Document is one line of corpus.jsonl.
@@ -98,3 +99,43 @@ func (r *CorpusReader) Count() (docs, empty int) { return r.n, r.empty }
 
 // Close closes the file.
 func (r *CorpusReader) Close() error { return r.j.close() }
+
+// LoadStreamed is LoadJudged for a corpus too large to hold in memory: dir/corpus.jsonl is
+// streamed once, each document handed to visit in file order, and the Dataset's Corpus keeps
+// its ids only (IDs, Index, Len and Empty as LoadCorpus gives them; Titles and Texts are nil,
+// so Passage is not available). The queries and qrels are LoadJudged's, with the same checks
+// and errors; a malformed corpus line is CorpusReader's error ("path:line: ..."), and an
+// error of visit is returned as it is.
+func LoadStreamed(dir string, visit func(Document) error, splits ...string) (*Dataset, error) {
+	r, err := OpenCorpus(filepath.Join(dir, "corpus.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	c := &Corpus{index: make(map[string]int)}
+	for {
+		doc, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		c.index[doc.ID] = len(c.IDs)
+		c.IDs = append(c.IDs, doc.ID)
+		if doc.Title == "" && doc.Text == "" {
+			c.Empty = append(c.Empty, doc.ID)
+		}
+		if err := visit(doc); err != nil {
+			return nil, err
+		}
+	}
+	d, err := loadJudgements(dir, c, splits)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.CheckJudged(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
 	"slices"
 	"strings"
@@ -189,4 +190,58 @@ func TestCorpusReaderConstantMemory(t *testing.T) {
 		t.Fatalf("LoadCorpus: live heap %d, want >= %d", held, base+uint64(total))
 	}
 	runtime.KeepAlive(c)
+}
+
+// LoadStreamed hands every document to visit in file order and returns LoadJudged's dataset
+// with the corpus's ids only; a malformed line is LoadJudged's error, and visit's error stops it.
+func TestLoadStreamedMatchesLoadJudged(t *testing.T) {
+	for _, dir := range []string{"testdata/tiny", "../datasets/cranfield"} {
+		splits := []string{"train"}
+		if dir == "../datasets/cranfield" {
+			splits = []string{"train", "dev", "test"}
+		}
+		want, err := LoadJudged(dir, splits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var seen []Document
+		got, err := LoadStreamed(dir, func(d Document) error { seen = append(seen, d); return nil }, splits...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(got.Corpus.IDs, want.Corpus.IDs) || !slices.Equal(got.Corpus.Empty, want.Corpus.Empty) || got.Corpus.Titles != nil || got.Corpus.Texts != nil {
+			t.Errorf("%s: streamed corpus: %d ids, %d empty, texts %v", dir, len(got.Corpus.IDs), len(got.Corpus.Empty), got.Corpus.Texts != nil)
+		}
+		for i, d := range seen {
+			if d.ID != want.Corpus.IDs[i] || d.Title != want.Corpus.Titles[i] || d.Text != want.Corpus.Texts[i] {
+				t.Fatalf("%s: document %d visited as %+v", dir, i, d)
+			}
+			if j, ok := got.Corpus.Index(d.ID); !ok || j != i {
+				t.Fatalf("%s: Index(%q) = %d, %v", dir, d.ID, j, ok)
+			}
+		}
+		if len(seen) != want.Corpus.Len() || !reflect.DeepEqual(got.Qrels, want.Qrels) || !reflect.DeepEqual(got.Queries, want.Queries) {
+			t.Errorf("%s: %d documents visited of %d; qrels or queries differ", dir, len(seen), want.Corpus.Len())
+		}
+	}
+	stop := errors.New("stop")
+	if _, err := LoadStreamed("testdata/tiny", func(Document) error { return stop }, "train"); err != stop {
+		t.Errorf("visit's error: got %v", err)
+	}
+	// A malformed line: the error of LoadJudged, path:line and field.
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "qrels"), 0o755)
+	for _, f := range []string{"queries.jsonl", "qrels/train.tsv"} {
+		b, _ := os.ReadFile(filepath.Join("testdata/tiny", f))
+		os.WriteFile(filepath.Join(dir, f), b, 0o644)
+	}
+	b, _ := os.ReadFile("testdata/tiny/corpus.jsonl")
+	lines := strings.SplitAfter(string(b), "\n")
+	lines[1] = `{"_id": "x", "text": ["a"]}` + "\n"
+	os.WriteFile(filepath.Join(dir, "corpus.jsonl"), []byte(strings.Join(lines, "")), 0o644)
+	_, want := LoadJudged(dir, "train")
+	_, got := LoadStreamed(dir, func(Document) error { return nil }, "train")
+	if want == nil || got == nil || got.Error() != want.Error() || !strings.Contains(got.Error(), "corpus.jsonl:2: ") || !strings.Contains(got.Error(), `"text"`) {
+		t.Errorf("malformed line 2: LoadStreamed %v, LoadJudged %v", got, want)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -71,6 +72,12 @@ func PrepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 // resumeDir when resuming, else the recipe's file, the init_from directory's, or one trained
 // on the passages.
 func PrepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, out io.Writer) (*tokenize.Tokenizer, error) {
+	return PrepareTokenizerSeq(rec, resumeDir, slices.Values(passages), out)
+}
+
+// PrepareTokenizerSeq is PrepareTokenizer over passages read once as a sequence (a streamed
+// corpus): the same tokenizer.
+func PrepareTokenizerSeq(rec *configs.Recipe, resumeDir string, passages iter.Seq[string], out io.Writer) (*tokenize.Tokenizer, error) {
 	switch {
 	case resumeDir != "":
 		return tokenize.Load(filepath.Join(resumeDir, checkpoints.TokenizerFile))
@@ -80,7 +87,7 @@ func PrepareTokenizer(rec *configs.Recipe, resumeDir string, passages []string, 
 		return initFromTokenizer(rec.Model.InitFrom, out)
 	}
 	start := time.Now()
-	t, err := tokenize.Train(passages, tokenize.TrainOptions{
+	t, err := tokenize.TrainSeq(passages, tokenize.TrainOptions{
 		VocabSize: rec.Tokenizer.VocabSize, MinFrequency: rec.Tokenizer.MinFrequency, Lowercase: rec.Tokenizer.Lowercase})
 	if err == nil {
 		fmt.Fprintf(out, "tokenizer: trained WordPiece, %d tokens, in %.1fs\n", t.VocabSize(), time.Since(start).Seconds())

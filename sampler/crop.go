@@ -29,6 +29,12 @@ type CropBatch struct {
 // The batch depends on (corpusTexts, B, minLen, maxLen, step, seed) only. Errors: B < 1,
 // minLen < 1, maxLen < minLen, and fewer than B documents with words.
 func CropPairs(corpusTexts []string, B, minLen, maxLen, step int, seed uint64) (CropBatch, error) {
+	return CropPairsFunc(len(corpusTexts), func(i int) string { return corpusTexts[i] }, B, minLen, maxLen, step, seed)
+}
+
+// CropPairsFunc is CropPairs over a corpus of n texts read through text(i) (a corpus kept on
+// disk): the same batch as CropPairs of those texts.
+func CropPairsFunc(n int, text func(i int) string, B, minLen, maxLen, step int, seed uint64) (CropBatch, error) {
 	switch {
 	case B < 1:
 		return CropBatch{}, fmt.Errorf("sampler: crop batch size %d, want >= 1", B)
@@ -39,7 +45,7 @@ func CropPairs(corpusTexts []string, B, minLen, maxLen, step int, seed uint64) (
 	}
 	r := rand.New(rand.NewPCG(seed^saltCrop, uint64(step)))
 	out := CropBatch{Step: step, DocIndex: make([]int, 0, B), Queries: make([]string, 0, B), Positives: make([]string, 0, B)}
-	idx := make([]int, len(corpusTexts))
+	idx := make([]int, n)
 	for i := range idx {
 		idx[i] = i
 	}
@@ -47,7 +53,7 @@ func CropPairs(corpusTexts []string, B, minLen, maxLen, step int, seed uint64) (
 	for i := 0; i < len(idx) && len(out.DocIndex) < B; i++ {
 		j := i + r.IntN(len(idx)-i)
 		idx[i], idx[j] = idx[j], idx[i]
-		words := strings.Fields(corpusTexts[idx[i]])
+		words := strings.Fields(text(idx[i]))
 		if len(words) == 0 {
 			continue
 		}

@@ -145,3 +145,18 @@ func TestCropPairsErrors(t *testing.T) {
 		}
 	}
 }
+
+// CropPairsFunc over text(i) gives CropPairs' batch of the same texts.
+func TestCropPairsFuncIsCropPairs(t *testing.T) {
+	c := loadCranfield(t)
+	for step := range 5 {
+		a, err := CropPairs(c.docTexts, 64, 8, 32, step, 42)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := CropPairsFunc(len(c.docTexts), func(i int) string { return c.docTexts[i] }, 64, 8, 32, step, 42)
+		if err != nil || !reflect.DeepEqual(a, b) {
+			t.Fatalf("step %d: CropPairsFunc differs (%v)", step, err)
+		}
+	}
+}

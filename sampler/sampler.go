@@ -14,6 +14,17 @@ type Collection struct {
 	DocIDs   []string                  // corpus ids, in a fixed order (random fills index into it)
 	DocTexts []string                  // passage texts, parallel to DocIDs
 	Qrels    map[string]map[string]int // training judgements; score > 0 is relevant
+	// DocText, when DocTexts is nil, returns the text of passage i of DocIDs (a corpus kept on
+	// disk: the texts are read as batches need them).
+	DocText func(i int) string
+}
+
+// text returns the text of passage i.
+func (c *Collection) text(i int) string {
+	if c.DocTexts == nil && c.DocText != nil {
+		return c.DocText(i)
+	}
+	return c.DocTexts[i]
 }
 
 // Options configure batching.
@@ -105,7 +116,7 @@ func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 		return nil, fmt.Errorf("sampler: batch size %d, want >= 1", opts.BatchSize)
 	case opts.HardNegatives < 0:
 		return nil, fmt.Errorf("sampler: hard negatives %d, want >= 0", opts.HardNegatives)
-	case len(c.DocIDs) != len(c.DocTexts):
+	case len(c.DocIDs) != len(c.DocTexts) && (c.DocTexts != nil || c.DocText == nil):
 		return nil, fmt.Errorf("sampler: %d document ids but %d texts", len(c.DocIDs), len(c.DocTexts))
 	case len(examples) == 0:
 		return nil, errors.New("sampler: no training examples")
@@ -227,10 +238,10 @@ func (s *Sampler) Batch(step int) (Batch, Stats, error) {
 		Queries: make([]string, B), Positives: make([]string, B), Negatives: make([]string, 0, B*N)}
 	for i, c := range chosen {
 		b.QueryIDs[i], b.PositiveIDs[i] = c.ex.QueryID, c.ex.PositiveID
-		b.Queries[i], b.Positives[i] = s.c.Queries[c.ex.QueryID], s.c.DocTexts[s.docIndex[c.ex.PositiveID]]
+		b.Queries[i], b.Positives[i] = s.c.Queries[c.ex.QueryID], s.c.text(s.docIndex[c.ex.PositiveID])
 		for _, d := range c.negs {
 			b.NegativeIDs = append(b.NegativeIDs, d)
-			b.Negatives = append(b.Negatives, s.c.DocTexts[s.docIndex[d]])
+			b.Negatives = append(b.Negatives, s.c.text(s.docIndex[d]))
 		}
 	}
 	if s.opts.MaskFalseNegatives {

@@ -403,3 +403,46 @@ func TestCranfield1000Batches(t *testing.T) {
 		t.Fatalf("only %d of %d examples dealt in 1000 batches (~39 epochs)", len(seen), len(ex))
 	}
 }
+
+// A collection whose texts are read through DocText deals the batches of the same texts held
+// in DocTexts, random fills included; with neither, New refuses it.
+func TestDocTextDealsTheSameBatches(t *testing.T) {
+	c := loadCranfield(t)
+	ex, _, err := Mine(c.train, c.ranking, MineOptions{Negatives: 1, Lo: 1, Hi: 30, Strategy: Random, Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{BatchSize: 32, HardNegatives: 3, Seed: 42} // 3 > the 1 mined: random fills
+	held, err := New(c.collection(), ex, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := c.collection()
+	texts := onDisk.DocTexts
+	reads := 0
+	onDisk.DocTexts, onDisk.DocText = nil, func(i int) string { reads++; return texts[i] }
+	read, err := New(onDisk, ex, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := range 20 {
+		a, sa, err := held.Batch(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, sb, err := read.Batch(step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(a, b) || sa != sb || sa.RandomNegatives == 0 {
+			t.Fatalf("step %d: DocText batch differs (random fills %d)", step, sa.RandomNegatives)
+		}
+	}
+	if reads != 20*32*4 {
+		t.Errorf("DocText read %d texts, want %d (B·(1+N) a step)", reads, 20*32*4)
+	}
+	onDisk.DocText = nil
+	if _, err := New(onDisk, ex, opts); err == nil || !strings.Contains(err.Error(), "texts") {
+		t.Errorf("New without DocTexts and DocText: %v", err)
+	}
+}

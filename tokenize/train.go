@@ -4,6 +4,7 @@ import (
 	"container/heap"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sort"
 	"strings"
@@ -40,6 +41,12 @@ type TrainOptions struct {
 // the same input gives the same vocabulary, byte for byte. Train prints
 // nothing.
 func Train(texts []string, opts TrainOptions) (*Tokenizer, error) {
+	return TrainSeq(slices.Values(texts), opts)
+}
+
+// TrainSeq is Train over a sequence of texts, read once and not kept (a corpus streamed from
+// disk): only the word counts are held. The same texts give Train's vocabulary, byte for byte.
+func TrainSeq(texts iter.Seq[string], opts TrainOptions) (*Tokenizer, error) {
 	specials := []string{padToken, unkToken, clsToken, sepToken, maskToken}
 	if opts.VocabSize <= len(specials) {
 		return nil, fmt.Errorf("tokenize: Train: VocabSize %d must exceed the %d special tokens", opts.VocabSize, len(specials))
@@ -63,7 +70,7 @@ func Train(texts []string, opts TrainOptions) (*Tokenizer, error) {
 	t.indexAdded()
 
 	counts := map[string]int{}
-	for _, text := range texts {
+	for text := range texts {
 		t.words(text, func(w string) { counts[strings.Clone(w)]++ }, func(int) {})
 	}
 	if len(counts) == 0 {

@@ -7,8 +7,10 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tokenize/tokstore"
 )
 
 // EncoderConfig is the encoder configuration of the recipe's [model] for a vocabulary of vocab
@@ -59,6 +61,8 @@ type Searcher struct {
 	opt   SearchOptions
 	query *Encoder
 	flat  *index.Flat
+	// shards, instead of flat, holds the corpus on disk (NewShardSearcher).
+	shards *shard.Reader
 	// prefix holds the index of each SearchOptions.Prefixes size.
 	prefix map[int]*index.Flat
 	// Len holds the lengths queries and passages are cut to (SearchOptions.Len).
@@ -108,6 +112,38 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 	return &Searcher{m: m, opt: opt, query: q, flat: flat, prefix: prefix, Len: opt.Len, PassageCut: pCut}, nil
 }
 
+// NewShardSearcher is NewSearcher for a corpus kept on disk: the passages of the tokenized
+// store are encoded with the passage tower of m (EncodeStore, shardSize passages a shard, each
+// shard's texts alone in memory) into the embedding shards of version meta in dir, and searched
+// shard by shard (shard.Reader). meta.Dim is set to the tower's H. With fixed padding the
+// rankings are NewSearcher's over the store's passages, hit for hit; with Dynamic each shard is
+// length-sorted on its own (the same vectors to float32 rounding). opt.Prefixes must be empty.
+func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions, store *tokstore.Store, dir string, meta shard.Meta, shardSize int) (*Searcher, error) {
+	if len(opt.Prefixes) > 0 {
+		return nil, fmt.Errorf("dense: shard searcher: prefix indexes (%v) are not supported", opt.Prefixes)
+	}
+	q, err := NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("queries: %w", err)
+	}
+	pe, err := NewEncoder(m.Passage, tok, opt.Len.Passage, opt.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("passages: %w", err)
+	}
+	meta.Dim = m.Passage.Dim()
+	var pCut experiment.TruncCount
+	_, err = EncodeStore(pe, store, dir, meta, shardSize, opt.Cosine, &pCut)
+	pe.Close()
+	if err != nil {
+		return nil, err
+	}
+	r, err := shard.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &Searcher{m: m, opt: opt, query: q, shards: r, prefix: map[int]*index.Flat{}, Len: opt.Len, PassageCut: pCut}, nil
+}
+
 // Prefix returns the first d coordinates of each h-dimensional row of vecs, L2-normalised when
 // normalize is set (a Matryoshka embedding truncated for cosine similarity); vecs is unchanged.
 func Prefix(vecs []float32, h, d int, normalize bool) []float32 {
@@ -138,6 +174,10 @@ func (d *Searcher) SearchPrefixes(texts []string, depth int) ([][]index.Hit, map
 	if d.opt.Cosine {
 		NormalizeRows(qv, h)
 	}
+	if d.shards != nil {
+		hits, err := d.shards.SearchBatch(qv, depth)
+		return hits, byPrefix, err
+	}
 	return d.flat.SearchBatch(qv, depth), byPrefix, nil
 }
 
@@ -150,11 +190,24 @@ func (d *Searcher) Search(texts []string, depth int) ([][]index.Hit, error) {
 	if d.opt.Cosine {
 		NormalizeRows(qv, d.m.Query.Dim())
 	}
+	if d.shards != nil {
+		return d.shards.SearchBatch(qv, depth)
+	}
 	return d.flat.SearchBatch(qv, depth), nil
 }
 
-// Close releases the query tower's graphs (a later Search builds them again).
-func (d *Searcher) Close() error { return d.query.Close() }
+// Close releases the query tower's graphs (a later Search builds them again) and, for a
+// NewShardSearcher, unmaps its shards (no Search after that).
+func (d *Searcher) Close() error {
+	err := d.query.Close()
+	if d.shards != nil {
+		if e := d.shards.Close(); err == nil {
+			err = e
+		}
+		d.shards = nil
+	}
+	return err
+}
 
 // NormalizeRows is index.NormalizeRows (cosine similarity as inner product).
 var NormalizeRows = index.NormalizeRows

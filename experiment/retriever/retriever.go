@@ -54,30 +54,70 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			splits = append(splits, s)
 		}
 	}
-	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
-	if err != nil {
-		return "", err
-	}
 	resume := o.ResumeDir != ""
 	if resume && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	corpus := ds.Corpus
-	if len(corpus.Empty) > 0 {
-		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
-	}
-	passages := make([]string, corpus.Len())
-	for i := range passages {
-		passages[i] = corpus.Passage(i, rec.Data.TitleField)
-	}
-	tok, err := experiment.PrepareTokenizer(rec, o.ResumeDir, passages, o.Out)
+	// A corpus of more than index.stream_above passages is streamed: read once for BM25 and the
+	// ids, once more to train the tokenizer, and once after the run directory is made into its
+	// token store and texts on disk (stream), which training batches and the final index read.
+	streamed, nPassages, err := streaming(rec)
 	if err != nil {
 		return "", err
 	}
+	if streamed {
+		if err := checkStreamable(rec, o, nPassages, loss.Teacher()); err != nil {
+			return "", err
+		}
+	}
+	var ds *data.Dataset
+	var passages []string // every passage text, when the corpus is loaded
+	var stream *streamedCorpus
+	var bm25 *index.BM25
+	var tok *tokenize.Tokenizer
+	bm25Params := index.BM25Params{K1: rec.Index.K1, B: rec.Index.B}
 	start := time.Now()
-	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", corpus.Len(), time.Since(start).Seconds())
+	if streamed {
+		b := index.NewBM25Builder(bm25Params)
+		if ds, err = data.LoadStreamed(rec.Data.Dir, func(d data.Document) error { b.Add(d.ID, d.Passage(rec.Data.TitleField)); return nil }, splits...); err != nil {
+			return "", err
+		}
+		bm25 = b.Build()
+		fmt.Fprintf(o.Out, "bm25: streamed and indexed %d passages in %.2fs (index.stream_above = %d)\n", ds.Corpus.Len(), time.Since(start).Seconds(), rec.Index.StreamAbove)
+		texts, textErr := corpusTexts(filepath.Join(rec.Data.Dir, "corpus.jsonl"), rec.Data.TitleField)
+		if tok, err = experiment.PrepareTokenizerSeq(rec, o.ResumeDir, texts, o.Out); err == nil {
+			err = textErr()
+		}
+		if err != nil {
+			return "", err
+		}
+	} else {
+		if ds, err = data.LoadJudged(rec.Data.Dir, splits...); err != nil {
+			return "", err
+		}
+		passages = make([]string, ds.Corpus.Len())
+		for i := range passages {
+			passages[i] = ds.Corpus.Passage(i, rec.Data.TitleField)
+		}
+		if tok, err = experiment.PrepareTokenizer(rec, o.ResumeDir, passages, o.Out); err != nil {
+			return "", err
+		}
+		start = time.Now()
+		bm25 = index.NewBM25(ds.Corpus.IDs, passages, bm25Params)
+		fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", ds.Corpus.Len(), time.Since(start).Seconds())
+	}
+	if corpus := ds.Corpus; len(corpus.Empty) > 0 {
+		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
+	}
+	// passageText is the text of corpus passage i: from memory, or from the streamed corpus's
+	// texts on disk (written once the run directory exists, before any batch is dealt).
+	passageText := func(i int) string {
+		if stream != nil {
+			return stream.Text(i)
+		}
+		return passages[i]
+	}
 	// The training examples are built before the run directory, so a recipe whose batches
 	// cannot be dealt from these qrels fails before anything is written or trained.
 	var smp *sampler.Sampler
@@ -86,7 +126,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	// needs the corpus encoded, and the qrels' faults show with either.
 	bm25Ranking := func(q, text string, n int) ([]string, error) { return hitIDs(bm25.Search(text, n)), nil }
 	if rec.Train.Steps > 0 {
-		if smp, stats, err = retrieverSampler(rec, ds, bm25Ranking, passages, uint64(rec.Seed)); err != nil {
+		if smp, stats, err = retrieverSampler(rec, ds, bm25Ranking, passages, passageText, uint64(rec.Seed)); err != nil {
 			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
 		}
 	}
@@ -97,6 +137,14 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	tok, tokPath, err := experiment.SaveTokenizer(tok, dir, resume)
 	if err != nil {
 		return dir, err
+	}
+	if streamed {
+		start := time.Now()
+		if stream, err = writeStreamedCorpus(rec, tok, ds.Corpus.IDs, dir); err != nil {
+			return dir, err
+		}
+		defer stream.Close()
+		fmt.Fprintf(o.Out, "stream: tokenized %d passages into %s in %.1fs\n", stream.Tokens.Len(), filepath.Join(dir, StreamDir), time.Since(start).Seconds())
 	}
 
 	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: dense.EncoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
@@ -167,7 +215,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			if rec.Sampler.NegativeSource == "bm25+dense" {
 				ranking = interleave(bm25Ranking, denseRanking)
 			}
-			if smp, stats, err = retrieverSampler(rec, ds, ranking, passages, uint64(rec.Seed)); err != nil {
+			if smp, stats, err = retrieverSampler(rec, ds, ranking, passages, passageText, uint64(rec.Seed)); err != nil {
 				return dir, fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
 			}
 		}
@@ -176,7 +224,11 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		zeroShot.Close()
 	}
 	if smp != nil && !refreshing { // the same file on every resume (the mining is seeded)
-		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds, rec.Data.TitleField); err != nil {
+		text := func(id string) string {
+			i, _ := ds.Corpus.Index(id)
+			return passageText(i)
+		}
+		if err := writeExamples(filepath.Join(dir, ExamplesFile), smp.Examples(), ds.Queries, text); err != nil {
 			return dir, err
 		}
 	}
@@ -239,7 +291,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		}
 		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, ptLoss, false, seed, dense.StreamPretrain,
 			func(step int) (dense.PairBatch, error) {
-				cb, err := sampler.CropPairs(passages, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
+				cb, err := sampler.CropPairsFunc(ds.Corpus.Len(), passageText, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
 				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
 			})
 		if err != nil {
@@ -336,7 +388,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, sel, loss.Cosine(), bm25, passages, dir, metrics, o.Out, o.Progress); err != nil {
+	if err := evaluateRetriever(rec, ds, tok, m, zeroShotRuns, sel, loss.Cosine(), bm25, passages, stream, dir, metrics, o.Out, o.Progress); err != nil {
 		return dir, err
 	}
 	return dir, experiment.WriteMetrics(dir, metrics)
@@ -412,7 +464,8 @@ func interleave(a, b rankFunc) rankFunc {
 
 // retrieverSampler mines BM25 hard negatives for the training queries and returns the batch
 // sampler over the resulting examples.
-func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, passages []string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
+// The passage texts are passages, or text(i) when passages is nil (a streamed corpus).
+func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, passages []string, text func(int) string, seed uint64) (*sampler.Sampler, sampler.MineStats, error) {
 	qrels := ds.Qrels[rec.Data.TrainSplit]
 	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
 	ranking := map[string][]string{}
@@ -431,7 +484,7 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 	if err != nil {
 		return nil, stats, err
 	}
-	smp, err := sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
+	smp, err := sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, DocText: text, Qrels: qrels},
 		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed,
 			MaskFalseNegatives: rec.Sampler.FalseNegatives == "mask"})
 	return smp, stats, err
@@ -440,9 +493,11 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 // evaluateRetriever ranks every evaluation split's queries with BM25, the dense bi-encoder and
 // their RRF, writes the TREC runs, fills metrics and prints one table per split.
 // A non-nil sel holding the chosen checkpoint's corpus index (built when it was chosen, with
-// the weights m now holds) serves instead of encoding the corpus again.
+// the weights m now holds) serves instead of encoding the corpus again. A non-nil stream (the
+// corpus on disk; passages is then nil) is encoded into embedding shards in the run directory
+// and searched shard by shard.
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, sel *selector, cosine bool,
-	bm25 *index.BM25, passages []string, dir string, metrics map[string]float64, out, progress io.Writer) error {
+	bm25 *index.BM25, passages []string, stream *streamedCorpus, dir string, metrics map[string]float64, out, progress io.Writer) error {
 	var searcher *dense.Searcher
 	var encodeSeconds float64
 	if sel != nil && sel.searcher != nil {
@@ -451,14 +506,21 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 	} else {
 		start := time.Now()
 		var err error
-		if searcher, err = newEvalSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress); err != nil {
+		if stream != nil {
+			opt := dense.SearchOptions{Len: dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+				Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding}
+			searcher, err = dense.NewShardSearcher(m, tok, opt, stream.Tokens, filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize)
+		} else {
+			searcher, err = newEvalSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress)
+		}
+		if err != nil {
 			return err
 		}
 		encodeSeconds = time.Since(start).Seconds()
 	}
 	defer searcher.Close()
 	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
-	metrics["dense/encode_passages_per_second"] = float64(len(passages)) / encodeSeconds
+	metrics["dense/encode_passages_per_second"] = float64(ds.Corpus.Len()) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {
 		qrels := ds.Qrels[split]

@@ -327,16 +327,12 @@ func (s *selector) finish(metrics map[string]float64) error {
 }
 
 // writeExamples writes the mined training examples to path (ExamplesFile), atomically.
-func writeExamples(path string, examples []sampler.Example, ds *data.Dataset, title bool) error {
-	text := func(id string) string {
-		i, _ := ds.Corpus.Index(id)
-		return ds.Corpus.Passage(i, title)
-	}
+func writeExamples(path string, examples []sampler.Example, queries *data.Queries, text func(id string) string) error {
 	return atomicfile.Write(path, func(w io.Writer) error {
 		enc := json.NewEncoder(w)
 		enc.SetEscapeHTML(false)
 		for _, ex := range examples {
-			q, _ := ds.Queries.Text(ex.QueryID)
+			q, _ := queries.Text(ex.QueryID)
 			negs := make([]string, len(ex.NegativeIDs))
 			for i, id := range ex.NegativeIDs {
 				negs[i] = text(id)
