@@ -24,28 +24,9 @@ type Flat struct {
 // row-major). The vectors are copied. It fails when dim < 1, len(vecs) != N·dim, an id is
 // empty or repeated, or a value is NaN or infinite.
 func NewFlat(ids []string, vecs []float32, dim int) (*Flat, error) {
-	if dim < 1 {
-		return nil, fmt.Errorf("index: NewFlat: dim %d must be >= 1", dim)
-	}
-	if len(vecs) != len(ids)*dim {
-		return nil, fmt.Errorf("index: NewFlat: %d values for %d ids × dim %d (want %d)",
-			len(vecs), len(ids), dim, len(ids)*dim)
-	}
-	seen := make(map[string]int, len(ids))
-	for i, id := range ids {
-		if id == "" {
-			return nil, fmt.Errorf("index: NewFlat: empty id at row %d", i)
-		}
-		if j, ok := seen[id]; ok {
-			return nil, fmt.Errorf("index: NewFlat: id %q at rows %d and %d", id, j, i)
-		}
-		seen[id] = i
-	}
-	for i, v := range vecs {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, fmt.Errorf("index: NewFlat: row %d (id %q) column %d is %v",
-				i/dim, ids[i/dim], i%dim, v)
-		}
+	seen, err := CheckRows(ids, vecs, dim)
+	if err != nil {
+		return nil, fmt.Errorf("index: NewFlat: %w", err)
 	}
 	return &Flat{ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim, row: seen}, nil
 }

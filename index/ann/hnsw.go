@@ -108,26 +108,8 @@ func NewHNSW(ids []string, vecs []float32, dim int, p Params) (*HNSW, error) {
 	case p.EfConstruction < 1 || p.EfSearch < 1:
 		return nil, fmt.Errorf("ann: NewHNSW: efConstruction = %d and efSearch = %d must be >= 1", p.EfConstruction, p.EfSearch)
 	}
-	if dim < 1 {
-		return nil, fmt.Errorf("ann: NewHNSW: dim %d must be >= 1", dim)
-	}
-	if len(vecs) != len(ids)*dim {
-		return nil, fmt.Errorf("ann: NewHNSW: %d values for %d ids × dim %d (want %d)", len(vecs), len(ids), dim, len(ids)*dim)
-	}
-	seen := make(map[string]int, len(ids))
-	for i, id := range ids {
-		if id == "" {
-			return nil, fmt.Errorf("ann: NewHNSW: empty id at row %d", i)
-		}
-		if j, ok := seen[id]; ok {
-			return nil, fmt.Errorf("ann: NewHNSW: id %q at rows %d and %d", id, j, i)
-		}
-		seen[id] = i
-	}
-	for i, v := range vecs {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return nil, fmt.Errorf("ann: NewHNSW: row %d (id %q) column %d is %v", i/dim, ids[i/dim], i%dim, v)
-		}
+	if _, err := index.CheckRows(ids, vecs, dim); err != nil {
+		return nil, fmt.Errorf("ann: NewHNSW: %w", err)
 	}
 	n := len(ids)
 	h := &HNSW{

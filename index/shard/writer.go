@@ -15,6 +15,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
@@ -68,28 +69,17 @@ func WriteShard(dir string, meta Meta, i int, ids []string, vecs []float32) (Sha
 		return fail("shard index %d out of range", i)
 	}
 	dim := meta.Dim
-	if len(vecs) != len(ids)*dim {
-		return fail("%d values for %d ids × dim %d (want %d)", len(vecs), len(ids), dim, len(ids)*dim)
+	if _, err := index.CheckRows(ids, vecs, dim); err != nil {
+		return fail("%v", err)
 	}
-	seen := make(map[string]int, len(ids))
 	var idBytes int64
 	for r, id := range ids {
-		if id == "" {
-			return fail("empty id at row %d", r)
-		}
 		if !utf8.ValidString(id) {
 			return fail("id at row %d is not valid UTF-8", r)
 		}
-		if j, ok := seen[id]; ok {
-			return fail("id %q at rows %d and %d", id, j, r)
-		}
-		seen[id] = r
 		idBytes += int64(len(id))
 	}
 	for j, v := range vecs {
-		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
-			return fail("row %d (id %q) column %d is %v", j/dim, ids[j/dim], j%dim, v)
-		}
 		if meta.DType == Float16 && math.Abs(float64(v)) > 65504 {
 			return fail("row %d (id %q) column %d = %v is beyond float16's range ±65504", j/dim, ids[j/dim], j%dim, v)
 		}
