@@ -29,8 +29,12 @@
 // (package index/ann) at each -ann-ef; it prints QPS, CPU per query, recall@10 and recall@100
 // against exact, build time and each phase's peak RSS (docs/results/ann.md).
 //
-// A run whose load average (/proc/loadavg) is above NoisyLoad at its start or end prints
-// "noisy" instead of PASS or FAIL for its speed targets.
+// A run prints "noisy" instead of PASS or FAIL for its speed targets when other processes
+// loaded the machine (Loads.Noisy): the 1-minute load average (/proc/loadavg) above NoisyLoad
+// before the bench starts or after its own threads have stopped (it waits up to -settle, 120 s,
+// for the average to fall), or above NoisyLoad plus its own threads in any 10-second sample
+// while it measures. The value read right at the end is printed but decides nothing: on two
+// cores the bench's two threads alone hold it near 2.
 //
 // How it measures: Prepare turns Cranfield into token ids once (data.json, corpus.tsv,
 // queries.tsv) and every side reads those files. Each system runs as its own worker process

@@ -11,12 +11,12 @@ import (
 
 // printTable writes the results as a Markdown table, then the rankings check and the issue's
 // targets.
-func (o Options) printTable(results []Result, load0, load1 float64) {
+func (o Options) printTable(results []Result, ld Loads) {
 	w := o.Out
 	fmt.Fprintf(w, "# ragtrain speed benchmark\n\n")
 	fmt.Fprintf(w, "command: `%s`\n", o.Command)
-	fmt.Fprintf(w, "machine: %s, %d logical CPUs, %s/%s; every process limited to %d threads; load average %s at start, %s at end\n",
-		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, loadString(load0), loadString(load1))
+	fmt.Fprintf(w, "machine: %s, %d logical CPUs, %s/%s; every process limited to %d threads; %s\n",
+		cpuModel(), runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, o.Threads, ld)
 	fmt.Fprintf(w, "timing: median of %d timed runs per system after %d warm-up runs (Lucene: 5), systems alternating run by run, "+
 		"time measured inside each process (start, imports and JVM start excluded); spread = interquartile range / median; "+
 		"CPU = median CPU time of the process per run, all its threads (steadier than wall time on a shared machine); "+
@@ -72,7 +72,7 @@ func (o Options) printTable(results []Result, load0, load1 float64) {
 			fmt.Fprintf(w, "FMA peak (%s, before the %s runs): %s\n", peakMethod, r.Name, peaksString(r.FMAPeaks))
 		}
 	}
-	o.printTargets(w, results, load0, load1)
+	o.printTargets(w, results, ld)
 }
 
 const peakMethod = "model.FMAPeak: a loop of 12 independent float32 FMA chains on registers of each vector width, " +
@@ -137,9 +137,6 @@ func (o Options) printPeakShare(w io.Writer, r Result, verdict func(bool) string
 // to system, and ratios move by more than the targets' margins.
 const NoisyLoad = 1.5
 
-// noisy reports whether the load at the start or the end of a run makes its timings noisy.
-func noisy(load0, load1 float64) bool { return load0 > NoisyLoad || load1 > NoisyLoad }
-
 func loadString(l float64) string {
 	if l < 0 {
 		return "unknown"
@@ -169,11 +166,11 @@ func rankingCheck(r Result) string {
 // printTargets checks the issue's "done when" figures.
 // Speed verdicts read "noisy" instead of PASS or FAIL when the load was above NoisyLoad at the
 // start or end; the memory verdict does not depend on the load and is always given.
-func (o Options) printTargets(w io.Writer, results []Result, load0, load1 float64) {
+func (o Options) printTargets(w io.Writer, results []Result, ld Loads) {
 	fmt.Fprintln(w, "\ntargets (issue 8):")
 	verdict := func(ok bool) string {
-		if noisy(load0, load1) {
-			return fmt.Sprintf("noisy (load average %s at start, %s at end; above %.1f no verdict)", loadString(load0), loadString(load1), NoisyLoad)
+		if ld.Noisy() {
+			return fmt.Sprintf("noisy (%s; other processes above %.1f: no verdict)", ld, NoisyLoad)
 		}
 		return passFail(ok)
 	}

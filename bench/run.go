@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
@@ -58,9 +59,19 @@ type Options struct {
 	// FMAPeak is how long each FMA peak measurement runs (model.FMAPeak: every vector width
 	// on one thread and on Threads), before the timed runs of minilm-train, whose matrix
 	// products are judged against it; 0: not measured.
-	FMAPeak  time.Duration
+	FMAPeak time.Duration
+	// Settle is the longest wait after the timed runs for the 1-minute load average to fall to
+	// NoisyLoad (LoadSettled): on a 2-core machine the bench's own threads keep the average near
+	// Threads while it measures, so the end value read at once measures the bench itself.
+	// 0: DefaultSettle; negative: read at once.
+	Settle   time.Duration
 	Out, Log io.Writer // the table; progress and skip notices
 }
+
+// DefaultSettle is Options.Settle's default: the 1-minute load average decays by e^(-t/60), so
+// from 2 (the bench's two threads) to 1.5 takes about 17 s with nothing else running and about
+// 60 s with 1.2 threads of other work; 120 s leaves the verdict to what other processes do.
+const DefaultSettle = 120 * time.Second
 
 // FMAPeak is one measurement of the machine's float32 FMA peak (model.FMAPeak).
 type FMAPeak struct {
@@ -124,9 +135,15 @@ type Result struct {
 	Samples  []Sample `json:"samples"`
 	Note     string   `json:"note,omitempty"`
 	Size     string   `json:"size,omitempty"` // the sizes used, in words (pretrained-shape workloads)
-	// LoadStart and LoadEnd are the 1-minute load averages of the whole run.
-	LoadStart float64 `json:"load_start"`
-	LoadEnd   float64 `json:"load_end"`
+	// LoadStart is the 1-minute load average before the bench does anything, LoadEnd right after
+	// its last timed run, LoadMax the highest value sampled every 10 s in between, and
+	// LoadSettled the value after the bench's own threads stopped (Options.Settle): the load of
+	// other processes, which is what makes timings noisy (Loads.Noisy).
+	LoadStart   float64 `json:"load_start"`
+	LoadEnd     float64 `json:"load_end"`
+	LoadMax     float64 `json:"load_max"`
+	LoadSettled float64 `json:"load_settled"`
+	SettleS     float64 `json:"settle_s"`
 	// FMAPeaks, for minilm-train, is the FMA peak measured before its runs (Options.FMAPeak).
 	FMAPeaks []FMAPeak `json:"fma_peaks,omitempty"`
 }
@@ -140,6 +157,10 @@ func Run(o Options) ([]Result, error) {
 	if o.Timeout == 0 {
 		o.Timeout = 10 * time.Minute
 	}
+	if o.Settle == 0 {
+		o.Settle = DefaultSettle
+	}
+	loads := startLoads(10 * time.Second)
 	var wls []Workload
 	if len(o.Workloads) == 0 {
 		wls = Workloads()
@@ -179,7 +200,6 @@ func Run(o Options) ([]Result, error) {
 		logf("%s", n)
 	}
 
-	load0 := loadAvg()
 	var results []Result
 	for _, w := range wls {
 		res := Result{Workload: w, Name: w.Name}
@@ -210,12 +230,13 @@ func Run(o Options) ([]Result, error) {
 		finish(&res)
 		results = append(results, res)
 	}
-	load1 := loadAvg()
+	ld := loads.stop(o.Settle, o.Threads, logf)
 	for i := range results {
-		results[i].LoadStart, results[i].LoadEnd = load0, load1
+		results[i].LoadStart, results[i].LoadEnd, results[i].LoadMax, results[i].LoadSettled, results[i].SettleS =
+			ld.Start, ld.End, ld.Max, ld.Settled, ld.SettleS
 	}
 
-	o.printTable(results, load0, load1)
+	o.printTable(results, ld)
 	if o.JSON != "" {
 		b, err := json.MarshalIndent(results, "", "  ")
 		if err != nil {
@@ -570,6 +591,79 @@ func buildLucene(dir, libs string) (string, error) {
 		return "", fmt.Errorf("javac failed: %s", firstLines(string(out), 3))
 	}
 	return classes + string(os.PathListSeparator) + jars, nil
+}
+
+// Loads are the 1-minute load averages of a run (Result's Load fields).
+type Loads struct {
+	Start, End, Max, Settled float64
+	SettleS                  float64 // seconds waited for Settled
+	Threads                  int     // the bench's own threads (Options.Threads)
+}
+
+// Noisy reports whether other processes loaded the machine enough to make the timings noisy:
+// above NoisyLoad before the bench started or after its threads stopped (Settled), or, while
+// it ran, above NoisyLoad on top of its own Threads (Max). The end value read at once (End) is
+// not used: it counts the bench's own threads.
+func (l Loads) Noisy() bool {
+	return l.Start > NoisyLoad || l.Settled > NoisyLoad || l.Max > float64(l.Threads)+NoisyLoad
+}
+
+// String is the loads in words, for the table's header and the verdicts.
+func (l Loads) String() string {
+	return fmt.Sprintf("load average %s at start, %s at most while measuring (10 s samples; the bench's own %d threads count %d), %s at the end, %s after %.0f s settling",
+		loadString(l.Start), loadString(l.Max), l.Threads, l.Threads, loadString(l.End), loadString(l.Settled), l.SettleS)
+}
+
+// loadSampler records the load average from its start, every period, until stop.
+type loadSampler struct {
+	start float64
+	mu    sync.Mutex
+	max   float64
+	done  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func startLoads(period time.Duration) *loadSampler {
+	s := &loadSampler{start: loadAvg(), done: make(chan struct{})}
+	s.max = s.start
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-t.C:
+				l := loadAvg()
+				s.mu.Lock()
+				s.max = max(s.max, l)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling, then waits up to settle (polling every 5 s) for the load to fall to
+// NoisyLoad.
+func (s *loadSampler) stop(settle time.Duration, threads int, logf func(string, ...any)) Loads {
+	close(s.done)
+	s.wg.Wait()
+	l := Loads{Start: s.start, Max: s.max, End: loadAvg(), Threads: threads}
+	l.Max = max(l.Max, l.End)
+	t0 := time.Now()
+	l.Settled = l.End
+	if settle > 0 && l.Settled > NoisyLoad {
+		logf("waiting up to %v for the load average (%.2f) to settle to %.1f", settle, l.Settled, NoisyLoad)
+		for l.Settled > NoisyLoad && time.Since(t0) < settle {
+			time.Sleep(min(5*time.Second, settle-time.Since(t0)))
+			l.Settled = loadAvg()
+		}
+	}
+	l.SettleS = time.Since(t0).Seconds()
+	return l
 }
 
 // loadAvg is the 1-minute load average (-1 where /proc/loadavg cannot be read).

@@ -59,6 +59,7 @@ func main() {
 		annEf    = flag.String("ann-ef", "32,64,128,256,512,1024,2048", "ann: comma-separated efSearch values")
 		annSeed  = flag.Uint64("ann-seed", bench.DefaultANNOptions().Seed, "ann: seed of the collection, the projection and the HNSW levels")
 		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
+		settle   = flag.Duration("settle", bench.DefaultSettle, "after the timed runs, wait up to this long for the load average to fall to 1.5 (the bench's own threads hold it near -threads while it measures); the verdicts read the settled value (negative: no wait)")
 	)
 	flag.Parse()
 	if *worker != "" {
@@ -79,7 +80,7 @@ func main() {
 	o := bench.Options{
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
-		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak,
+		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak, Settle: *settle,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
 	}
