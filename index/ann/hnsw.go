@@ -68,7 +68,8 @@ const maxLevel = 16
 // for concurrent searches.
 type HNSW struct {
 	ids      []string
-	vecs     []float32 // N×dim, row-major
+	rowOf    map[string]int // id -> row
+	vecs     []float32      // N×dim, row-major
 	dim      int
 	m, m0    int // links kept on layers >= 1, on layer 0
 	efSearch int
@@ -108,12 +109,13 @@ func NewHNSW(ids []string, vecs []float32, dim int, p Params) (*HNSW, error) {
 	case p.EfConstruction < 1 || p.EfSearch < 1:
 		return nil, fmt.Errorf("ann: NewHNSW: efConstruction = %d and efSearch = %d must be >= 1", p.EfConstruction, p.EfSearch)
 	}
-	if _, err := index.CheckRows(ids, vecs, dim); err != nil {
+	seen, err := index.CheckRows(ids, vecs, dim)
+	if err != nil {
 		return nil, fmt.Errorf("ann: NewHNSW: %w", err)
 	}
 	n := len(ids)
 	h := &HNSW{
-		ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim,
+		ids: slices.Clone(ids), rowOf: seen, vecs: slices.Clone(vecs), dim: dim,
 		m: p.M, m0: 2 * p.M, efSearch: p.EfSearch,
 		level: make([]int8, n), links0: make([]int32, n*2*p.M), n0: make([]uint8, n), upper: make([][]int32, n),
 	}
@@ -392,6 +394,20 @@ func (h *HNSW) Bytes() int64 {
 		b += int64(16 + len(id))
 	}
 	return b
+}
+
+// Score returns the inner product of q with the passage id, as Search scores it (index.Dot,
+// index.Flat.Score's value to the bit), and false when id is not indexed. It panics when
+// len(q) != dim.
+func (h *HNSW) Score(q []float32, id string) (float64, bool) {
+	if len(q) != h.dim {
+		panic(fmt.Sprintf("ann: HNSW.Score: query has %d values, dim is %d", len(q), h.dim))
+	}
+	d, ok := h.rowOf[id]
+	if !ok {
+		return 0, false
+	}
+	return float64(index.Dot(q, h.row(int32(d)))), true
 }
 
 // Search returns about the k passages with the largest inner product with q (length dim),

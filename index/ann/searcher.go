@@ -11,6 +11,9 @@ type Searcher interface {
 	Dim() int
 	Search(q []float32, k int) []index.Hit
 	SearchBatch(qs []float32, k int) [][]index.Hit
+	// Score is the inner product of q with passage id as Search scores it; false when id is
+	// not indexed.
+	Score(q []float32, id string) (float64, bool)
 }
 
 var (
