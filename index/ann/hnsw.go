@@ -73,6 +73,7 @@ type HNSW struct {
 	dim      int
 	m, m0    int // links kept on layers >= 1, on layer 0
 	efSearch int
+	params   Params // as built, zeros replaced by the defaults
 	level    []int8
 	links0   []int32   // N×m0: layer-0 neighbours of node i in links0[i·m0 : i·m0+n0[i]]
 	n0       []uint8   // layer-0 neighbour counts
@@ -116,7 +117,7 @@ func NewHNSW(ids []string, vecs []float32, dim int, p Params) (*HNSW, error) {
 	n := len(ids)
 	h := &HNSW{
 		ids: slices.Clone(ids), rowOf: seen, vecs: slices.Clone(vecs), dim: dim,
-		m: p.M, m0: 2 * p.M, efSearch: p.EfSearch,
+		m: p.M, m0: 2 * p.M, efSearch: p.EfSearch, params: p,
 		level: make([]int8, n), links0: make([]int32, n*2*p.M), n0: make([]uint8, n), upper: make([][]int32, n),
 	}
 	h.scratch.New = func() any { return newScratch(n) }
@@ -378,6 +379,10 @@ func (h *HNSW) searchLayer(sc *scratch, q []float32, eps []cand, ef, lc int) []c
 
 // Len returns the number of indexed passages.
 func (h *HNSW) Len() int { return len(h.ids) }
+
+// Params returns the parameters the graph was built with, zero fields replaced by the defaults
+// (Workers: the number used).
+func (h *HNSW) Params() Params { return h.params }
 
 // Dim returns the embedding dimension.
 func (h *HNSW) Dim() int { return h.dim }

@@ -179,6 +179,12 @@ func TestNewThreshold(t *testing.T) {
 			t.Errorf("threshold %d: %T (len %d, dim %d), want HNSW %v", c.threshold, s, s.Len(), s.Dim(), c.hnsw)
 		}
 	}
+	// A failure is a nil Searcher (not a nil *index.Flat inside one), exact or HNSW.
+	for _, threshold := range []int{0, 1} {
+		if s, err := New(ids, v[:7], 8, threshold, Params{}); err == nil || s != nil {
+			t.Errorf("threshold %d, 7 values: %v, %v; want a nil Searcher and an error", threshold, s, err)
+		}
+	}
 }
 
 // Score gives Flat's score of an indexed passage to the bit, and false for an unknown id.
@@ -199,6 +205,9 @@ func TestScoreMatchesFlat(t *testing.T) {
 	}
 	if s, _ := h.Score(q, "p5"); s < 0.999 || s > 1.001 {
 		t.Errorf("a normalised row's score with itself is %v, want 1", s)
+	}
+	if p := h.Params(); p.M != 16 || p.EfConstruction != 200 || p.EfSearch != 64 || p.Seed != 0 || p.Workers < 1 {
+		t.Errorf("Params() = %+v, want the defaults for zero fields (seed 0 as given)", p)
 	}
 	if _, ok := h.Score(q, "p300"); ok {
 		t.Error("Score of an id not indexed reported true")

@@ -27,7 +27,15 @@ var (
 // index.NewFlat and NewHNSW.
 func New(ids []string, vecs []float32, dim, threshold int, p Params) (Searcher, error) {
 	if threshold <= 0 || len(ids) < threshold {
-		return index.NewFlat(ids, vecs, dim)
+		f, err := index.NewFlat(ids, vecs, dim)
+		if err != nil {
+			return nil, err // a nil Searcher, not a nil *Flat in one
+		}
+		return f, nil
 	}
-	return NewHNSW(ids, vecs, dim, p)
+	h, err := NewHNSW(ids, vecs, dim, p)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }
