@@ -315,6 +315,16 @@ func writeScaleTable(w io.Writer, res *ScaleResult) {
 				float64(r.PeakRSSKiB)/float64(p.PeakRSSKiB), float64(r.Passages)/float64(p.Passages))
 		}
 	}
+	var busy []string
+	for _, r := range res.Runs {
+		if noisy(r.LoadStart, r.LoadEnd) {
+			busy = append(busy, fmt.Sprint(r.Passages))
+		}
+	}
+	if len(busy) > 0 {
+		fmt.Fprintf(w, "note: the load average was above %g at the start or end of the runs at %s passages: their wall time is what other processes left of the cores (CPU time and peak RSS depend less on it)\n",
+			NoisyLoad, strings.Join(busy, ", "))
+	}
 	if res.Verdict.OK {
 		fmt.Fprintf(w, "verdict: OK: wall time, CPU time and peak RSS grow at most linearly (tolerance %g), peak RSS at most %d MiB\n", res.Tolerance, res.MaxRSSKiB>>10)
 		return
