@@ -29,6 +29,12 @@
 // (package index/ann) at each -ann-ef; it prints QPS, CPU per query, recall@10 and recall@100
 // against exact, build time and each phase's peak RSS (docs/results/ann.md).
 //
+// The scale workload (issue 17; bench.RunScale, only when named: -only scale) runs
+// recipes/scale-synth.toml with the train command as a child process per corpus size
+// (-scale-n), generating the synthetic corpora it lacks, and prints each child's wall time, CPU
+// time and peak RSS (getrusage) with the verdict whether each grows at most linearly and the
+// largest peak stays within -scale-max-rss-mib (docs/results/scale-synth.md).
+//
 // A run prints "noisy" instead of PASS or FAIL for its speed targets when other processes
 // loaded the machine (Loads.Noisy): the 1-minute load average (/proc/loadavg) above NoisyLoad
 // before the bench starts or after its own threads have stopped (it waits up to -settle, 120 s,

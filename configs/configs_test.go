@@ -89,6 +89,10 @@ func TestDefaults(t *testing.T) {
 		{"train.batch_size", r.Train.BatchSize, 32},
 		{"index.k1", r.Index.K1, 1.2},
 		{"index.b", r.Index.B, 0.75},
+		{"index.ann_threshold", r.Index.ANNThreshold, 0},
+		{"index.ann_m", r.Index.ANNM, 16},
+		{"index.ann_ef_construction", r.Index.ANNEfConstruction, 200},
+		{"index.ann_ef_search", r.Index.ANNEfSearch, 64},
 		{"eval.rrf_k", r.Eval.RRFK, 60},
 		{"sampler.negative_window", r.Sampler.NegativeWindow, [2]int{1, 30}},
 		{"rerank.candidates", r.Rerank.Candidates, 100},
@@ -276,6 +280,15 @@ func TestLoadErrors(t *testing.T) {
 		{"pretrain batch size", "[pretrain]\nsteps = 10\nbatch_size = 0\n", false, `:3: pretrain.batch_size: must be >= 2, got 0`},
 		{"k1 negative", "[index]\nk1 = -0.1\n", false, `:2: index.k1: must be >= 0, got -0.1`},
 		{"b above 1", "[index]\nb = 1.5\n", false, `:2: index.b: must be in [0, 1], got 1.5`},
+		{"ann threshold negative", "[index]\nann_threshold = -1\n", false, `:2: index.ann_threshold: must be >= 0, got -1`},
+		{"ann threshold as string", "[index]\nk1 = 1.2\nann_threshold = \"100k\"\n", false, `:3: index.ann_threshold: wrong type: got a string, want an integer`},
+		{"ann threshold misspelt", "[index]\nann_treshold = 10\n", false, `:2: unknown key "index.ann_treshold" (did you mean "index.ann_threshold"?)`},
+		{"ann threshold of a reranker", "kind = \"reranker\"\n[index]\nann_threshold = 10\n", false, `:3: index.ann_threshold: searches a retriever recipe's corpus with HNSW: kind "reranker" does not read it (0 = exact search)`},
+		{"ann m 1", "[index]\nann_m = 1\n", false, `:2: index.ann_m: HNSW's M = 1, want 2..127`},
+		{"ann m 128", "[index]\n\nann_m = 128\n", false, `:3: index.ann_m: HNSW's M = 128, want 2..127`},
+		{"ann ef construction 0", "[index]\nann_ef_construction = 0\n", false, `:2: index.ann_ef_construction: must be >= 1, got 0`},
+		{"ann ef search 0", "[index]\nann_ef_search = 0\n", false, `:2: index.ann_ef_search: must be >= 1, got 0`},
+		{"ann ef search float", "[index]\nann_ef_search = 1.5\n", false, `:2: index.ann_ef_search: wrong type: got a float, want an integer`},
 		{"max_length 3", "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\nmax_length = 3\n", true, `:5: tokenizer.max_length: must be >= 4, got 3`},
 		{"vocab too small", "[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\nvocab_size = 99\n", true, `:5: tokenizer.vocab_size: must be >= 100, got 99`},
 		{"steps negative", "[train]\nsteps = -1\n", false, `:2: train.steps: must be >= 0, got -1`},
@@ -388,6 +401,18 @@ metrics = ["MAP", "P@10"]
 	}
 	if r.Train.EvalEvery != 5 || r.Train.Patience != 1 || r.Eval.DevCorpusSample != 1 {
 		t.Fatalf("eval_every edges read as %+v %+v", r.Train, r.Eval)
+	}
+	// HNSW from one passage on, with the smallest graph and candidate lists; M at its top.
+	for _, m := range []int{2, 127} {
+		path = filepath.Join(dir, "edges-ann.toml")
+		writeRecipe(t, path, base+fmt.Sprintf("[index]\nann_threshold = 1\nann_m = %d\nann_ef_construction = 1\nann_ef_search = 1\n", m))
+		r, err := Load(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ix := r.Index; ix.ANNThreshold != 1 || ix.ANNM != m || ix.ANNEfConstruction != 1 || ix.ANNEfSearch != 1 {
+			t.Fatalf("ann edges read as %+v", ix)
+		}
 	}
 	path = filepath.Join(dir, "edges-reranker.toml")
 	writeRecipe(t, path, `kind = "reranker"

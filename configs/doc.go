@@ -138,6 +138,10 @@
 //	index.k1                            1.2            BM25 term-frequency saturation; >= 0
 //	index.b                             0.75           BM25 length normalisation; in [0, 1]
 //	index.stream_above                  0              kind retriever: a corpus of more than this many passages (non-blank lines of corpus.jsonl) is streamed, never all its text in memory: tokenized into <run>/corpus/tokens.tok, its texts in <run>/corpus/passages.txt, BM25 built document by document, the trained model's embeddings written in shards (<run>/corpus/shards) and searched shard by shard; the same rankings and metrics as loading it; with bm25 negatives only, no eval.select_metric, zeroshot, distillation, Matryoshka or -resume; 0 = never; >= 0
+//	index.ann_threshold                 0              kind retriever: search a loaded corpus of at least this many passages with HNSW (index/ann) instead of exact search: dense evaluation, dense and dense_refresh hard-negative mining, checkpoint selection (Matryoshka prefixes stay exact); approximate rankings, said in the output and metrics.json "dense/hnsw_*"; not with a streamed corpus (index.stream_above); 0 = always exact; >= 0
+//	index.ann_m                         16             HNSW's M: links per node on layers >= 1, 2·M on layer 0; in 2..127
+//	index.ann_ef_construction           200            HNSW's candidate list while building; >= 1
+//	index.ann_ef_search                 64             HNSW's candidate list while searching (max(ann_ef_search, k) for k hits); >= 1; the graph's levels are drawn with the recipe's seed
 //	eval.splits                         ["test"]       splits evaluated, each a qrels/<split>.tsv
 //	eval.systems                        ["bm25", "dense", "rrf"]  rankings compared: "bm25", "dense", "rrf" (fusion of bm25 and dense), "rerank" (first stage reranked); retriever also "zeroshot" (the model before training) and "finetuned" (= "dense")
 //	eval.rrf_k                          60             k in RRF's sum of 1 / (k + rank) (Cormack et al. 2009); >= 1

@@ -321,6 +321,20 @@ type Index struct {
 	// lines of corpus.jsonl) instead of loading it: bounded memory, the same rankings. 0 (the
 	// default) never streams.
 	StreamAbove int `toml:"stream_above"`
+	// ANNThreshold (kind retriever) searches a loaded corpus of at least this many passages
+	// with an HNSW graph (index/ann) instead of exact search (index.Flat): the dense
+	// evaluation, the dense ranking hard negatives are mined from (sampler.negative_source
+	// "dense" and "dense_refresh") and checkpoint selection. The rankings are then approximate;
+	// the output and metrics.json ("dense/hnsw_passages") say so. 0 (the default) always
+	// searches exactly. >= 0.
+	ANNThreshold int `toml:"ann_threshold"`
+	// ANNM is HNSW's M: links per node on layers >= 1, 2·M on layer 0. In 2..127. Default 16.
+	ANNM int `toml:"ann_m"`
+	// ANNEfConstruction is HNSW's candidate-list size while building; >= 1. Default 200.
+	ANNEfConstruction int `toml:"ann_ef_construction"`
+	// ANNEfSearch is HNSW's candidate-list size while searching (max(ann_ef_search, depth)
+	// candidates for depth hits); >= 1. Default 64.
+	ANNEfSearch int `toml:"ann_ef_search"`
 }
 
 // Eval is the [eval] section: what is evaluated and reported.
@@ -481,7 +495,7 @@ func Defaults() *Recipe {
 			LogEvery:        50,
 			CheckpointEvery: 500,
 		},
-		Index: Index{K1: 1.2, B: 0.75},
+		Index: Index{K1: 1.2, B: 0.75, ANNM: 16, ANNEfConstruction: 200, ANNEfSearch: 64},
 		Eval: Eval{
 			Splits:  []string{"test"},
 			Systems: []string{"bm25", "dense", "rrf"},

@@ -149,6 +149,15 @@ func (l *loader) validate(r *Recipe) error {
 	if r.Index.StreamAbove > 0 && r.Kind != "retriever" {
 		v.fail("index.stream_above", "streams the corpus of a retriever recipe: kind %q does not read it (0 = off)", r.Kind)
 	}
+	atLeast(v, "index.ann_threshold", r.Index.ANNThreshold, 0)
+	if r.Index.ANNThreshold > 0 && r.Kind != "retriever" {
+		v.fail("index.ann_threshold", "searches a retriever recipe's corpus with HNSW: kind %q does not read it (0 = exact search)", r.Kind)
+	}
+	if r.Index.ANNM < 2 || r.Index.ANNM > 127 {
+		v.fail("index.ann_m", "HNSW's M = %d, want 2..127", r.Index.ANNM)
+	}
+	atLeast(v, "index.ann_ef_construction", r.Index.ANNEfConstruction, 1)
+	atLeast(v, "index.ann_ef_search", r.Index.ANNEfSearch, 1)
 
 	e := r.Eval
 	v.distinct("eval.splits", e.Splits)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -64,6 +65,12 @@ type Options struct {
 	// on the goroutine of MaybeRefresh, Wait, Close or the refresh itself, one event at a
 	// time, and must not call MaybeRefresh, Wait or Close.
 	OnEvent func(Event)
+	// ANNThreshold, when > 0, builds each index version over a corpus of at least this many
+	// passages as an HNSW graph of parameters ANN (ann.New) instead of index.Flat: Search and
+	// SearchBatch are then approximate (Score stays exact). 0 is always exact.
+	ANNThreshold int
+	// ANN are the HNSW parameters (zero fields take ann.DefaultParams').
+	ANN ann.Params
 }
 
 // validate checks o for a Refresher.
@@ -164,7 +171,7 @@ var ErrClosed = errors.New("index_refresh: refresher is closed")
 
 // served is one immutable index with its version.
 type served struct {
-	flat    *index.Flat
+	flat    ann.Searcher // index.Flat or *ann.HNSW
 	version Version
 }
 
@@ -175,7 +182,7 @@ type job struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 
-	flat     *index.Flat // nil on failure
+	flat     ann.Searcher // nil on failure
 	err      error
 	encoding time.Duration
 
@@ -209,12 +216,12 @@ type Refresher struct {
 
 // New returns a Refresher serving the index of the N = len(ids) passages whose H = dim
 // embeddings are the rows of vecs (N×H, row-major; copied), labelled v0. It fails on invalid
-// options or when index.NewFlat rejects ids or vecs.
+// options or when index.NewFlat (ann.NewHNSW) rejects ids or vecs.
 func New(ids []string, dim int, vecs []float32, v0 Version, opts Options) (*Refresher, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	f, err := index.NewFlat(ids, vecs, dim)
+	f, err := ann.New(ids, vecs, dim, opts.ANNThreshold, opts.ANN)
 	if err != nil {
 		return nil, fmt.Errorf("index_refresh: starting index %s: %w", v0, err)
 	}
@@ -430,9 +437,9 @@ func (r *Refresher) run(ctx context.Context, j *job, snap Snapshot) {
 	defer j.cancel()
 	t0 := time.Now()
 	vecs, err := r.opts.encode(ctx, snap, len(r.ids), r.dim)
-	var f *index.Flat
+	var f ann.Searcher
 	if err == nil {
-		f, err = index.NewFlat(r.ids, vecs, r.dim)
+		f, err = ann.New(r.ids, vecs, r.dim, r.opts.ANNThreshold, r.opts.ANN)
 	}
 	if err == nil && ctx.Err() != nil {
 		err = fmt.Errorf("index_refresh: cancelled after encoding: %w", context.Cause(ctx))

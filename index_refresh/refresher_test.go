@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/ragtrain/ragtrain/index/ann"
 )
 
 func TestParseMode(t *testing.T) {
@@ -596,5 +598,45 @@ func TestReencodeReplacesWorkers(t *testing.T) {
 	}
 	if !slices.Equal(calls, []int{5, 10}) {
 		t.Fatalf("Reencode called at steps %v, want [5 10]", calls)
+	}
+}
+
+// With Options.ANNThreshold at or below the corpus size every version is an HNSW graph (the
+// starting one and each refresh), and above it index.Flat; on 20 rows HNSW's efSearch of 64
+// covers the whole graph, so its hits are the exact ones, version and scores included.
+func TestANNThreshold(t *testing.T) {
+	const n = 20
+	for _, c := range []struct {
+		threshold int
+		hnsw      bool
+	}{{0, false}, {n + 1, false}, {n, true}, {1, true}} {
+		r := newAt0(t, n, Options{Mode: ModeSync, Every: 5, Workers: 1, NewWorker: worker(nil), ANNThreshold: c.threshold, ANN: ann.Params{Seed: 7}})
+		params := towerAt(0)
+		for _, step := range []int{0, 5} {
+			setStep(params, step)
+			if _, err := r.MaybeRefresh(context.Background(), step, params); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := r.cur.Load().flat.(*ann.HNSW); ok != c.hnsw {
+				t.Errorf("threshold %d, step %d: serving %T, want HNSW %v", c.threshold, step, r.cur.Load().flat, c.hnsw)
+			}
+			for _, sign := range []int{+1, -1} {
+				q := qUp
+				if sign < 0 {
+					q = qDown
+				}
+				hits, v := r.Search(q, 5)
+				if v.Step != step {
+					t.Errorf("threshold %d, step %d: serving %v", c.threshold, step, v)
+				}
+				if err := checkHits(n, hits, v, sign); err != nil || len(hits) != 5 {
+					t.Errorf("threshold %d, step %d: %d hits, %v", c.threshold, step, len(hits), err)
+				}
+			}
+			if s, _, ok := r.Score(qUp, "d007"); !ok || s != float64(1000*step+7) {
+				t.Errorf("threshold %d, step %d: Score(d007) = %v, %v", c.threshold, step, s, ok)
+			}
+		}
+		r.Close()
 	}
 }

@@ -5,9 +5,14 @@
 //	go run ./cmd/bench -only bi-transformer-step,bm25-query -reps 15
 //	VENV=/path/.venv go run ./cmd/bench -only minilm-train,minilm-encode -minilm-b 16
 //	go run ./cmd/bench -only ann -ann-n 200000    # HNSW against exact search (issue 17)
+//	go run ./cmd/bench -only scale -scale-n 100000,500000,2000000   # time and memory as the corpus grows
 //
 // The ann workload runs only when named in -only: it measures exact search (index.Flat) and
-// HNSW (index/ann) on random projections of a synthetic collection, in this process.
+// HNSW (index/ann) on random projections of a synthetic collection, in this process. So does
+// the scale workload: it builds cmd/train, generates the synthetic corpora it lacks
+// (<-scale-data>/synth-<N>), runs recipes/scale-synth.toml on each as a child process and
+// prints its wall time, CPU time and peak RSS (getrusage of the child), with the verdict whether
+// each grows at most linearly and the largest peak stays within -scale-max-rss-mib.
 //
 // The peers need Debian python3-torch, liblucene4.10-java and default-jdk-headless; our OpenBLAS
 // build needs libopenblas-dev. The bench installs nothing: a missing piece is named and that
@@ -18,6 +23,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,9 +64,18 @@ func main() {
 		annEfC   = flag.Int("ann-efc", bench.DefaultANNOptions().Params.EfConstruction, "ann: HNSW efConstruction")
 		annEf    = flag.String("ann-ef", "32,64,128,256,512,1024,2048", "ann: comma-separated efSearch values")
 		annSeed  = flag.Uint64("ann-seed", bench.DefaultANNOptions().Seed, "ann: seed of the collection, the projection and the HNSW levels")
+		scaleN   = flag.String("scale-n", "100000,500000,2000000", "scale: comma-separated corpus sizes in passages")
+		scaleDat = flag.String("scale-data", bench.DefaultScaleOptions().DataDir, "scale: directory of the synthetic corpora (synth-<N>, generated when absent)")
+		scaleRun = flag.String("scale-runs", bench.DefaultScaleOptions().RunsDir, "scale: output_dir of the runs and their logs")
+		scaleRec = flag.String("scale-recipe", bench.DefaultScaleOptions().Recipe, "scale: the recipe run at each size")
+		scaleTr  = flag.String("scale-train", "", "scale: a built train command (default: go build ./cmd/train into a temporary directory)")
+		scaleMax = flag.Int64("scale-max-rss-mib", bench.DefaultScaleOptions().MaxRSSKiB>>10, "scale: largest peak RSS allowed at the largest size, MiB")
+		scaleTol = flag.Float64("scale-tolerance", 0, "scale: a ratio of consecutive sizes' times or peaks may exceed their passage ratio by this fraction")
 		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
 		settle   = flag.Duration("settle", bench.DefaultSettle, "after the timed runs, wait up to this long for the load average to fall to 1.5 (the bench's own threads hold it near -threads while it measures); the verdicts read the settled value (negative: no wait)")
 	)
+	scaleSet := recipeSet{}
+	flag.Var(scaleSet, "scale-set", "scale: a recipe override key=value (a TOML value, e.g. train.steps=5) of a key the recipe sets; repeatable")
 	flag.Parse()
 	if *worker != "" {
 		if err := bench.Serve(*worker, *dir, os.Stdin, os.Stdout, bench.Profiles{CPU: *cpuProf, Mem: *memProf}); err != nil {
@@ -85,6 +100,26 @@ func main() {
 		Out:     os.Stdout, Log: os.Stderr,
 	}
 	workloads := strings.Split(*only, ",")
+	if i := slices.Index(workloads, bench.ScaleWorkload); i >= 0 {
+		if workloads = slices.Delete(workloads, i, i+1); len(workloads) > 0 {
+			fmt.Fprintln(os.Stderr, "bench: run scale on its own (-only scale)")
+			os.Exit(2)
+		}
+		s := bench.DefaultScaleOptions()
+		s.DataDir, s.RunsDir, s.Recipe, s.Train, s.MaxRSSKiB, s.Tolerance = *scaleDat, *scaleRun, *scaleRec, *scaleTr, *scaleMax<<10, *scaleTol
+		s.Command, s.JSON, s.Out, s.Log = o.Command, *jsonOut, os.Stdout, os.Stderr
+		var err error
+		s.Set = scaleSet
+		if s.Sizes, err = scaleSizes(*scaleN); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(2)
+		}
+		if err := runScale(s); err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if i := slices.Index(workloads, bench.ANNWorkload); i >= 0 {
 		a := bench.DefaultANNOptions()
 		a.Passages, a.Queries, a.Params.M, a.Params.EfConstruction, a.Threads = *annN, *annQ, *annM, *annEfC, *threads
@@ -146,6 +181,56 @@ func run(o bench.Options, only, work string) error {
 	_, err = bench.Run(o)
 	if o.Profile {
 		fmt.Fprintf(os.Stderr, "profiles in %s: go tool pprof -top %s\n", work, filepath.Join(work, "<workload>.<go|openblas>.<cpu|alloc>.pprof"))
+	}
+	return err
+}
+
+// scaleSizes parses -scale-n.
+func scaleSizes(sizes string) ([]int, error) {
+	var n []int
+	for _, f := range strings.Split(sizes, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("-scale-n: %q is not a positive integer", f)
+		}
+		n = append(n, v)
+	}
+	return n, nil
+}
+
+// recipeSet is the repeatable -scale-set key=value flag.
+type recipeSet map[string]string
+
+func (s recipeSet) String() string { return fmt.Sprint(map[string]string(s)) }
+
+func (s recipeSet) Set(kv string) error {
+	k, v, ok := strings.Cut(kv, "=")
+	if k, v = strings.TrimSpace(k), strings.TrimSpace(v); !ok || k == "" || v == "" {
+		return fmt.Errorf("%q is not key=value", kv)
+	}
+	s[k] = v
+	return nil
+}
+
+// runScale builds the train command unless -scale-train names one, then runs the workload;
+// a negative verdict exits 1 too.
+func runScale(s bench.ScaleOptions) error {
+	if s.Train == "" {
+		tmp, err := os.MkdirTemp("", "ragtrain-scale-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		s.Train = filepath.Join(tmp, "train")
+		build := exec.Command("go", "build", "-o", s.Train, "./cmd/train")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			return fmt.Errorf("scale: go build ./cmd/train: %w", err)
+		}
+	}
+	res, err := bench.RunScale(s)
+	if err == nil && !res.Verdict.OK {
+		err = fmt.Errorf("scale: the verdict is FAIL")
 	}
 	return err
 }

@@ -3,10 +3,12 @@ package dense
 import (
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -50,17 +52,28 @@ type SearchOptions struct {
 	Progress io.Writer
 	// Prefixes are embedding sizes m below the full one also indexed (Matryoshka evaluation):
 	// every vector cut to its first m coordinates, then L2-normalised with Cosine. Nil for none.
+	// Prefix indexes are always exact (index.Flat).
 	Prefixes []int
+	// ANNThreshold, when > 0, indexes a corpus of at least this many passages in an HNSW graph
+	// of parameters ANN (ann.New) instead of index.Flat: approximate rankings. 0 is exact
+	// search (recipe key index.ann_threshold).
+	ANNThreshold int
+	// ANN are the HNSW parameters (zero fields take ann.DefaultParams').
+	ANN ann.Params
 }
 
 // Searcher ranks a corpus for queries with a bi-encoder: the passages are encoded once
-// into an exact inner-product index (index.Flat); with cosine similarity both sides are
-// L2-normalised. It keeps the query tower's graphs between searches; Close releases them.
+// into an inner-product index, exact (index.Flat) or, from SearchOptions.ANNThreshold
+// passages on, an HNSW graph (ann.HNSW); with cosine similarity both sides are L2-normalised.
+// It keeps the query tower's graphs between searches; Close releases them.
 type Searcher struct {
 	m     *model.BiEncoder
 	opt   SearchOptions
 	query *Encoder
-	flat  *index.Flat
+	flat  ann.Searcher // index.Flat or *ann.HNSW
+	// BuildSeconds is the wall-clock time spent building the index from the vectors (the
+	// HNSW graph, or Flat's copy), without encoding.
+	BuildSeconds float64
 	// shards, instead of flat, holds the corpus on disk (NewShardSearcher).
 	shards *shard.Reader
 	// prefix holds the index of each SearchOptions.Prefixes size.
@@ -105,11 +118,33 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 	if opt.Cosine {
 		NormalizeRows(pv, h)
 	}
-	flat, err := index.NewFlat(ids, pv, h)
+	start := time.Now()
+	flat, err := ann.New(ids, pv, h, opt.ANNThreshold, opt.ANN)
 	if err != nil {
 		return nil, err
 	}
-	return &Searcher{m: m, opt: opt, query: q, flat: flat, prefix: prefix, Len: opt.Len, PassageCut: pCut}, nil
+	return &Searcher{m: m, opt: opt, query: q, flat: flat, BuildSeconds: time.Since(start).Seconds(), prefix: prefix, Len: opt.Len, PassageCut: pCut}, nil
+}
+
+// HNSW returns the searcher's HNSW graph, nil when the search is exact (index.Flat, or the
+// shards of NewShardSearcher).
+func (d *Searcher) HNSW() *ann.HNSW {
+	h, _ := d.flat.(*ann.HNSW)
+	return h
+}
+
+// Describe says in one line how the corpus is searched: "HNSW over N passages (M m,
+// efConstruction c, efSearch s), built in X s" (approximate) or "exact search over N passages"
+// (index.Flat, or "... in shards").
+func (d *Searcher) Describe() string {
+	if h := d.HNSW(); h != nil {
+		p := h.Params()
+		return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d), built in %.1f s", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.BuildSeconds)
+	}
+	if d.shards != nil {
+		return fmt.Sprintf("exact search over %d passages in shards", d.shards.Len())
+	}
+	return fmt.Sprintf("exact search over %d passages", d.flat.Len())
 }
 
 // NewShardSearcher is NewSearcher for a corpus kept on disk: the passages of the tokenized

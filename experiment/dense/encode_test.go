@@ -11,6 +11,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -282,10 +283,21 @@ func TestSearcherLengthsAndDynamic(t *testing.T) {
 	NormalizeRows(qv, 32)
 	want := flat.SearchBatch(qv, 10)
 
-	for _, dynamic := range []bool{false, true} {
-		s, err := NewSearcher(m, tok, SearchOptions{Len: lens, Cosine: true, Dynamic: dynamic}, ids, passages)
+	// The third searcher indexes the 70 passages in an HNSW graph (ANNThreshold 70), whose
+	// efSearch of 64 reaches every node here: the same hits, scored as Flat scores them.
+	for i, dynamic := range []bool{false, true, false} {
+		opt := SearchOptions{Len: lens, Cosine: true, Dynamic: dynamic}
+		if i == 2 {
+			opt.ANNThreshold, opt.ANN = 70, ann.Params{Seed: 3}
+		}
+		s, err := NewSearcher(m, tok, opt, ids, passages)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if d := s.Describe(); (i == 2) != (s.HNSW() != nil) ||
+			(i < 2 && d != "exact search over 70 passages") ||
+			(i == 2 && !strings.HasPrefix(d, "HNSW over 70 passages (M 16, efConstruction 200, efSearch 64), built in ")) {
+			t.Errorf("searcher %d: HNSW %v, Describe %q", i, s.HNSW() != nil, d)
 		}
 		got, err := s.Search(queries, 10)
 		s.Close()

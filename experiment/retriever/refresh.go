@@ -121,7 +121,8 @@ func (r *refreshMiner) refresh(step int) error {
 				return v, err
 			}, nil
 		}
-		opts := indexrefresh.Options{Mode: indexrefresh.ModeSync, Every: r.every, Workers: 1, ShardSize: 8 * 64, NewWorker: newWorker}
+		opts := indexrefresh.Options{Mode: indexrefresh.ModeSync, Every: r.every, Workers: 1, ShardSize: 8 * 64, NewWorker: newWorker,
+			ANNThreshold: r.rec.Index.ANNThreshold, ANN: annParams(r.rec)}
 		var err error
 		if r.ref, err = indexrefresh.NewEncoded(r.ctx, r.ds.Corpus.IDs, r.m.Passage.Dim(), r.m.Passage.Params(), step, opts); err != nil {
 			return fmt.Errorf("sampler: dense_refresh at step %d: %w", step, err)
@@ -184,8 +185,15 @@ func (r *refreshMiner) refresh(step int) error {
 	}
 	fmt.Fprintf(r.out, "mining: step %d: negatives re-mined from the index of %s; the false-negative filters dropped %d candidates by negative_margin, %d by negative_relative\n",
 		step, v, st.DroppedMargin, st.DroppedRelative)
-	return r.lg.Write(map[string]any{"phase": "train", "step": step, "mining": "refresh", "index_step": v.Step, "index_hash": v.ParamHash,
-		"examples": len(examples), "dropped_margin": st.DroppedMargin, "dropped_relative": st.DroppedRelative, "short_queries": len(st.Short)})
+	line := map[string]any{"phase": "train", "step": step, "mining": "refresh", "index_step": v.Step, "index_hash": v.ParamHash,
+		"examples": len(examples), "dropped_margin": st.DroppedMargin, "dropped_relative": st.DroppedRelative, "short_queries": len(st.Short)}
+	if n, t := len(r.ds.Corpus.IDs), r.rec.Index.ANNThreshold; t > 0 && n >= t { // ann.New's rule
+		p := annParams(r.rec)
+		fmt.Fprintf(r.out, "mining: step %d: the index is HNSW over %d passages (M %d, efConstruction %d, efSearch %d); the ranking is approximate (index.ann_threshold)\n",
+			step, n, p.M, p.EfConstruction, p.EfSearch)
+		line["search"] = "hnsw"
+	}
+	return r.lg.Write(line)
 }
 
 // load reads the examples of the refresh at step back from MiningDir (a resumed run).

@@ -70,6 +70,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if err := checkStreamable(rec, o, nPassages, loss.Teacher()); err != nil {
 			return "", err
 		}
+		if err := checkStreamedANN(rec, nPassages); err != nil {
+			return "", err
+		}
 	}
 	var ds *data.Dataset
 	var passages []string // every passage text, when the corpus is loaded
@@ -172,6 +175,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			return dir, err
 		}
 		fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", len(passages), time.Since(start).Seconds())
+		reportSearch(o.Out, "zeroshot", zeroShot)
 		experiment.ReportTruncation(o.Out, "zeroshot corpus", rec.Tokenizer.MaxLength, experiment.TruncPart{Name: "passages", Count: &zeroShot.PassageCut})
 		zeroShotRuns = map[string]eval.Run{}
 		for _, split := range rec.Eval.Splits {
@@ -520,6 +524,15 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 	}
 	defer searcher.Close()
 	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
+	reportSearch(out, "dense", searcher)
+	if h := searcher.HNSW(); h != nil { // only then, so an exact run's metrics.json is unchanged
+		p := h.Params()
+		metrics["dense/hnsw_passages"] = float64(h.Len())
+		metrics["dense/hnsw_m"] = float64(p.M)
+		metrics["dense/hnsw_ef_construction"] = float64(p.EfConstruction)
+		metrics["dense/hnsw_ef_search"] = float64(p.EfSearch)
+		metrics["dense/hnsw_build_seconds"] = searcher.BuildSeconds
+	}
 	metrics["dense/encode_passages_per_second"] = float64(ds.Corpus.Len()) / encodeSeconds
 	depth := rec.Eval.Depth
 	for _, split := range rec.Eval.Splits {

@@ -16,6 +16,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/experiment/internal/curve"
+	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
@@ -41,11 +42,29 @@ const selectedPhase = "selected"
 // to tokenizer.max_length, queries to tokenizer.query_max_length, each batch padded to its
 // longest text with tokenizer.dynamic_padding (else to the maximum, as every recipe before
 // SciFact ran), with a progress bar on progress (nil: none). The caller closes it.
+// From index.ann_threshold passages on the corpus is searched with an HNSW graph (annParams).
 func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*dense.Searcher, error) {
 	return dense.NewSearcher(m, tok, dense.SearchOptions{
 		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
 		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress,
+		ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec),
 	}, ids, passages)
+}
+
+// annParams are the HNSW parameters of the recipe's index.ann_* keys, levels drawn with the
+// recipe's seed.
+func annParams(rec *configs.Recipe) ann.Params {
+	return ann.Params{M: rec.Index.ANNM, EfConstruction: rec.Index.ANNEfConstruction, EfSearch: rec.Index.ANNEfSearch, Seed: uint64(rec.Seed)}
+}
+
+// reportSearch prints, when sr searches with HNSW, "<what>: HNSW over N passages (M, efC,
+// efSearch), built in X s; the ranking is approximate" on out, so a reader of the run knows;
+// exact search prints nothing (the output of every recipe without index.ann_threshold is
+// unchanged).
+func reportSearch(out io.Writer, what string, sr *dense.Searcher) {
+	if sr.HNSW() != nil {
+		fmt.Fprintf(out, "%s: %s; the ranking is approximate (index.ann_threshold)\n", what, sr.Describe())
+	}
 }
 
 // newEvalSearcher is newSearcher for the trained model, which also indexes the Matryoshka
@@ -54,6 +73,7 @@ func newEvalSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Toke
 	return dense.NewSearcher(m, tok, dense.SearchOptions{
 		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
 		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress, Prefixes: evalPrefixes(rec, m.Query.Dim()),
+		ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec),
 	}, ids, passages)
 }
 
@@ -201,6 +221,7 @@ func (s *selector) check(done int, ts *checkpoints.TrainerState) error {
 		return err
 	}
 	enc := time.Since(start).Seconds()
+	reportSearch(s.env.Opts.Out, fmt.Sprintf("select: step %d", done), sr)
 	kept := false
 	defer func() {
 		if !kept {

@@ -68,10 +68,12 @@ const maxLevel = 16
 // for concurrent searches.
 type HNSW struct {
 	ids      []string
-	vecs     []float32 // N×dim, row-major
+	rowOf    map[string]int // id -> row
+	vecs     []float32      // N×dim, row-major
 	dim      int
 	m, m0    int // links kept on layers >= 1, on layer 0
 	efSearch int
+	params   Params // as built, zeros replaced by the defaults
 	level    []int8
 	links0   []int32   // N×m0: layer-0 neighbours of node i in links0[i·m0 : i·m0+n0[i]]
 	n0       []uint8   // layer-0 neighbour counts
@@ -108,13 +110,14 @@ func NewHNSW(ids []string, vecs []float32, dim int, p Params) (*HNSW, error) {
 	case p.EfConstruction < 1 || p.EfSearch < 1:
 		return nil, fmt.Errorf("ann: NewHNSW: efConstruction = %d and efSearch = %d must be >= 1", p.EfConstruction, p.EfSearch)
 	}
-	if _, err := index.CheckRows(ids, vecs, dim); err != nil {
+	seen, err := index.CheckRows(ids, vecs, dim)
+	if err != nil {
 		return nil, fmt.Errorf("ann: NewHNSW: %w", err)
 	}
 	n := len(ids)
 	h := &HNSW{
-		ids: slices.Clone(ids), vecs: slices.Clone(vecs), dim: dim,
-		m: p.M, m0: 2 * p.M, efSearch: p.EfSearch,
+		ids: slices.Clone(ids), rowOf: seen, vecs: slices.Clone(vecs), dim: dim,
+		m: p.M, m0: 2 * p.M, efSearch: p.EfSearch, params: p,
 		level: make([]int8, n), links0: make([]int32, n*2*p.M), n0: make([]uint8, n), upper: make([][]int32, n),
 	}
 	h.scratch.New = func() any { return newScratch(n) }
@@ -377,6 +380,10 @@ func (h *HNSW) searchLayer(sc *scratch, q []float32, eps []cand, ef, lc int) []c
 // Len returns the number of indexed passages.
 func (h *HNSW) Len() int { return len(h.ids) }
 
+// Params returns the parameters the graph was built with, zero fields replaced by the defaults
+// (Workers: the number used).
+func (h *HNSW) Params() Params { return h.params }
+
 // Dim returns the embedding dimension.
 func (h *HNSW) Dim() int { return h.dim }
 
@@ -392,6 +399,20 @@ func (h *HNSW) Bytes() int64 {
 		b += int64(16 + len(id))
 	}
 	return b
+}
+
+// Score returns the inner product of q with the passage id, as Search scores it (index.Dot,
+// index.Flat.Score's value to the bit), and false when id is not indexed. It panics when
+// len(q) != dim.
+func (h *HNSW) Score(q []float32, id string) (float64, bool) {
+	if len(q) != h.dim {
+		panic(fmt.Sprintf("ann: HNSW.Score: query has %d values, dim is %d", len(q), h.dim))
+	}
+	d, ok := h.rowOf[id]
+	if !ok {
+		return 0, false
+	}
+	return float64(index.Dot(q, h.row(int32(d)))), true
 }
 
 // Search returns about the k passages with the largest inner product with q (length dim),

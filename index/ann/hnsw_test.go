@@ -179,4 +179,37 @@ func TestNewThreshold(t *testing.T) {
 			t.Errorf("threshold %d: %T (len %d, dim %d), want HNSW %v", c.threshold, s, s.Len(), s.Dim(), c.hnsw)
 		}
 	}
+	// A failure is a nil Searcher (not a nil *index.Flat inside one), exact or HNSW.
+	for _, threshold := range []int{0, 1} {
+		if s, err := New(ids, v[:7], 8, threshold, Params{}); err == nil || s != nil {
+			t.Errorf("threshold %d, 7 values: %v, %v; want a nil Searcher and an error", threshold, s, err)
+		}
+	}
+}
+
+// Score gives Flat's score of an indexed passage to the bit, and false for an unknown id.
+func TestScoreMatchesFlat(t *testing.T) {
+	ids, v := clustered(300, 16, 0.5, 4)
+	h := build(t, ids, v, 16, Params{})
+	f, err := index.NewFlat(ids, v, 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := v[5*16 : 6*16]
+	for _, id := range []string{"p0", "p5", "p299"} {
+		got, ok := h.Score(q, id)
+		want, _ := f.Score(q, id)
+		if !ok || got != want {
+			t.Errorf("Score(q, %q) = %v, %v; Flat's %v", id, got, ok, want)
+		}
+	}
+	if s, _ := h.Score(q, "p5"); s < 0.999 || s > 1.001 {
+		t.Errorf("a normalised row's score with itself is %v, want 1", s)
+	}
+	if p := h.Params(); p.M != 16 || p.EfConstruction != 200 || p.EfSearch != 64 || p.Seed != 0 || p.Workers < 1 {
+		t.Errorf("Params() = %+v, want the defaults for zero fields (seed 0 as given)", p)
+	}
+	if _, ok := h.Score(q, "p300"); ok {
+		t.Error("Score of an id not indexed reported true")
+	}
 }

@@ -11,6 +11,9 @@ type Searcher interface {
 	Dim() int
 	Search(q []float32, k int) []index.Hit
 	SearchBatch(qs []float32, k int) [][]index.Hit
+	// Score is the inner product of q with passage id as Search scores it; false when id is
+	// not indexed.
+	Score(q []float32, id string) (float64, bool)
 }
 
 var (
@@ -24,7 +27,15 @@ var (
 // index.NewFlat and NewHNSW.
 func New(ids []string, vecs []float32, dim, threshold int, p Params) (Searcher, error) {
 	if threshold <= 0 || len(ids) < threshold {
-		return index.NewFlat(ids, vecs, dim)
+		f, err := index.NewFlat(ids, vecs, dim)
+		if err != nil {
+			return nil, err // a nil Searcher, not a nil *Flat in one
+		}
+		return f, nil
 	}
-	return NewHNSW(ids, vecs, dim, p)
+	h, err := NewHNSW(ids, vecs, dim, p)
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
 }

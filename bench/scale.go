@@ -1,0 +1,336 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/ragtrain/ragtrain/data/synth"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
+)
+
+// ScaleWorkload is the name of the scale workload (issue 17): the scale-synth recipe run by the
+// train command over synthetic corpora of growing size, each run a child process whose wall
+// time, CPU time and peak resident set are measured. It runs only when named in -only.
+const ScaleWorkload = "scale"
+
+// ScaleOptions configure RunScale.
+type ScaleOptions struct {
+	Sizes []int // passages of each corpus, run in ascending order
+	// Queries of each synthetic corpus (tools/synth's -queries; 20% test, 10% dev, 70% train).
+	Queries int
+	Seed    uint64 // of the synthetic corpora (tools/synth's -seed)
+	// DataDir holds the corpora, DataDir/synth-<N>, each generated when its corpus.jsonl is
+	// absent and reused otherwise.
+	DataDir string
+	RunsDir string // the runs' output_dir, and their logs scale-synth-<N>.log
+	Recipe  string // the recipe file run (recipes/scale-synth.toml)
+	// Set overrides keys of the recipe ("train.steps" -> "5"): each must be a line of the file.
+	Set   map[string]string
+	Train string // the built train command (go build ./cmd/train)
+	// MaxRSSKiB is the largest peak RSS allowed at the largest size (4 GiB, the issue's
+	// budget at 2M passages).
+	MaxRSSKiB int64
+	// Tolerance is the slack of the linear-growth test: a ratio of consecutive sizes' values
+	// may exceed the ratio of their passage counts by this fraction (0: not at all).
+	Tolerance float64
+	Command   string
+	JSON      string // also write the result there ("" for none)
+	Out, Log  io.Writer
+}
+
+// DefaultScaleOptions: 100,000, 500,000 and 2,000,000 passages of 1,000 queries, seed 42, in
+// datasets/, runs in runs/, recipes/scale-synth.toml, at most 4 GiB peak RSS, no tolerance.
+func DefaultScaleOptions() ScaleOptions {
+	return ScaleOptions{Sizes: []int{100000, 500000, 2000000}, Queries: 1000, Seed: 42, DataDir: "datasets", RunsDir: "runs",
+		Recipe: "recipes/scale-synth.toml", MaxRSSKiB: 4 << 20}
+}
+
+// ScaleRun is one size's measurement: the train child's wall-clock and CPU (user + system)
+// seconds and its peak resident set (getrusage ru_maxrss of the waited child, KiB), the
+// 1-minute load average just before and just after it, and its test nDCG@10.
+type ScaleRun struct {
+	Passages    int     `json:"passages"`
+	WallSeconds float64 `json:"wall_seconds"`
+	CPUSeconds  float64 `json:"cpu_seconds"`
+	PeakRSSKiB  int64   `json:"peak_rss_kib"`
+	LoadStart   float64 `json:"load_start"`
+	LoadEnd     float64 `json:"load_end"`
+	BM25NDCG10  float64 `json:"bm25_ndcg_10"`
+	DenseNDCG10 float64 `json:"dense_ndcg_10"`
+	RunDir      string  `json:"run_dir"`
+}
+
+// ScaleVerdict says whether time and memory grow at most linearly: OK, or the reasons not.
+type ScaleVerdict struct {
+	OK      bool     `json:"ok"`
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// ScaleResult is what RunScale measured.
+type ScaleResult struct {
+	Command   string       `json:"command"`
+	Recipe    string       `json:"recipe"`
+	Set       []string     `json:"set,omitempty"`
+	Runs      []ScaleRun   `json:"runs"`
+	MaxRSSKiB int64        `json:"max_rss_kib"`
+	Tolerance float64      `json:"tolerance"`
+	Verdict   ScaleVerdict `json:"verdict"`
+}
+
+// ScaleVerdictOf judges runs (ascending passages): for each pair of consecutive sizes, the
+// ratio of their wall times, of their CPU times and of their peak RSS must each be at most
+// the ratio of their passage counts times 1 + tolerance; and the largest size's peak RSS at
+// most maxRSSKiB (0: no cap). Fewer than two runs are judged by the cap alone.
+func ScaleVerdictOf(runs []ScaleRun, maxRSSKiB int64, tolerance float64) ScaleVerdict {
+	var why []string
+	for i := 1; i < len(runs); i++ {
+		a, b := runs[i-1], runs[i]
+		limit := float64(b.Passages) / float64(a.Passages) * (1 + tolerance)
+		for _, m := range []struct {
+			name string
+			x, y float64
+		}{{"wall time", a.WallSeconds, b.WallSeconds}, {"CPU time", a.CPUSeconds, b.CPUSeconds}, {"peak RSS", float64(a.PeakRSSKiB), float64(b.PeakRSSKiB)}} {
+			if m.x <= 0 {
+				why = append(why, fmt.Sprintf("%s at %d passages is %v: nothing to compare", m.name, a.Passages, m.x))
+			} else if r := m.y / m.x; r > limit {
+				why = append(why, fmt.Sprintf("%s grows %.2fx from %d to %d passages (%.2fx the passages, limit %.2fx)",
+					m.name, r, a.Passages, b.Passages, float64(b.Passages)/float64(a.Passages), limit))
+			}
+		}
+	}
+	if n := len(runs); n > 0 && maxRSSKiB > 0 && runs[n-1].PeakRSSKiB > maxRSSKiB {
+		why = append(why, fmt.Sprintf("peak RSS at %d passages is %d KiB, above %d KiB", runs[n-1].Passages, runs[n-1].PeakRSSKiB, maxRSSKiB))
+	}
+	return ScaleVerdict{OK: len(why) == 0, Reasons: why}
+}
+
+// RunScale generates the missing corpora, runs the recipe on each size as a child process of
+// o.Train (its output in RunsDir/scale-synth-<N>.log), prints the table and the verdict on
+// o.Out, and writes o.JSON. It fails when a corpus cannot be made, a key of o.Set is not in
+// the recipe, or a run fails (the runs before it are printed); a negative verdict is not an
+// error (the result says so).
+func RunScale(o ScaleOptions) (*ScaleResult, error) {
+	sizes := slices.Clone(o.Sizes)
+	slices.Sort(sizes)
+	if len(sizes) == 0 || sizes[0] < 1 || len(slices.Compact(slices.Clone(sizes))) != len(sizes) {
+		return nil, fmt.Errorf("scale: sizes %v: want distinct positive passage counts", o.Sizes)
+	}
+	text, err := os.ReadFile(o.Recipe)
+	if err != nil {
+		return nil, fmt.Errorf("scale: %w", err)
+	}
+	dataDir, err := filepath.Abs(o.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	runsDir, err := filepath.Abs(o.RunsDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(runsDir, 0o755); err != nil {
+		return nil, err
+	}
+	res := &ScaleResult{Command: o.Command, Recipe: o.Recipe, MaxRSSKiB: o.MaxRSSKiB, Tolerance: o.Tolerance}
+	for k, v := range o.Set {
+		res.Set = append(res.Set, k+" = "+v)
+	}
+	slices.Sort(res.Set)
+	var runErr error
+	for _, n := range sizes {
+		data := filepath.Join(dataDir, fmt.Sprintf("synth-%d", n))
+		if err := ensureSynth(data, n, o.Queries, o.Seed, o.Log); err != nil {
+			return nil, err
+		}
+		set := map[string]string{"name": fmt.Sprintf("%q", fmt.Sprintf("scale-synth-%d", n)), "output_dir": fmt.Sprintf("%q", runsDir), "data.dir": fmt.Sprintf("%q", data)}
+		for k, v := range o.Set {
+			set[k] = v
+		}
+		rec, err := EditRecipe(string(text), set)
+		if err != nil {
+			return nil, fmt.Errorf("scale: %s: %w", o.Recipe, err)
+		}
+		recipe := filepath.Join(runsDir, fmt.Sprintf("scale-synth-%d.toml", n))
+		if err := atomicfile.WriteFile(recipe, []byte(rec)); err != nil {
+			return nil, err
+		}
+		r, err := runScaleOne(o.Train, recipe, filepath.Join(runsDir, fmt.Sprintf("scale-synth-%d.log", n)))
+		if err != nil {
+			runErr = fmt.Errorf("scale: %d passages: %w", n, err)
+			break
+		}
+		r.Passages = n
+		fmt.Fprintf(o.Log, "scale: %d passages: %.1f s wall, %.1f s CPU, peak RSS %d MiB\n", n, r.WallSeconds, r.CPUSeconds, r.PeakRSSKiB>>10)
+		res.Runs = append(res.Runs, r)
+	}
+	res.Verdict = ScaleVerdictOf(res.Runs, o.MaxRSSKiB, o.Tolerance)
+	if runErr != nil {
+		res.Verdict = ScaleVerdict{Reasons: append(res.Verdict.Reasons, runErr.Error())}
+	}
+	writeScaleTable(o.Out, res)
+	if o.JSON != "" {
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			return res, err
+		}
+		if err := atomicfile.WriteFile(o.JSON, append(b, '\n')); err != nil {
+			return res, err
+		}
+	}
+	return res, runErr
+}
+
+// ensureSynth writes the synthetic collection of n passages into dir unless dir/corpus.jsonl
+// exists: into dir.tmp first, renamed when complete.
+func ensureSynth(dir string, n, queries int, seed uint64, log io.Writer) error {
+	if _, err := os.Stat(filepath.Join(dir, "corpus.jsonl")); err == nil {
+		return nil
+	}
+	start := time.Now()
+	tmp := dir + ".tmp"
+	if err := os.RemoveAll(tmp); err != nil {
+		return err
+	}
+	c, err := synth.New(synth.Config{Passages: n, Queries: queries, Seed: seed, Vocab: synth.DefaultVocab, Topics: synth.DefaultTopics})
+	if err == nil {
+		err = c.Write(tmp)
+	}
+	if err == nil {
+		os.RemoveAll(dir) // a directory without corpus.jsonl is an interrupted earlier attempt
+		err = os.Rename(tmp, dir)
+	}
+	if err != nil {
+		return fmt.Errorf("scale: synthetic corpus of %d passages in %s: %w", n, dir, err)
+	}
+	fmt.Fprintf(log, "scale: wrote %d passages, %d queries into %s (%.1f s)\n", n, queries, dir, time.Since(start).Seconds())
+	return nil
+}
+
+// runScaleOne runs train -recipe recipe with stdout and stderr in logPath and measures it.
+func runScaleOne(train, recipe, logPath string) (ScaleRun, error) {
+	var r ScaleRun
+	f, err := os.Create(logPath)
+	if err != nil {
+		return r, err
+	}
+	defer f.Close()
+	var stdout bytes.Buffer
+	cmd := exec.Command(train, "-recipe", recipe)
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(f, &stdout), f
+	r.LoadStart = loadAvg()
+	start := time.Now()
+	err = cmd.Run()
+	r.WallSeconds = time.Since(start).Seconds()
+	r.LoadEnd = loadAvg()
+	if err != nil {
+		return r, fmt.Errorf("%s -recipe %s: %w (output in %s)", train, recipe, err, logPath)
+	}
+	ps := cmd.ProcessState
+	r.CPUSeconds = (ps.UserTime() + ps.SystemTime()).Seconds()
+	r.PeakRSSKiB = childMaxRSSKiB(ps)
+	// The train command prints the run directory last.
+	sc := bufio.NewScanner(&stdout)
+	for sc.Scan() {
+		if l := strings.TrimSpace(sc.Text()); l != "" {
+			r.RunDir = l
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(r.RunDir, "metrics.json"))
+	if err != nil {
+		return r, fmt.Errorf("the run's metrics (output in %s): %w", logPath, err)
+	}
+	var m map[string]float64
+	if err := json.Unmarshal(b, &m); err != nil {
+		return r, fmt.Errorf("%s: %w", filepath.Join(r.RunDir, "metrics.json"), err)
+	}
+	r.BM25NDCG10, r.DenseNDCG10 = m["bm25/nDCG@10"], m["dense/nDCG@10"]
+	return r, nil
+}
+
+// EditRecipe returns the TOML text with the value of each key of set ("section.key", or "key"
+// before the first table) replaced on its line, comments after it dropped. Each key must be
+// set on a line of its own in text (one "key = value" line); a key that is not is an error,
+// so no override is silently dropped.
+func EditRecipe(text string, set map[string]string) (string, error) {
+	lines := strings.SplitAfter(text, "\n")
+	done := map[string]bool{}
+	section := ""
+	for i, line := range lines {
+		t := strings.TrimSpace(line)
+		if strings.HasPrefix(t, "[") && strings.HasSuffix(t, "]") {
+			section = strings.Trim(t, "[] ")
+			continue
+		}
+		k, _, ok := strings.Cut(t, "=")
+		if !ok || strings.HasPrefix(t, "#") {
+			continue
+		}
+		key := strings.TrimSpace(k)
+		if section != "" {
+			key = section + "." + key
+		}
+		if v, ok := set[key]; ok && !done[key] {
+			nl := ""
+			if strings.HasSuffix(line, "\n") {
+				nl = "\n"
+			}
+			lines[i] = strings.TrimSpace(k) + " = " + v + nl
+			done[key] = true
+		}
+	}
+	var missing []string
+	for k := range set {
+		if !done[k] {
+			missing = append(missing, k)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return "", fmt.Errorf("keys %v are not set on a line of the recipe (only keys the file sets can be overridden)", missing)
+	}
+	return strings.Join(lines, ""), nil
+}
+
+// writeScaleTable prints the runs and the verdict.
+func writeScaleTable(w io.Writer, res *ScaleResult) {
+	fmt.Fprintf(w, "scale: %s", res.Recipe)
+	if len(res.Set) > 0 {
+		fmt.Fprintf(w, " with %s", strings.Join(res.Set, ", "))
+	}
+	fmt.Fprintf(w, "\n%10s %9s %9s %9s %10s %11s %11s %22s\n", "passages", "wall s", "CPU s", "peak MiB", "B/passage", "load start", "load end", "nDCG@10 bm25 / dense")
+	for i, r := range res.Runs {
+		fmt.Fprintf(w, "%10d %9.1f %9.1f %9d %10d %11.2f %11.2f %13.4f / %.4f\n", r.Passages, r.WallSeconds, r.CPUSeconds, r.PeakRSSKiB>>10,
+			r.PeakRSSKiB*1024/int64(r.Passages), r.LoadStart, r.LoadEnd, r.BM25NDCG10, r.DenseNDCG10)
+		if i > 0 {
+			p := res.Runs[i-1]
+			fmt.Fprintf(w, "%10s %8.2fx %8.2fx %8.2fx   (x%.2f passages)\n", "ratio", r.WallSeconds/p.WallSeconds, r.CPUSeconds/p.CPUSeconds,
+				float64(r.PeakRSSKiB)/float64(p.PeakRSSKiB), float64(r.Passages)/float64(p.Passages))
+		}
+	}
+	var busy []string
+	for _, r := range res.Runs {
+		if r.LoadStart > NoisyLoad || r.LoadEnd > NoisyLoad {
+			busy = append(busy, fmt.Sprint(r.Passages))
+		}
+	}
+	if len(busy) > 0 {
+		fmt.Fprintf(w, "note: the load average was above %g at the start or end of the runs at %s passages: their wall time is what other processes left of the cores (CPU time and peak RSS depend less on it)\n",
+			NoisyLoad, strings.Join(busy, ", "))
+	}
+	if res.Verdict.OK {
+		fmt.Fprintf(w, "verdict: OK: wall time, CPU time and peak RSS grow at most linearly (tolerance %g), peak RSS at most %d MiB\n", res.Tolerance, res.MaxRSSKiB>>10)
+		return
+	}
+	fmt.Fprintln(w, "verdict: FAIL:")
+	for _, r := range res.Verdict.Reasons {
+		fmt.Fprintln(w, "  -", r)
+	}
+}
