@@ -1,0 +1,77 @@
+package retriever
+
+import (
+	"context"
+	"io"
+	"math"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+)
+
+// TestDynamicPaddingSlice trains the slice recipe (no pretraining, no dropout) with
+// train.dynamic_padding: the queries of its batches fall in two length buckets, and a graph is
+// built each time the shape changes (15 times in 60 batches), not per batch; the run ends within
+// rounding of the same recipe padded to max_length (only the float32 sums' order differs, for 60
+// steps); and a run interrupted mid-train and resumed ends with the same numbers as the
+// uninterrupted one.
+func TestDynamicPaddingSlice(t *testing.T) {
+	dir := testkit.NewSlice(t)
+	run := func(dynamic bool, o experiment.Options) (string, string, error) {
+		rec := testkit.SmallRecipe(t, dir, "")
+		rec.Model.Dropout, rec.Pretrain.Steps, rec.Train.DynamicPadding = 0, 0, dynamic
+		var out strings.Builder
+		o.Progress, o.Out = io.Discard, &out
+		d, err := experiment.Run(context.Background(), rec, o)
+		return d, out.String(), err
+	}
+	fixedDir, fixedOut, err := run(false, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(fixedOut, "dynamic padding") {
+		t.Errorf("fixed padding reports dynamic padding:\n%s", fixedOut)
+	}
+	dynDir, out, err := run(true, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`train: dynamic padding: (\d+) training graphs built; cached at the end: (.*) \(query/passage tokens\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no dynamic padding line in the output:\n%s", out)
+	}
+	built, _ := strconv.Atoi(m[1])
+	t.Logf("%s graphs built; cached %s", m[1], m[2])
+	// The queries fall in the buckets 32 and 48 (max_length), the passages in 48: the graphs
+	// (32, 48) and (48, 48) pad 16·32 + 32·48 = 2048 and 2304 tokens, more together than fixed
+	// padding's 2304, so each change of query bucket evicts one and builds the other: 15 runs of
+	// one shape in the 60 batches of seed 3.
+	if built != 15 || m[2] == "" {
+		t.Errorf("%d training graphs built for 60 batches (cached %q), want 15", built, m[2])
+	}
+	fixed, err := experiment.ReadMetrics(fixedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := experiment.ReadMetrics(dynDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("dense nDCG@10: fixed padding %.4f, dynamic %.4f", fixed["dense/nDCG@10"], dyn["dense/nDCG@10"])
+	if d := math.Abs(fixed["dense/nDCG@10"] - dyn["dense/nDCG@10"]); d > 0.02 || dyn["dense/nDCG@10"] == 0 {
+		t.Errorf("dense nDCG@10 %.4f with dynamic padding, %.4f with fixed", dyn["dense/nDCG@10"], fixed["dense/nDCG@10"])
+	}
+	broken, _, err := run(true, experiment.Options{InterruptPhase: "train", InterruptAt: 30})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	resumed, _, err := run(true, experiment.Options{ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameMetrics(t, "", dynDir, resumed, testkit.Quality)
+}
