@@ -17,26 +17,26 @@ import (
 // train.dynamic_padding: the queries of its batches fall in two length buckets, and a graph is
 // built each time the shape changes (15 times in 60 batches), not per batch; the run ends within
 // rounding of the same recipe padded to max_length (only the float32 sums' order differs, for 60
-// steps); and a run interrupted mid-train and resumed ends with the same numbers as the
-// uninterrupted one.
+// steps); and with dropout, a run interrupted mid-train and resumed ends with the same numbers as
+// the uninterrupted one.
 func TestDynamicPaddingSlice(t *testing.T) {
 	dir := testkit.NewSlice(t)
-	run := func(dynamic bool, o experiment.Options) (string, string, error) {
+	run := func(dynamic bool, dropout float64, o experiment.Options) (string, string, error) {
 		rec := testkit.SmallRecipe(t, dir, "")
-		rec.Model.Dropout, rec.Pretrain.Steps, rec.Train.DynamicPadding = 0, 0, dynamic
+		rec.Model.Dropout, rec.Pretrain.Steps, rec.Train.DynamicPadding = dropout, 0, dynamic
 		var out strings.Builder
 		o.Progress, o.Out = io.Discard, &out
 		d, err := experiment.Run(context.Background(), rec, o)
 		return d, out.String(), err
 	}
-	fixedDir, fixedOut, err := run(false, experiment.Options{})
+	fixedDir, fixedOut, err := run(false, 0, experiment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(fixedOut, "dynamic padding") {
 		t.Errorf("fixed padding reports dynamic padding:\n%s", fixedOut)
 	}
-	dynDir, out, err := run(true, experiment.Options{})
+	dynDir, out, err := run(true, 0, experiment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,13 +65,18 @@ func TestDynamicPaddingSlice(t *testing.T) {
 	if d := math.Abs(fixed["dense/nDCG@10"] - dyn["dense/nDCG@10"]); d > 0.02 || dyn["dense/nDCG@10"] == 0 {
 		t.Errorf("dense nDCG@10 %.4f with dynamic padding, %.4f with fixed", dyn["dense/nDCG@10"], fixed["dense/nDCG@10"])
 	}
-	broken, _, err := run(true, experiment.Options{InterruptPhase: "train", InterruptAt: 30})
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("interrupted run: err = %v", err)
-	}
-	resumed, _, err := run(true, experiment.Options{ResumeDir: broken})
+	// Resume, with dropout (the slice recipe's 0.1): masks of (seed, phase, step) and the shape.
+	fullDir, _, err := run(true, 0.1, experiment.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.SameMetrics(t, "", dynDir, resumed, testkit.Quality)
+	broken, _, err := run(true, 0.1, experiment.Options{InterruptPhase: "train", InterruptAt: 30})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	resumed, _, err := run(true, 0.1, experiment.Options{ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameMetrics(t, "", fullDir, resumed, testkit.Quality)
 }
