@@ -286,9 +286,11 @@ type Train struct {
 	// (dense.BucketedBiTask: at most 4, holding together no more padded tokens than the one
 	// fixed-padding graph). The loss and gradients are fixed padding's within float32 rounding
 	// (dropout masks differ, so the numbers are not fixed padding's bit for bit); the same seed
-	// gives the same numbers, and a resumed run continues exactly. The train phase only
-	// (pretrain pads to the max length); kind retriever; not with mini_batch_size. Default false
-	// (the shipped recipes pad every batch to the max length).
+	// gives the same numbers, and a resumed run continues exactly. With mini_batch_size, each
+	// chunk is padded to its own bucket instead (dense.CachedBiTask.Dynamic: one graph pair per
+	// chunk length, at most max_length/32 a side). The train phase only (pretrain pads to the
+	// max length); kind retriever. Default false (the shipped recipes pad every batch to the
+	// max length).
 	DynamicPadding bool `toml:"dynamic_padding"`
 	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
 	LR float64 `toml:"lr"`

@@ -116,12 +116,8 @@ func (l *loader) validate(r *Recipe) error {
 			v.fail(v.setOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
 		}
 	}
-	if tr.DynamicPadding {
-		if r.Kind != "retriever" {
-			v.fail("train.dynamic_padding", "length-bucketed training graphs train a bi-encoder: kind %q does not read it (false = off)", r.Kind)
-		} else if tr.MiniBatchSize > 0 {
-			v.fail(v.setOf("train.dynamic_padding", "train.mini_batch_size"), "train.dynamic_padding is not supported with gradient caching (train.mini_batch_size = %d): set one of the two", tr.MiniBatchSize)
-		}
+	if tr.DynamicPadding && r.Kind != "retriever" {
+		v.fail("train.dynamic_padding", "length-bucketed training graphs train a bi-encoder: kind %q does not read it (false = off)", r.Kind)
 	}
 	v.positive("train.lr", tr.LR)
 	v.nonNegative("train.weight_decay", tr.WeightDecay)

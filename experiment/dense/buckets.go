@@ -169,17 +169,23 @@ func longest(b tokenize.Batch) int {
 	return n
 }
 
-// cut returns b with every row cut to its first L positions (L >= longest(b): padding only).
+// cut returns b with every row cut to its first L positions (L >= longest(b): padding only); nil
+// Types stay nil.
 func cut(b tokenize.Batch, L int) tokenize.Batch {
 	if L == b.L {
 		return b
 	}
-	out := tokenize.Batch{B: b.B, L: L, IDs: make([]int, b.B*L), Mask: make([]float32, b.B*L), Types: make([]int, b.B*L),
+	out := tokenize.Batch{B: b.B, L: L, IDs: make([]int, b.B*L), Mask: make([]float32, b.B*L),
 		Truncated: b.Truncated, Tokens: b.Tokens, Dropped: b.Dropped}
+	if b.Types != nil {
+		out.Types = make([]int, b.B*L)
+	}
 	for i := range b.B {
 		copy(out.IDs[i*L:(i+1)*L], b.IDs[i*b.L:])
 		copy(out.Mask[i*L:(i+1)*L], b.Mask[i*b.L:])
-		copy(out.Types[i*L:(i+1)*L], b.Types[i*b.L:])
+		if b.Types != nil {
+			copy(out.Types[i*L:(i+1)*L], b.Types[i*b.L:])
+		}
 	}
 	return out
 }

@@ -348,3 +348,70 @@ func BenchmarkBucketedStep(b *testing.B) {
 		})
 	}
 }
+
+// TestCachedBiTaskDynamic runs one gradient-caching step (chunks of 2 rows) of the batch of
+// TestBucketedBiTaskMatchesFixed with Dynamic: its chunks pad to 32 (queries) and 32 or 64
+// (passages) and run through 3 pairs of graphs besides the two of the maximum lengths; the loss
+// and every summed gradient are those of fixed padding (BiTask) within 1e-6 and 1e-6 times the
+// largest gradient. With dropout, a step succeeds, so each chunk's re-forward replayed its
+// cached embedding bit for bit.
+func TestCachedBiTaskDynamic(t *testing.T) {
+	tok := bertTokenizer(t)
+	lens := Lengths{Query: 64, Passage: 96}
+	pb := lengthBatch(t, tok, []int{3, 10, 2, 7}, []int{20, 38, 5, 14, 9, 30, 11, 25}, 7)
+	next := func(int) (PairBatch, error) { return pb, nil }
+	infonce, err := infoNCE(0.05, losses.Cosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	newModel := func(dropout float64) *model.BiEncoder {
+		m, err := model.NewBiEncoder(bucketCfg(tok, "mean", dropout), true, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		randomize(m, 0.3, 5)
+		return m
+	}
+	fixed, err := NewBiTask(newModel(0), tok, 4, 8, lens, infonce, true, 1, StreamTrain, next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fixed.Close()
+	wantLoss, _, err := fixed.Step(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dropout := range []float64{0, 0.1} {
+		cached, err := NewCachedBiTask(newModel(dropout), tok, 4, 8, 2, lens, infonce, true, 1, StreamTrain, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cached.Dynamic = true
+		loss, _, err := cached.Step(0)
+		if err != nil {
+			t.Fatalf("dropout %g: %v", dropout, err)
+		}
+		if cached.Built() != 3 {
+			t.Errorf("dropout %g: %d chunk graphs built besides the maximum lengths', want 3 (queries 32; passages 32, 64)", dropout, cached.Built())
+		}
+		if dropout == 0 {
+			fp, cp := fixed.Params(), cached.Params()
+			if len(fp) != len(cp) {
+				t.Fatalf("%d parameters cached, %d fixed", len(cp), len(fp))
+			}
+			d, gmax := 0.0, 0.0
+			for i := range fp {
+				if fp[i].Name != cp[i].Name {
+					t.Fatalf("parameter %d: %s cached, %s fixed", i, cp[i].Name, fp[i].Name)
+				}
+				d = max(d, maxAbsDiff(fp[i].Grad, cp[i].Grad))
+				gmax = max(gmax, maxAbsDiff(fp[i].Grad, make([]float32, len(fp[i].Grad))))
+			}
+			if math.Abs(loss-wantLoss) > 1e-6 || d > 1e-6*gmax || gmax == 0 {
+				t.Errorf("loss %.9g, fixed padding %.9g; gradients differ by %.3g (largest %.3g)", loss, wantLoss, d, gmax)
+			}
+			t.Logf("|loss difference| %.3g, max |gradient difference| %.3g (largest |gradient| %.3g)", math.Abs(loss-wantLoss), d, gmax)
+		}
+		cached.Close()
+	}
+}

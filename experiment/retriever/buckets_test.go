@@ -22,12 +22,7 @@ import (
 func TestDynamicPaddingSlice(t *testing.T) {
 	dir := testkit.NewSlice(t)
 	run := func(dynamic bool, dropout float64, o experiment.Options) (string, string, error) {
-		rec := testkit.SmallRecipe(t, dir, "")
-		rec.Model.Dropout, rec.Pretrain.Steps, rec.Train.DynamicPadding = dropout, 0, dynamic
-		var out strings.Builder
-		o.Progress, o.Out = io.Discard, &out
-		d, err := experiment.Run(context.Background(), rec, o)
-		return d, out.String(), err
+		return runPaddingSlice(t, dir, dynamic, dropout, 0, o)
 	}
 	fixedDir, fixedOut, err := run(false, 0, experiment.Options{})
 	if err != nil {
@@ -75,6 +70,68 @@ func TestDynamicPaddingSlice(t *testing.T) {
 		t.Fatalf("interrupted run: err = %v", err)
 	}
 	resumed, _, err := run(true, 0.1, experiment.Options{ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameMetrics(t, "", fullDir, resumed, testkit.Quality)
+}
+
+// runPaddingSlice runs the slice recipe without pretraining, with train.dynamic_padding = dynamic,
+// model.dropout and train.mini_batch_size as given, and returns the run directory and the
+// output.
+func runPaddingSlice(t *testing.T, dir string, dynamic bool, dropout float64, mini int, o experiment.Options) (string, string, error) {
+	rec := testkit.SmallRecipe(t, dir, "")
+	rec.Model.Dropout, rec.Pretrain.Steps, rec.Train.DynamicPadding, rec.Train.MiniBatchSize = dropout, 0, dynamic, mini
+	var out strings.Builder
+	o.Progress, o.Out = io.Discard, &out
+	d, err := experiment.Run(context.Background(), rec, o)
+	return d, out.String(), err
+}
+
+// TestDynamicPaddingGradCacheSlice trains the slice recipe with train.dynamic_padding and
+// train.mini_batch_size = 4 (each chunk padded to its bucket): one pair of chunk graphs of a
+// shorter length is built (the queries' 32 beside max_length 48), the run ends within rounding of fixed
+// padding without caching, and with dropout a run interrupted mid-train and resumed ends with the
+// same numbers as the uninterrupted one.
+func TestDynamicPaddingGradCacheSlice(t *testing.T) {
+	dir := testkit.NewSlice(t)
+	fixedDir, _, err := runPaddingSlice(t, dir, false, 0, 0, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dynDir, out, err := runPaddingSlice(t, dir, true, 0, 4, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`train: dynamic padding: (\d+) chunk graph pairs built`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no dynamic padding line in the output:\n%s", out)
+	}
+	// Query chunks of 4 fit in 32 tokens or need 48; every chunk of 4 abstracts has one cut to 48.
+	if m[1] != "1" {
+		t.Errorf("%s chunk graph pairs built besides the maximum lengths', want 1 (queries at 32)", m[1])
+	}
+	fixed, err := experiment.ReadMetrics(fixedDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := experiment.ReadMetrics(dynDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s chunk graph pairs; dense nDCG@10: fixed padding %.4f, dynamic cached %.4f", m[1], fixed["dense/nDCG@10"], dyn["dense/nDCG@10"])
+	if d := math.Abs(fixed["dense/nDCG@10"] - dyn["dense/nDCG@10"]); d > 0.02 || dyn["dense/nDCG@10"] == 0 {
+		t.Errorf("dense nDCG@10 %.4f with dynamic padding and gradient caching, %.4f with fixed padding", dyn["dense/nDCG@10"], fixed["dense/nDCG@10"])
+	}
+	fullDir, _, err := runPaddingSlice(t, dir, true, 0.1, 4, experiment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, _, err := runPaddingSlice(t, dir, true, 0.1, 4, experiment.Options{InterruptPhase: "train", InterruptAt: 30})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	resumed, _, err := runPaddingSlice(t, dir, true, 0.1, 4, experiment.Options{ResumeDir: broken})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -364,6 +364,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			}
 			fmt.Fprintf(o.Out, "train: dynamic padding: %d training graphs built; cached at the end: %s (query/passage tokens)\n", bt.Built(), strings.Join(shapes, ", "))
 		}
+		if ct, ok := inner.(*dense.CachedBiTask); ok && ct.Dynamic {
+			fmt.Fprintf(o.Out, "train: dynamic padding: %d chunk graph pairs built besides the maximum lengths'\n", ct.Built())
+		}
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -426,14 +429,16 @@ func (t *lossTap) Step(step int) (float64, int, error) {
 // gradient caching over chunks of train.mini_batch_size.
 func newTrainTask(m *model.BiEncoder, tok *tokenize.Tokenizer, tr configs.Train, N int, lens dense.Lengths, loss dense.ContrastiveLoss,
 	masked bool, seed uint64, next func(step int) (dense.PairBatch, error)) (trainTask, error) {
-	if tr.DynamicPadding {
-		if tr.MiniBatchSize > 0 {
-			return nil, fmt.Errorf("train.dynamic_padding is not supported with gradient caching (train.mini_batch_size = %d)", tr.MiniBatchSize)
-		}
-		return dense.NewBucketedBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next, dense.BucketOptions{})
-	}
 	if tr.MiniBatchSize > 0 {
-		return dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+		t, err := dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+		if err != nil {
+			return nil, err
+		}
+		t.Dynamic = tr.DynamicPadding
+		return t, nil
+	}
+	if tr.DynamicPadding {
+		return dense.NewBucketedBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next, dense.BucketOptions{})
 	}
 	return dense.NewBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next)
 }
