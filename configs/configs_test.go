@@ -101,6 +101,7 @@ func TestDefaults(t *testing.T) {
 		{"model.heads", r.Model.Heads, 4},
 		{"model.max_position", r.Model.MaxPosition, 512},
 		{"pretrain.steps", r.Pretrain.Steps, 0},
+		{"train.dynamic_padding", r.Train.DynamicPadding, false},
 	} {
 		if !reflect.DeepEqual(c.got, c.want) {
 			t.Errorf("default %s = %v, want %v", c.key, c.got, c.want)
@@ -261,6 +262,8 @@ func TestLoadErrors(t *testing.T) {
 		{"mini batch not dividing", "[train]\nbatch_size = 32\nmini_batch_size = 5\n", false, `:3: train.mini_batch_size: train.mini_batch_size = 5 does not divide train.batch_size = 32`},
 		{"mini batch above batch", "[train]\nbatch_size = 8\nmini_batch_size = 16\n", false, `:3: train.mini_batch_size: train.mini_batch_size = 16 does not divide train.batch_size = 8`},
 		{"mini batch of a reranker", "kind = \"reranker\"\n[train]\nmini_batch_size = 4\n", false, `:3: train.mini_batch_size: gradient caching trains a bi-encoder: kind "reranker" does not read it (0 = off)`},
+		{"dynamic padding of a reranker", "kind = \"reranker\"\n[train]\ndynamic_padding = true\n", false, `:3: train.dynamic_padding: length-bucketed training graphs train a bi-encoder: kind "reranker" does not read it (false = off)`},
+		{"dynamic padding as string", "[train]\ndynamic_padding = \"yes\"\n", false, `:2: train.dynamic_padding: wrong type: got a string, want a boolean`},
 		{"eval_every misspelt", "[train]\neval_evry = 10\n", false, `:2: unknown key "train.eval_evry" (did you mean "train.eval_every"?)`},
 		{"eval_every negative", "[train]\neval_every = -1\n", false, `:2: train.eval_every: must be >= 0, got -1`},
 		{"eval_every without select", "[train]\neval_every = 10\n", false, `:2: train.eval_every: train.eval_every needs eval.select_metric (the dev metric evaluated, e.g. "nDCG@10")`},
@@ -413,6 +416,17 @@ metrics = ["MAP", "P@10"]
 		if ix := r.Index; ix.ANNThreshold != 1 || ix.ANNM != m || ix.ANNEfConstruction != 1 || ix.ANNEfSearch != 1 {
 			t.Fatalf("ann edges read as %+v", ix)
 		}
+	}
+	// Bucketed training graphs, with the one-graph batch (no mini_batch_size).
+	path = filepath.Join(dir, "edges-buckets.toml")
+	writeRecipe(t, path, base+"[train]\ndynamic_padding = true\n")
+	if r, err = Load(path); err != nil || !r.Train.DynamicPadding {
+		t.Fatalf("train.dynamic_padding = true: err %v, read %v", err, r != nil && r.Train.DynamicPadding)
+	}
+	// and with gradient caching (each chunk padded to its bucket).
+	writeRecipe(t, path, base+"[train]\nbatch_size = 8\nmini_batch_size = 4\ndynamic_padding = true\n")
+	if r, err = Load(path); err != nil || !r.Train.DynamicPadding || r.Train.MiniBatchSize != 4 {
+		t.Fatalf("train.dynamic_padding with mini_batch_size: err %v", err)
 	}
 	path = filepath.Join(dir, "edges-reranker.toml")
 	writeRecipe(t, path, `kind = "reranker"

@@ -126,6 +126,7 @@
 //	train.steps                         1000           optimiser steps; >= 0
 //	train.batch_size                    32             B: queries per batch; >= 2
 //	train.mini_batch_size               0              kind retriever: gradient caching (GradCache): encode the batch this many rows at a time, take the loss over the whole batch, back-propagate each chunk again; the gradient is the full batch's, memory the chunk's; must divide batch_size; 0 = off
+//	train.dynamic_padding               false          kind retriever, train phase: pad each batch's queries and passages to their longest text (rounded up to 32 tokens, at most query_max_length / max_length) instead of to the max lengths; one training graph per padded shape, cached (at most 4, together no more padded tokens than the fixed-padding graph); loss and gradients equal fixed padding's within float32 rounding (dropout masks differ); with mini_batch_size each chunk is padded to its own bucket (one graph pair per chunk length, at most max_length/32 a side)
 //	train.lr                            0.001          peak AdamW learning rate; > 0
 //	train.weight_decay                  0.01           AdamW decoupled weight decay; >= 0
 //	train.warmup_steps                  100            linear warm-up steps; >= 0

@@ -279,6 +279,19 @@ type Train struct {
 	// memory follows the chunk and the gradient is the full batch's. Must divide batch_size;
 	// kind retriever only. 0 (off) trains the batch in one graph. Default 0.
 	MiniBatchSize int `toml:"mini_batch_size"`
+	// DynamicPadding pads each training batch's queries and passages only to their longest
+	// text, rounded up to a multiple of 32 tokens and at most the side's max length
+	// (tokenizer.query_max_length, tokenizer.max_length), instead of both sides to their max
+	// length; each padded shape (Lq, Lp) gets its own training graph, built once and cached
+	// (dense.BucketedBiTask: at most 4, holding together no more padded tokens than the one
+	// fixed-padding graph). The loss and gradients are fixed padding's within float32 rounding
+	// (dropout masks differ, so the numbers are not fixed padding's bit for bit); the same seed
+	// gives the same numbers, and a resumed run continues exactly. With mini_batch_size, each
+	// chunk is padded to its own bucket instead (dense.CachedBiTask.Dynamic: one graph pair per
+	// chunk length, at most max_length/32 a side). The train phase only (pretrain pads to the
+	// max length); kind retriever. Default false (the shipped recipes pad every batch to the
+	// max length).
+	DynamicPadding bool `toml:"dynamic_padding"`
 	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
 	LR float64 `toml:"lr"`
 	// WeightDecay is AdamW's decoupled weight decay; >= 0. Default 0.01.

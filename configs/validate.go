@@ -116,6 +116,9 @@ func (l *loader) validate(r *Recipe) error {
 			v.fail(v.setOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
 		}
 	}
+	if tr.DynamicPadding && r.Kind != "retriever" {
+		v.fail("train.dynamic_padding", "length-bucketed training graphs train a bi-encoder: kind %q does not read it (false = off)", r.Kind)
+	}
 	v.positive("train.lr", tr.LR)
 	v.nonNegative("train.weight_decay", tr.WeightDecay)
 	atLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)

@@ -38,17 +38,54 @@ type BiTask struct {
 	seed   uint64
 	stream uint64 // dropout stream of the phase
 	next   func(step int) (PairBatch, error)
-	g      *gorgonia.ExprGraph
-	vm     gorgonia.VM
-	qIn    *model.Inputs
-	pIn    *model.Inputs
-	head   contrastiveHead
-	loss   *gorgonia.Node
-	experiment.GraphParams
+	biGraph
 	B, N    int
 	lastTru int                   // texts truncated in the last batch
 	qCut    experiment.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
 	pCut    experiment.TruncCount // and truncation to Len.Passage of the passages
+}
+
+// biGraph is the training graph of a bi-encoder for one shape: B queries of qIn.L tokens and N
+// passages of pIn.L tokens, the contrastive loss, its gradients and the machine that runs them.
+type biGraph struct {
+	g    *gorgonia.ExprGraph
+	vm   gorgonia.VM
+	qIn  *model.Inputs
+	pIn  *model.Inputs
+	head contrastiveHead
+	loss *gorgonia.Node
+	experiment.GraphParams
+}
+
+// newBiGraph builds the training graph of m for B queries of lens.Query tokens and N passages
+// of lens.Passage tokens, with loss (and a B x N candidate mask when masked).
+func newBiGraph(m *model.BiEncoder, B, N int, lens Lengths, loss ContrastiveLoss, masked bool) (biGraph, error) {
+	var t biGraph
+	t.g = gorgonia.NewGraph()
+	b := model.NewBinder(t.g)
+	t.qIn = model.NewInputs(t.g, B, lens.Query, "query")
+	t.pIn = model.NewInputs(t.g, N, lens.Passage, "passage")
+	q, err := m.Query.Build(b, t.qIn, true)
+	if err != nil {
+		return t, err
+	}
+	p, err := m.Passage.Build(b, t.pIn, true)
+	if err != nil {
+		return t, err
+	}
+	if t.head, err = newContrastiveHead(t.g, q, p, B, N, loss, masked); err != nil {
+		return t, err
+	}
+	t.loss = t.head.loss
+	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
+		return t, fmt.Errorf("gradient graph: %w", err)
+	}
+	// Only the loss and the parameters' gradients are read after a run: every other value
+	// lends its buffer once consumed (bit-identical, less memory).
+	model.ShareBuffers(t.g, t.loss)
+	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
+	t.GraphParams = experiment.NewGraphParams(b, t.vm)
+	return t, nil
 }
 
 // NewBiTask builds the graph of m for B queries of lens.Query tokens and N passages of
@@ -62,30 +99,10 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 		return nil, fmt.Errorf("bi-encoder task: lengths %d (queries) and %d (passages) leave no room for [CLS] and [SEP]", lens.Query, lens.Passage)
 	}
 	t := &BiTask{m: m, tok: tok, Len: lens, seed: seed, stream: stream, next: next, B: B, N: N}
-	t.g = gorgonia.NewGraph()
-	b := model.NewBinder(t.g)
-	t.qIn = model.NewInputs(t.g, B, lens.Query, "query")
-	t.pIn = model.NewInputs(t.g, N, lens.Passage, "passage")
-	q, err := m.Query.Build(b, t.qIn, true)
-	if err != nil {
+	var err error
+	if t.biGraph, err = newBiGraph(m, B, N, lens, loss, masked); err != nil {
 		return nil, err
 	}
-	p, err := m.Passage.Build(b, t.pIn, true)
-	if err != nil {
-		return nil, err
-	}
-	if t.head, err = newContrastiveHead(t.g, q, p, B, N, loss, masked); err != nil {
-		return nil, err
-	}
-	t.loss = t.head.loss
-	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
-		return nil, fmt.Errorf("gradient graph: %w", err)
-	}
-	// Only the loss and the parameters' gradients are read after a run: every other value
-	// lends its buffer once consumed (bit-identical, less memory).
-	model.ShareBuffers(t.g, t.loss)
-	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
-	t.GraphParams = experiment.NewGraphParams(b, t.vm)
 	return t, nil
 }
 

@@ -7,6 +7,8 @@
 //
 // Queries and passages have lengths of their own (Lengths): NewBiTask builds each side's
 // fixed-shape training graph at its length and SearchOptions.Len cuts each side at search time.
-// The recipes give both tokenizer.max_length and search with fixed padding
-// (SearchOptions.Dynamic false), the numbers they have always had.
+// BucketedBiTask (train.dynamic_padding) trains with one graph per padded shape instead,
+// each batch padded to its own length bucket (PaddedLen), the graphs cached within a memory
+// bound (BucketOptions). The recipes give both tokenizer.max_length and search with fixed
+// padding (SearchOptions.Dynamic false), the numbers they have always had.
 package dense

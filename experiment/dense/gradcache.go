@@ -31,6 +31,14 @@ import (
 // The masks differ from BiTask's (drawn over the whole batch), so with dropout the two tasks
 // train the same objective under different masks; without dropout their gradients agree to
 // rounding.
+//
+// With Dynamic (train.dynamic_padding), each chunk is padded only to PaddedLen of its longest
+// sequence instead of to its side's length, and runs through that length's pair of M-row graphs,
+// built the first time the length is seen and kept for the task's life: at most
+// ceil(Len/PadMultiple) pairs a side (8 at L 256), together M·Σ L padded tokens (for L 256,
+// 32 + 64 + ... + 256 = 4.5 times the one M x 256 pair's). The gradients are those of fixed
+// padding to float32 rounding; the dropout masks depend on the chunk's length too, so a step's
+// numbers are a function of (seed, phase, step, batch) as without Dynamic.
 type CachedBiTask struct {
 	m            *model.BiEncoder
 	tok          *tokenize.Tokenizer
@@ -39,6 +47,12 @@ type CachedBiTask struct {
 	next         func(step int) (PairBatch, error)
 	B, N, M      int
 	query, pass  *cachedSide
+	// Dynamic pads each chunk to its own length bucket; set it before the first Step.
+	Dynamic bool
+	// buckets holds the graphs of the other chunk lengths (Dynamic), by side (0 queries, 1
+	// passages) and length.
+	buckets [2]map[int]*cachedSide
+	built   int
 	// The loss graph of step 2: its inputs Q and P hold the embeddings of step 1.
 	lossVM     gorgonia.VM
 	qEmb, pEmb *gorgonia.Node
@@ -114,19 +128,54 @@ func (s *cachedSide) close() {
 	s.trVM.Close()
 }
 
-// letChunk feeds rows [c*M, (c+1)*M) of batch tb to in and seeds dropout for that chunk.
-func (t *CachedBiTask) letChunk(s *cachedSide, in *model.Inputs, tb tokenize.Batch, step, c int) error {
-	lo, hi := c*t.M*s.L, (c+1)*t.M*s.L
-	var types []int
+// chunk returns rows [c*M, (c+1)*M) of batch tb (tb.L positions each).
+func (t *CachedBiTask) chunk(tb tokenize.Batch, c int) tokenize.Batch {
+	lo, hi := c*t.M*tb.L, (c+1)*t.M*tb.L
+	cb := tokenize.Batch{B: t.M, L: tb.L, IDs: tb.IDs[lo:hi], Mask: tb.Mask[lo:hi]}
 	if tb.Types != nil {
-		types = tb.Types[lo:hi]
+		cb.Types = tb.Types[lo:hi]
 	}
-	if err := in.Let(tb.IDs[lo:hi], tb.Mask[lo:hi], types); err != nil {
+	return cb
+}
+
+// chunkSide returns chunk c of side k's batch tb (padded to its length bucket with Dynamic) and
+// the graphs of its length, building them the first time.
+func (t *CachedBiTask) chunkSide(k int, base *cachedSide, tb tokenize.Batch, c int) (*cachedSide, tokenize.Batch, error) {
+	cb := t.chunk(tb, c)
+	if !t.Dynamic {
+		return base, cb, nil
+	}
+	L := PaddedLen(longest(cb), base.L)
+	if L == base.L {
+		return base, cb, nil
+	}
+	s := t.buckets[k][L]
+	if s == nil {
+		var err error
+		if s, err = newCachedSide(base.tower, t.M, L, [2]string{"query", "passage"}[k], base.salt); err != nil {
+			return nil, cb, err
+		}
+		if t.buckets[k] == nil {
+			t.buckets[k] = map[int]*cachedSide{}
+		}
+		t.buckets[k][L] = s
+		t.built++
+	}
+	return s, cut(cb, L), nil
+}
+
+// letChunk feeds chunk c (cb, of s.L positions a row) to in and seeds dropout for that chunk.
+func (t *CachedBiTask) letChunk(s *cachedSide, in *model.Inputs, cb tokenize.Batch, step, c int) error {
+	if err := in.Let(cb.IDs, cb.Mask, cb.Types); err != nil {
 		return err
 	}
 	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream^s.salt, uint64(step)<<24|uint64(c))))
 	return nil
 }
+
+// Built is the number of chunk-graph pairs built beyond the two of the maximum lengths
+// (Dynamic: one per other chunk length seen).
+func (t *CachedBiTask) Built() int { return t.built }
 
 // NewCachedBiTask is NewBiTask with gradient caching over chunks of M rows; M must divide B and
 // N. The arguments are those of NewBiTask; tok may be nil when the task is run with StepTokens
@@ -211,16 +260,20 @@ func (t *CachedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch) (
 		rows int
 	}{{t.query, q, t.qEmb, t.B}, {t.pass, p, t.pEmb, t.N}}
 	// Step 1: the embeddings, without gradients.
-	for _, sd := range sides {
+	for k, sd := range sides {
 		for c := 0; c < sd.rows/t.M; c++ {
-			if err := t.letChunk(sd.s, sd.s.fwdIn, sd.tb, step, c); err != nil {
+			s, cb, err := t.chunkSide(k, sd.s, sd.tb, c)
+			if err != nil {
 				return 0, 0, err
 			}
-			if err := sd.s.fwdVM.RunAll(); err != nil {
+			if err := t.letChunk(s, s.fwdIn, cb, step, c); err != nil {
 				return 0, 0, err
 			}
-			copyRows(sd.emb.Value().(*tensor.Dense), sd.s.fwd.Value().(*tensor.Dense), c*t.M)
-			sd.s.fwdVM.Reset()
+			if err := s.fwdVM.RunAll(); err != nil {
+				return 0, 0, err
+			}
+			copyRows(sd.emb.Value().(*tensor.Dense), s.fwd.Value().(*tensor.Dense), c*t.M)
+			s.fwdVM.Reset()
 		}
 	}
 	// Step 2: the loss and its gradient with respect to every embedding.
@@ -229,25 +282,29 @@ func (t *CachedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch) (
 	}
 	loss := experiment.ScalarValue(t.head.loss)
 	// Step 3: each chunk again, back-propagating its rows of the cached gradient.
-	for _, sd := range sides {
+	for k, sd := range sides {
 		g, err := sd.emb.Grad()
 		if err != nil {
 			return 0, 0, fmt.Errorf("gradient of the cached embeddings: %w", err)
 		}
 		grad := g.(*tensor.Dense)
 		for c := 0; c < sd.rows/t.M; c++ {
-			if err := t.letChunk(sd.s, sd.s.trIn, sd.tb, step, c); err != nil {
+			s, cb, err := t.chunkSide(k, sd.s, sd.tb, c)
+			if err != nil {
 				return 0, 0, err
 			}
-			sliceRows(sd.s.up, grad, c*t.M)
-			if err := sd.s.trVM.RunAll(); err != nil {
+			if err := t.letChunk(s, s.trIn, cb, step, c); err != nil {
 				return 0, 0, err
 			}
-			if r := firstDiffRow(sd.s.tr.Value().(*tensor.Dense), sd.emb.Value().(*tensor.Dense), c*t.M); r >= 0 {
+			sliceRows(s.up, grad, c*t.M)
+			if err := s.trVM.RunAll(); err != nil {
+				return 0, 0, err
+			}
+			if r := firstDiffRow(s.tr.Value().(*tensor.Dense), sd.emb.Value().(*tensor.Dense), c*t.M); r >= 0 {
 				return 0, 0, fmt.Errorf("cached bi-encoder task: step %d: the re-forward of %s row %d differs from its cached embedding (dropout masks not replayed?)",
-					step, sd.s.tower.Prefix, c*t.M+r)
+					step, s.tower.Prefix, c*t.M+r)
 			}
-			for _, bd := range sd.s.bound {
+			for _, bd := range s.bound {
 				gv, err := bd.Node.Grad()
 				if err != nil {
 					return 0, 0, fmt.Errorf("gradient of %s: %w", bd.Param.Name, err)
@@ -255,7 +312,7 @@ func (t *CachedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch) (
 				addDense(t.acc[bd.Param], gv.(*tensor.Dense))
 				clearDense(gv.(*tensor.Dense))
 			}
-			sd.s.trVM.Reset()
+			s.trVM.Reset()
 		}
 		clearDense(grad)
 	}
@@ -287,6 +344,11 @@ func (t *CachedBiTask) gradient(name string) []float64 {
 func (t *CachedBiTask) Close() {
 	t.query.close()
 	t.pass.close()
+	for _, b := range t.buckets {
+		for _, s := range b {
+			s.close()
+		}
+	}
 	t.lossVM.Close()
 }
 

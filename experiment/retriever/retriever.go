@@ -361,6 +361,16 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			ph.State = func(done int, ts *checkpoints.TrainerState) { st(done, ts); sel.record(ts) }
 		}
 		_, _, err = env.RunPhase(ctx, ph)
+		if bt, ok := inner.(*dense.BucketedBiTask); ok {
+			var shapes []string
+			for _, l := range bt.Cached() {
+				shapes = append(shapes, fmt.Sprintf("%d/%d", l.Query, l.Passage))
+			}
+			fmt.Fprintf(o.Out, "train: dynamic padding: %d training graphs built; cached at the end: %s (query/passage tokens)\n", bt.Built(), strings.Join(shapes, ", "))
+		}
+		if ct, ok := inner.(*dense.CachedBiTask); ok && ct.Dynamic {
+			fmt.Fprintf(o.Out, "train: dynamic padding: %d chunk graph pairs built besides the maximum lengths'\n", ct.Built())
+		}
 		task.Close()
 		if err != nil {
 			return dir, err
@@ -419,11 +429,20 @@ func (t *lossTap) Step(step int) (float64, int, error) {
 }
 
 // newTrainTask builds the supervised phase's task for batches of tr.BatchSize queries and N
-// passages: one graph over the batch, or gradient caching over chunks of train.mini_batch_size.
+// passages: one graph over the batch, one graph per padded shape (train.dynamic_padding), or
+// gradient caching over chunks of train.mini_batch_size.
 func newTrainTask(m *model.BiEncoder, tok *tokenize.Tokenizer, tr configs.Train, N int, lens dense.Lengths, loss dense.ContrastiveLoss,
 	masked bool, seed uint64, next func(step int) (dense.PairBatch, error)) (trainTask, error) {
 	if tr.MiniBatchSize > 0 {
-		return dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+		t, err := dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
+		if err != nil {
+			return nil, err
+		}
+		t.Dynamic = tr.DynamicPadding
+		return t, nil
+	}
+	if tr.DynamicPadding {
+		return dense.NewBucketedBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next, dense.BucketOptions{})
 	}
 	return dense.NewBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next)
 }
