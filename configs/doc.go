@@ -240,6 +240,7 @@
 //	realm.clip_per_tower                false          clip the passage tower's gradient by its own norm (train.grad_clip), apart from the query tower's and the reader's
 //	realm.passage_warmup_steps          0              the passage tower stays frozen for the first steps of those systems; >= 0
 //	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0
+//	realm.seeds                         []             train each REALM system but "supervised" once per seed from the same start and report each seed's metrics ("<phase>_seed<S>") and their mean and sd; the first must be seed; distinct, each >= 0; [] = once, at seed
 //	atlas.systems                       ["supervised", "attention_query", "attention_both", "emdr2_query", "emdr2_both", "perplexity_query", "perplexity_both", "loo_query", "loo_both"]  retrievers trained from one start (kind "atlas"): "supervised" or "<objective>_<towers>", objective "attention", "emdr2", "perplexity" or "loo", towers "query" or "both" (index refreshed by [index_refresh])
 //	atlas.steps                         200            training steps per system; >= 0
 //	atlas.batch_size                    16             training questions per step; >= 1

@@ -75,6 +75,14 @@ type Realm struct {
 	// CheckpointEvery is the steps between checkpoints of a REALM or RePlug phase (resume
 	// points); 0 saves only at its end; >= 0. Default 50.
 	CheckpointEvery int `toml:"checkpoint_every"`
+	// Seeds, when set, trains each REALM system of systems ("async", "sync", "off", "frozen";
+	// not "supervised", the ceiling, trained once at seed) once per seed from the same saved
+	// start, the seed taking the place of the top-level seed in that system's training (its
+	// question order; the refresh timing is fixed by [index_refresh]), and reports each seed's
+	// metrics and their mean and standard deviation (experiment/realm). The first must be the
+	// top-level seed, so the run at seed is one of them; distinct, each >= 0. Default [] (each
+	// system once, at seed).
+	Seeds []int64 `toml:"seeds"`
 }
 
 // IndexRefresh is the [index_refresh] section: the refresher of the corpus index while the
@@ -156,6 +164,15 @@ func validateRealm(v *checker, r *Recipe) {
 	v.positive("realm.passage_lr_scale", m.PassageLRScale)
 	atLeast(v, "realm.passage_warmup_steps", m.PassageWarmupSteps, 0)
 	atLeast(v, "realm.checkpoint_every", m.CheckpointEvery, 0)
+	for i, seed := range m.Seeds {
+		atLeast(v, "realm.seeds", seed, 0)
+		if slices.Contains(m.Seeds[:i], seed) {
+			v.fail("realm.seeds", "seed %d listed twice", seed)
+		}
+	}
+	if len(m.Seeds) > 0 && m.Seeds[0] != r.Seed {
+		v.fail(v.setOf("realm.seeds", "seed"), "the first of realm.seeds is %d, want the top-level seed = %d (the run at seed is one of the seeds)", m.Seeds[0], r.Seed)
+	}
 
 	if r.Kind == "realm" && r.Model.SharedTowers && slices.Contains(m.Systems, "frozen") {
 		v.fail(v.setOf("realm.systems", "model.shared_towers"), `realm.systems "frozen" freezes the passage tower, which model.shared_towers = true shares with the query tower; set shared_towers = false`)

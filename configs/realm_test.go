@@ -3,6 +3,7 @@ package configs
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,16 @@ func TestRealmSections(t *testing.T) {
 	}
 	if r.Realm.Steps != 7 || r.IndexRefresh.RefreshEvery != 3 || r.IndexRefresh.SwapAfter != 2 || r.Replug.TauLM != 1 || r.Realm.TopK != 4 {
 		t.Errorf("loaded %+v %+v %+v", r.Realm, r.IndexRefresh, r.Replug)
+	}
+	// realm.seeds: unset or empty is one run at seed; a list starting with seed is kept as written.
+	for body, want := range map[string][]int64{"": nil, "[realm]\nseeds = []\n": {}, "[realm]\nseeds = [42, 7, 1234]\n": {42, 7, 1234}} {
+		r, err := load(body)
+		if err != nil {
+			t.Fatalf("%q: %v", body, err)
+		}
+		if !slices.Equal(r.Realm.Seeds, want) || (want == nil) != (r.Realm.Seeds == nil) {
+			t.Errorf("%q: realm.seeds = %#v, want %#v", body, r.Realm.Seeds, want)
+		}
 	}
 	// [replug] is checked under kind = "replug".
 	for _, c := range []struct{ body, want string }{
@@ -47,6 +58,11 @@ func TestRealmSections(t *testing.T) {
 		{"[index_refresh]\nrefresh_every = 4\nswap_after = 4\n", `r.toml:6: index_refresh.swap_after: index_refresh.swap_after = 4 must be below index_refresh.refresh_every = 4`},
 		{"[realm]\nsystems = [\"frozen\"]\n[model]\nshared_towers = true\n", `r.toml:5: realm.systems: realm.systems "frozen" freezes the passage tower`},
 		{"[data]\ndir = \"x\"\n", `r.toml:4: section [data] is not read by kind "realm"`},
+		{"[realm]\nseeds = [42, 7, 42]\n", `r.toml:5: realm.seeds: seed 42 listed twice`},
+		{"[realm]\nseeds = [42, \"7\"]\n", `r.toml:5: realm.seeds:`},
+		{"[realm]\nseeds = [42, 7.5]\n", `r.toml:5: realm.seeds:`},
+		{"[realm]\nseeds = [42, -1]\n", `r.toml:5: realm.seeds: must be >= 0, got -1`},
+		{"[realm]\nseeds = [7, 42]\n", `r.toml:5: realm.seeds: the first of realm.seeds is 7, want the top-level seed = 42`},
 	} {
 		_, err := load(c.body)
 		if err == nil || !strings.Contains(err.Error(), c.want) {

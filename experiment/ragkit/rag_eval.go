@@ -28,10 +28,11 @@ type Eval struct {
 	maxNew   int
 	progress io.Writer
 	metrics  map[string]float64
-	All      []bool     // every test question
-	HasEntry []bool     // the test questions whose gardener has an entry
-	Rows     []eval.Row // reader table rows
-	retrRows []eval.Row // retrieval table rows
+	All      []bool            // every test question
+	HasEntry []bool            // the test questions whose gardener has an entry
+	Rows     []eval.Row        // reader table rows
+	retrRows []eval.Row        // retrieval table rows
+	alsoTREC map[string]string // retrieval system -> a second name its TREC run is written under
 }
 
 // ReaderColumns are the reader table's columns: exact match per bucket, overall, confidence.
@@ -184,6 +185,11 @@ func (e *Eval) AddRow(name string, correct []bool, conf []float64, ask []bool) {
 func (e *Eval) AddRetrieval(name string, run eval.Run) error {
 	if err := eval.WriteTREC(filepath.Join(e.dir, experiment.RunsDir, "test."+name+".trec"), run, name); err != nil {
 		return err
+	}
+	if alias, ok := e.alsoTREC[name]; ok {
+		if err := eval.WriteTREC(filepath.Join(e.dir, experiment.RunsDir, "test."+alias+".trec"), run, alias); err != nil {
+			return err
+		}
 	}
 	scores, err := eval.Evaluate(run, e.qrels, []string{"Recall@1", "Recall@5"})
 	if err != nil {

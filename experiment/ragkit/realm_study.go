@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -66,6 +67,9 @@ type Study struct {
 	trainRows []eval.Row
 	// dev, when the kind asks for it, scores every retriever on the dev questions too.
 	dev *devEval
+	// Epilogue, when set by the kind, prints its own lines after the tables (before the
+	// summary) and may add metrics: it runs before metrics.json is written.
+	Epilogue func()
 	// Summary, set by the kind, ends the report with one table of every system: test
 	// Recall@1/@5, the reader's exact match over the top passage, training seconds and dev
 	// Recall@1, the closed-book reader and the start as rows.
@@ -79,12 +83,22 @@ var systemPhases = map[string]string{
 	"async": "realm_async", "sync": "realm_sync", "off": "realm_off", "frozen": "realm_frozen",
 }
 
-// systemPhase returns the phase name of a system.
-func systemPhase(name string) string {
-	if p, ok := systemPhases[name]; ok {
-		return p
+// SeedSuffix joins a system and a seed in the name of one seed's run of it ("async_seed7",
+// phase "realm_async_seed7"; kind realm's realm.seeds).
+const SeedSuffix = "_seed"
+
+// SystemPhase returns the phase name of a system: "realm_async" for "async", and
+// "realm_async_seed7" for "async_seed7".
+func SystemPhase(name string) string {
+	base, seed, seeded := strings.Cut(name, SeedSuffix)
+	p, ok := systemPhases[base]
+	if !ok {
+		p = base
 	}
-	return name
+	if seeded {
+		p += SeedSuffix + seed
+	}
+	return p
 }
 
 // RunStudy runs a retriever study: the preparation (or its restoration), then each of systems
@@ -294,7 +308,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			for k, v := range d.Metrics {
 				s.Metrics[k] = v
 			}
-			s.TrainSec += d.Metrics[systemPhase(name)+"/train_seconds"]
+			s.TrainSec += d.Metrics[SystemPhase(name)+"/train_seconds"]
 			s.ev.Rows = append(s.ev.Rows, d.Rows...)
 			s.ev.retrRows = append(s.ev.retrRows, d.RetrRows...)
 			s.trainRows = append(s.trainRows, d.TrainRows...)
@@ -305,7 +319,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			continue
 		}
 		Restore(s.start)
-		phase := systemPhase(name)
+		phase := SystemPhase(name)
 		startStep, before := 0, 0.0
 		var opt *checkpoints.OptimizerState
 		if ck := s.resume; ck != nil && ck.Trainer.Phase == phase {
@@ -484,6 +498,25 @@ func (s *Study) devRecall(x *Index, name string) error {
 	return nil
 }
 
+// SystemMetrics returns the metrics the finished system name wrote (its entry of study.json,
+// restored on resume); nil when it has not finished.
+func (s *Study) SystemMetrics(name string) map[string]float64 {
+	if i := slices.IndexFunc(s.done, func(d studySystem) bool { return d.Name == name }); i >= 0 {
+		return s.done[i].Metrics
+	}
+	return nil
+}
+
+// AlsoTREC makes the test ranking of retrieval system name ("dense+realm_async.seed42") be
+// written a second time, to runs/test.<alias>.trec under the run tag alias, when it is
+// evaluated.
+func (s *Study) AlsoTREC(name, alias string) {
+	if s.ev.alsoTREC == nil {
+		s.ev.alsoTREC = map[string]string{}
+	}
+	s.ev.alsoTREC[name] = alias
+}
+
 // AddTrainRow records the system's training wall time (and its refresher's counters).
 func (s *Study) AddTrainRow(name string, seconds float64, extra map[string]float64) {
 	row := eval.Row{System: name, Scores: map[string]float64{"seconds": seconds}}
@@ -509,6 +542,9 @@ func (s *Study) finish() error {
 	}
 	fmt.Fprintf(s.Opts.Out, "\ntraining wall-clock time of each system (seconds; encoding: time spent re-encoding the corpus, waited: time training was blocked by the refresher; staleness in steps):\n%s",
 		eval.FormatTable(trainColumns, s.trainRows))
+	if s.Epilogue != nil {
+		s.Epilogue()
+	}
 	if s.Summary {
 		s.printSummary()
 	}
@@ -539,7 +575,7 @@ func (s *Study) printSummary() {
 	}
 	rows := []eval.Row{row("closed-book reader", "", "closed_book", ""), row("dense at the start", "dense", "dense_top1", "")}
 	for _, d := range s.done {
-		p := systemPhase(d.Name)
+		p := SystemPhase(d.Name)
 		rows = append(rows, row(d.Name, "dense+"+p, p+"_top1", p))
 	}
 	fmt.Fprintf(s.Opts.Out, "\nsummary (test questions; EM top-1: the reader's exact match over the retriever's top passage; dev Recall@1 on the dev questions):\n%s",

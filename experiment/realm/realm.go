@@ -28,24 +28,45 @@ import (
 // Each system is then evaluated with a freshly encoded index: Recall@1/5 and the reader's exact
 // match over the top passage. log.jsonl has, per step, the serving index's version and
 // staleness; metrics.json "<system>/encoding_seconds" and "<system>/waited_seconds".
+//
+// With realm.seeds set, each system but "supervised" trains once per seed (seeds.go): its
+// runs are the systems "async_seed42", "async_seed7", ... (phases "realm_async_seed42", ...),
+// each checkpointed, resumed and kept in study.json like any system, and the report adds
+// their mean and standard deviation.
 func init() {
 	experiment.Register("realm", runRealm)
 	configs.RegisterKind("realm", configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Losses: []string{"infonce"}})
 }
 
 func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	return ragkit.RunStudy(ctx, rec, o, rec.Realm.Systems, true, trainRealm, func(s *ragkit.Study) {
+	seeds := rec.Realm.Seeds
+	return ragkit.RunStudy(ctx, rec, o, seededSystems(rec.Realm.Systems, seeds), true, trainRealm, func(s *ragkit.Study) {
 		s.RetrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/top_k"] = float64(rec.Realm.TopK)
+		if len(seeds) > 0 {
+			s.Epilogue = func() { reportSeeds(s, rec.Realm.Systems, seeds) }
+		}
 	})
 }
 
-// trainRealm trains one REALM system (name "async", "sync", "off" or "frozen").
+// trainRealm trains one REALM system (name "async", "sync", "off" or "frozen", or one seed's
+// run of it, "async_seed7": the seed replaces the top-level seed while it trains).
 func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	g := s.Rec.Realm
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
+	}
+	name, seed, seeded, err := splitSeed(name)
+	if err != nil {
+		return err
+	}
+	if seeded {
+		defer func(old uint64) { s.Seed = old }(s.Seed)
+		s.Seed = seed
+		if int64(seed) == g.Seeds[0] { // runs/test.dense+realm_async.trec is the first seed's
+			s.AlsoTREC("dense+"+phase, "dense+"+ragkit.SystemPhase(name))
+		}
 	}
 	frozen := name == "frozen"
 	src := s.Rec.RAG.CandidateSource
@@ -54,7 +75,6 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
 		PassageClipGroup: g.ClipPerTower}
 	var li *ragkit.LiveIndex
-	var err error
 	if !frozen {
 		if li, err = s.NewLiveIndex(ctx, phase, ragkit.RefreshMode(name), startStep); err != nil {
 			return err

@@ -2,9 +2,15 @@ package realm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"math"
+	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -219,4 +225,160 @@ swap_after = 1
 	if _, ok := m["dense+realm_async/Recall@1"]; steps != 8 || !ok || m["realm_async/refreshes"] == 0 {
 		t.Errorf("%d steps searched the index, metrics %v", steps, m)
 	}
+}
+
+// TestRealmSeeds trains async and frozen at realm.seeds = [3, 11] (3 is the recipe's seed)
+// and checks it against a run without realm.seeds: the first seed's metrics and TREC run are
+// the single-seed run's exactly, the second seed trains on another question order, the mean
+// and standard deviation keys are the arithmetic of the per-seed ones, the comparison line
+// is printed, and a run interrupted in the middle of the second seed's async training and
+// resumed ends as the uninterrupted one.
+func TestRealmSeeds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	const body = `[realm]
+systems = ["async", "frozen"]
+steps = 8
+batch_size = 4
+top_k = 3
+checkpoint_every = 4
+[index_refresh]
+refresh_every = 2
+swap_after = 1
+`
+	run := func(rec *configs.Recipe, o experiment.Options) (string, string) {
+		t.Helper()
+		var out strings.Builder
+		o.Out, o.Progress = &out, io.Discard
+		dir, err := experiment.Run(context.Background(), rec, o)
+		if err != nil {
+			t.Fatalf("%v\n%s", err, out.String())
+		}
+		return dir, out.String()
+	}
+	single, _ := run(tinyRealmRecipe(t, body), experiment.Options{})
+	seeded := tinyRealmRecipe(t, body)
+	seeded.Realm.Seeds = []int64{3, 11}
+	if seeded.Seed != 3 {
+		t.Fatalf("the test recipe's seed is %d, want 3", seeded.Seed)
+	}
+	multi, out := run(seeded, experiment.Options{})
+
+	one, err := experiment.ReadMetrics(single)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := experiment.ReadMetrics(multi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for k, v := range testkit.Untimed(one) {
+		for _, p := range []string{"realm_async", "realm_frozen"} {
+			if !strings.Contains(k, p) {
+				continue
+			}
+			n++
+			if got := m[strings.Replace(k, p, p+"_seed3", 1)]; got != v {
+				t.Errorf("%s at seed 3: %v, the single-seed run's %v", k, got, v)
+			}
+		}
+	}
+	if n < 10 {
+		t.Fatalf("only %d metrics of the single-seed run name a REALM system: %v", n, one)
+	}
+	for _, sys := range []string{"realm_async", "realm_frozen"} {
+		testkit.SameFile(t, filepath.Join(single, "runs", "test.dense+"+sys+".trec"), filepath.Join(multi, "runs", "test.dense+"+sys+".trec"))
+		for _, s := range []string{"3", "11"} {
+			if _, err := os.Stat(filepath.Join(multi, "runs", "test.dense+"+sys+"_seed"+s+".trec")); err != nil {
+				t.Error(err)
+			}
+		}
+	}
+	// Seed 11 draws another question order: the losses of its steps differ.
+	losses := map[string][]float64{}
+	for _, l := range readLosses(t, multi) {
+		losses[l.Phase] = append(losses[l.Phase], l.Loss)
+	}
+	if a, b := losses["realm_async_seed3"], losses["realm_async_seed11"]; len(a) == 0 || len(a) != len(b) || slices.Equal(a, b) {
+		t.Errorf("logged losses at seed 3 %v and at seed 11 %v: want as many, not all equal", a, b)
+	}
+	// The mean and sample standard deviation of two values.
+	for _, c := range []struct{ key, phase string }{
+		{"dense+%s/Recall@1", "realm_async"}, {"dense+%s/Recall@5", "realm_async"}, {"%s_top1/EM", "realm_async"},
+		{"dev/dense+%s/Recall@1", "realm_frozen"}, {"%s/refreshes", "realm_async"}, {"%s_top1/EM", "realm_frozen"},
+	} {
+		k := fmt.Sprintf(c.key, c.phase)
+		a, b := m[fmt.Sprintf(c.key, c.phase+"_seed3")], m[fmt.Sprintf(c.key, c.phase+"_seed11")]
+		mean, ok1 := m[k]
+		sd, ok2 := m[k+".sd"]
+		if !ok1 || !ok2 || math.Abs(mean-(a+b)/2) > 1e-12 || math.Abs(sd-math.Abs(a-b)/math.Sqrt2) > 1e-12 {
+			t.Errorf("%s: mean %v sd %v (written %t %t), per seed %v and %v", k, mean, sd, ok1, ok2, a, b)
+		}
+	}
+	if d := m["realm/async_minus_frozen/Recall@1"]; math.Abs(d-(m["dense+realm_async/Recall@1"]-m["dense+realm_frozen/Recall@1"])) > 1e-12 {
+		t.Errorf("realm/async_minus_frozen/Recall@1 = %v, means %v and %v", d, m["dense+realm_async/Recall@1"], m["dense+realm_frozen/Recall@1"])
+	}
+	for _, want := range []string{"REALM systems over 2 seeds (3, 11)", "  seed 11", "async both towers vs frozen passage tower, test Recall@1: mean difference", "above start"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	// Killed in the middle of the second seed's async training (in step 5, after the checkpoint
+	// of step 4: the checkpoint of the interruption holds 6 steps), then resumed.
+	cut := tinyRealmRecipe(t, body)
+	cut.Realm.Seeds = []int64{3, 11}
+	var buf strings.Builder
+	dir, err := experiment.Run(context.Background(), cut, experiment.Options{Out: &buf, Progress: io.Discard, InterruptPhase: "realm_async_seed11", InterruptAt: 5})
+	if !errors.Is(err, trainer.ErrInterrupted) {
+		t.Fatalf("interrupted run: err = %v\n%s", err, buf.String())
+	}
+	ck, err := checkpoints.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ck.Trainer.Phase != "realm_async_seed11" || ck.Trainer.Step != 6 || ck.Trainer.Seed != 11 {
+		t.Fatalf("latest checkpoint: %+v, want realm_async_seed11 step 6 at seed 11", ck.Trainer)
+	}
+	_, out = run(cut, experiment.Options{ResumeDir: dir})
+	for _, want := range []string{"async_seed3: finished in an earlier segment", "checkpoint-realm_async_seed11-6 at step 6"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("resumed output lacks %q:\n%s", want, out)
+		}
+	}
+	testkit.SameRunDir(t, "resumed: ", multi, dir)
+}
+
+// readLosses reads the phase and loss of every log.jsonl line with a loss.
+func readLosses(t *testing.T, dir string) []struct {
+	Phase string
+	Loss  float64
+} {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []struct {
+		Phase string
+		Loss  float64
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l struct {
+			Phase string   `json:"phase"`
+			Loss  *float64 `json:"loss"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatal(err)
+		}
+		if l.Loss != nil {
+			out = append(out, struct {
+				Phase string
+				Loss  float64
+			}{l.Phase, *l.Loss})
+		}
+	}
+	return out
 }
