@@ -70,7 +70,7 @@ func main() {
 		scaleRec = flag.String("scale-recipe", bench.DefaultScaleOptions().Recipe, "scale: the recipe run at each size")
 		scaleTr  = flag.String("scale-train", "", "scale: a built train command (default: go build ./cmd/train into a temporary directory)")
 		scaleMax = flag.Int64("scale-max-rss-mib", bench.DefaultScaleOptions().MaxRSSKiB>>10, "scale: largest peak RSS allowed at the largest size, MiB")
-		scaleTol = flag.Float64("scale-tolerance", 0, "scale: a ratio of consecutive sizes' times or peaks may exceed their passage ratio by this fraction")
+		scaleTol = flag.Float64("scale-tolerance", bench.DefaultScaleTolerance, "scale: the growth exponent of wall time, CPU time and peak RSS over the sizes may exceed 1 by this much (measurement noise; see bench.DefaultScaleTolerance)")
 		fmaPeak  = flag.Duration("fma-peak", time.Second, "how long each FMA peak measurement runs before minilm-train (every vector width, 1 and -threads threads; 0: none)")
 		settle   = flag.Duration("settle", bench.DefaultSettle, "after the timed runs, wait up to this long for the load average to fall to 1.5 (the bench's own threads hold it near -threads while it measures); the verdicts read the settled value (negative: no wait)")
 	)
