@@ -139,14 +139,25 @@ const (
 
 // State adds to a checkpoint after done steps the live index's counters and the step of the
 // index that step done searches (phase State).
+//
+// A refresh still in flight that is due to swap in by step done is saved as swapped (its tower
+// serves the resumed run, which never swaps it in), so it is counted among the refreshes here,
+// as the uninterrupted run counts it when it swaps.
 func (li *LiveIndex) State(done int, ts *checkpoints.TrainerState) {
 	c := li.next(done)
 	st := li.Refresher.Stats()
+	li.mu.Lock()
+	swapping := c == li.pending
+	li.mu.Unlock()
+	refreshes := li.before.Refreshes + st.Refreshes
+	if swapping {
+		refreshes++
+	}
 	if ts.Counters == nil {
 		ts.Counters = map[string]int{}
 	}
 	for k, v := range map[string]int{liveVersionStep: c.step, liveStaleSum: li.staleSum, liveStaleMax: li.staleMax, liveSearches: li.searches,
-		liveRefreshes: li.before.Refreshes + st.Refreshes, liveSkipped: li.before.Skipped + st.Skipped, liveFailed: li.before.Failed + st.Failed} {
+		liveRefreshes: refreshes, liveSkipped: li.before.Skipped + st.Skipped, liveFailed: li.before.Failed + st.Failed} {
 		ts.Counters[k] = v
 	}
 }

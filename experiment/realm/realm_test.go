@@ -382,3 +382,42 @@ func readLosses(t *testing.T, dir string) []struct {
 	}
 	return out
 }
+
+// TestRealmResumeAtEveryStepOfARefresh interrupts async REALM (refresh_every 2, swap_after 1)
+// at each step of two refresh cycles, so that the checkpoint falls before a refresh starts,
+// while one is in flight and due to swap in, and after it swapped; each resumed run must end
+// as the uninterrupted one, the refresh count included (a refresh in flight at the
+// checkpoint serves the resumed run without swapping in there, so the checkpoint counts it).
+func TestRealmResumeAtEveryStepOfARefresh(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	const body = `[realm]
+systems = ["async"]
+steps = 8
+batch_size = 4
+top_k = 3
+checkpoint_every = 4
+[index_refresh]
+refresh_every = 2
+swap_after = 1
+`
+	var out strings.Builder
+	whole, err := experiment.Run(context.Background(), tinyRealmRecipe(t, body), experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	for at := 3; at <= 6; at++ {
+		rec := tinyRealmRecipe(t, body)
+		out.Reset()
+		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, InterruptPhase: "realm_async", InterruptAt: at})
+		if !errors.Is(err, trainer.ErrInterrupted) {
+			t.Fatalf("interrupt at %d: err = %v\n%s", at, err, out.String())
+		}
+		out.Reset()
+		if _, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: dir}); err != nil {
+			t.Fatalf("resume after %d: %v\n%s", at, err, out.String())
+		}
+		testkit.SameRunDir(t, fmt.Sprintf("interrupted at %d, resumed: ", at), whole, dir)
+	}
+}
