@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"encoding/json"
 	"fmt"
 	"hash/fnv"
 	"io"
@@ -19,7 +18,6 @@ import (
 	"github.com/ragtrain/ragtrain/data/synth"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/ann"
-	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
 // ANNWorkload is the name of the approximate-search workload (issue 17). It has no peer and runs
@@ -179,14 +177,8 @@ func RunANN(o ANNOptions) (*ANNResult, error) {
 	}
 	res.LoadEnd = loadAvg()
 	res.print(o.Out)
-	if o.JSON != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return res, err
-		}
-		if err := atomicfile.WriteFile(o.JSON, append(b, '\n')); err != nil {
-			return res, err
-		}
+	if err := writeJSON(o.JSON, res); err != nil {
+		return res, err
 	}
 	return res, nil
 }

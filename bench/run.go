@@ -237,14 +237,8 @@ func Run(o Options) ([]Result, error) {
 	}
 
 	o.printTable(results, ld)
-	if o.JSON != "" {
-		b, err := json.MarshalIndent(results, "", "  ")
-		if err != nil {
-			return results, err
-		}
-		if err := atomicfile.WriteFile(o.JSON, append(b, '\n')); err != nil {
-			return results, err
-		}
+	if err := writeJSON(o.JSON, results); err != nil {
+		return results, err
 	}
 	return results, nil
 }
@@ -664,6 +658,18 @@ func (s *loadSampler) stop(settle time.Duration, threads int, logf func(string, 
 	}
 	l.SettleS = time.Since(t0).Seconds()
 	return l
+}
+
+// writeJSON writes v as indented JSON to path, atomically ("" : nothing).
+func writeJSON(path string, v any) error {
+	if path == "" {
+		return nil
+	}
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return atomicfile.WriteFile(path, append(b, '\n'))
 }
 
 // loadAvg is the 1-minute load average (-1 where /proc/loadavg cannot be read).

@@ -238,14 +238,8 @@ func RunScale(o ScaleOptions) (*ScaleResult, error) {
 		res.Verdict = ScaleVerdict{Reasons: append(res.Verdict.Reasons, runErr.Error())}
 	}
 	writeScaleTable(o.Out, res)
-	if o.JSON != "" {
-		b, err := json.MarshalIndent(res, "", "  ")
-		if err != nil {
-			return res, err
-		}
-		if err := atomicfile.WriteFile(o.JSON, append(b, '\n')); err != nil {
-			return res, err
-		}
+	if err := writeJSON(o.JSON, res); err != nil {
+		return res, err
 	}
 	return res, runErr
 }

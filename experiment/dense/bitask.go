@@ -115,24 +115,32 @@ func (t *BiTask) Step(step int) (float64, int, error) {
 		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
 			len(pb.Queries), len(pb.Passages), t.B, t.N)
 	}
-	if err := t.head.fill(pb); err != nil {
-		return 0, 0, err
-	}
 	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
 	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	t.lastTru = qb.Truncated + pbt.Truncated
-	if err := t.qIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
-		return 0, 0, err
+	loss, err := t.run(t.m, t.seed^t.stream, step, pb, qb, pbt)
+	return loss, t.B, err
+}
+
+// run fills the graph with one batch (the loss head's mask and teacher scores from pb, the
+// token ids of q and p, padded to the graph's lengths), draws the step's dropout masks and runs
+// the forward and backward pass, returning the loss.
+func (g *biGraph) run(m *model.BiEncoder, seed uint64, step int, pb PairBatch, q, p tokenize.Batch) (float64, error) {
+	if err := g.head.fill(pb); err != nil {
+		return 0, err
 	}
-	if err := t.pIn.Let(pbt.IDs, pbt.Mask, pbt.Types); err != nil {
-		return 0, 0, err
+	if err := g.qIn.Let(q.IDs, q.Mask, q.Types); err != nil {
+		return 0, err
+	}
+	if err := g.pIn.Let(p.IDs, p.Mask, p.Types); err != nil {
+		return 0, err
 	}
 	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
-	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
-	if err := t.Run(); err != nil {
-		return 0, 0, err
+	m.SetRNG(rand.New(rand.NewPCG(seed, uint64(step))))
+	if err := g.Run(); err != nil {
+		return 0, err
 	}
-	return experiment.ScalarValue(t.loss), t.B, nil
+	return experiment.ScalarValue(g.loss), nil
 }
 
 func (t *BiTask) Close() { t.vm.Close() }

@@ -2,7 +2,6 @@ package dense
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"runtime"
 
 	"github.com/ragtrain/ragtrain/experiment"
@@ -224,25 +223,14 @@ func (t *BucketedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch)
 		return 0, 0, err
 	}
 	t.active = g
-	if err := g.head.fill(pb); err != nil {
-		return 0, 0, err
-	}
-	q, p = cut(q, l.Query), cut(p, l.Passage)
-	if err := g.qIn.Let(q.IDs, q.Mask, q.Types); err != nil {
-		return 0, 0, err
-	}
-	if err := g.pIn.Let(p.IDs, p.Mask, p.Types); err != nil {
-		return 0, 0, err
-	}
-	// Dropout masks depend on (seed, phase, step) only, so a resumed run draws the same ones.
-	t.m.SetRNG(rand.New(rand.NewPCG(t.seed^t.stream, uint64(step))))
-	if err := g.Run(); err != nil {
+	loss, err := g.run(t.m, t.seed^t.stream, step, pb, cut(q, l.Query), cut(p, l.Passage))
+	if err != nil {
 		return 0, 0, err
 	}
 	for i, p := range g.Params() {
 		t.params[i].Grad = p.Grad
 	}
-	return experiment.ScalarValue(g.loss), t.B, nil
+	return loss, t.B, nil
 }
 
 // Params are the model's parameters, one list whatever the graph, with the gradients of the
