@@ -178,7 +178,11 @@ func (d *Searcher) Describe() string {
 	if h := d.HNSW(); h != nil {
 		p := h.Params()
 		if d.fromShards > 0 {
-			return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d) from %d shards, built in %.1f s, %.0f MiB", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.fromShards, d.BuildSeconds, float64(h.Bytes())/(1<<20))
+			shards := "shards"
+			if d.fromShards == 1 {
+				shards = "shard"
+			}
+			return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d) from %d %s, built in %.1f s, %.1f MiB", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.fromShards, shards, d.BuildSeconds, float64(h.Bytes())/(1<<20))
 		}
 		return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d), built in %.1f s", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.BuildSeconds)
 	}
