@@ -334,12 +334,14 @@ type Index struct {
 	// lines of corpus.jsonl) instead of loading it: bounded memory, the same rankings. 0 (the
 	// default) never streams.
 	StreamAbove int `toml:"stream_above"`
-	// ANNThreshold (kind retriever) searches a loaded corpus of at least this many passages
-	// with an HNSW graph (index/ann) instead of exact search (index.Flat): the dense
-	// evaluation, the dense ranking hard negatives are mined from (sampler.negative_source
-	// "dense" and "dense_refresh") and checkpoint selection. The rankings are then approximate;
-	// the output and metrics.json ("dense/hnsw_passages") say so. 0 (the default) always
-	// searches exactly. >= 0.
+	// ANNThreshold (kind retriever) searches a corpus of at least this many passages with an
+	// HNSW graph (index/ann) instead of exact search (index.Flat): the dense evaluation, the
+	// dense ranking hard negatives are mined from (sampler.negative_source "dense" and
+	// "dense_refresh") and checkpoint selection. A streamed corpus (StreamAbove), of which only
+	// the dense evaluation ranks with the model, is read back from its embedding shards into
+	// the graph, in memory (4·N·H bytes of vectors, 8·N·H while building). The rankings are
+	// then approximate; the output and metrics.json ("dense/hnsw_passages") say so. 0 (the
+	// default) always searches exactly. >= 0.
 	ANNThreshold int `toml:"ann_threshold"`
 	// ANNM is HNSW's M: links per node on layers >= 1, 2·M on layer 0. In 2..127. Default 16.
 	ANNM int `toml:"ann_m"`

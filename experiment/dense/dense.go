@@ -72,10 +72,13 @@ type Searcher struct {
 	query *Encoder
 	flat  ann.Searcher // index.Flat or *ann.HNSW
 	// BuildSeconds is the wall-clock time spent building the index from the vectors (the
-	// HNSW graph, or Flat's copy), without encoding.
+	// HNSW graph, or Flat's copy), without encoding; for an HNSW graph built from embedding
+	// shards (NewShardSearcher), reading the shards included.
 	BuildSeconds float64
-	// shards, instead of flat, holds the corpus on disk (NewShardSearcher).
+	// shards, instead of flat, holds the corpus on disk (NewShardSearcher, exact).
 	shards *shard.Reader
+	// fromShards is the number of embedding shards an HNSW graph was built from (0: none).
+	fromShards int
 	// prefix holds the index of each SearchOptions.Prefixes size.
 	prefix map[int]*index.Flat
 	// Len holds the lengths queries and passages are cut to (SearchOptions.Len).
@@ -119,11 +122,44 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 		NormalizeRows(pv, h)
 	}
 	start := time.Now()
-	flat, err := ann.New(ids, pv, h, opt.ANNThreshold, opt.ANN)
+	flat, err := newIndex(ids, pv, h, opt)
 	if err != nil {
 		return nil, err
 	}
 	return &Searcher{m: m, opt: opt, query: q, flat: flat, BuildSeconds: time.Since(start).Seconds(), prefix: prefix, Len: opt.Len, PassageCut: pCut}, nil
+}
+
+// newIndex indexes the N = len(ids) rows of vecs (N×h, normalised already with Cosine) as opt
+// says: index.Flat, or from opt.ANNThreshold passages on an HNSW graph of parameters opt.ANN
+// (ann.New). NewSearcher and NewShardSearcher both build their index with it.
+func newIndex(ids []string, vecs []float32, h int, opt SearchOptions) (ann.Searcher, error) {
+	return ann.New(ids, vecs, h, opt.ANNThreshold, opt.ANN)
+}
+
+// LoadShards reads every shard of r in shard order into memory: the N ids and the N×H
+// vectors, decoded to float32 as r's search scores them (float32 shards bit for bit; float16
+// exactly; int8 as q·s in float32). It holds 4·N·H bytes of vectors (and the ids), so a
+// corpus loaded this way is no longer searched in bounded memory. It fails when a shard
+// cannot be read or holds a different count of vectors than of ids.
+func LoadShards(r *shard.Reader) ([]string, []float32, error) {
+	n, h := r.Len(), r.Dim()
+	ids := make([]string, 0, n)
+	vecs := make([]float32, 0, n*h)
+	err := r.ForEach(func(i int, sids []string, svecs []float32) error {
+		if len(svecs) != len(sids)*h {
+			return fmt.Errorf("dense: load shard %d: %d values for %d ids of dim %d", i, len(svecs), len(sids), h)
+		}
+		ids = append(ids, sids...)
+		vecs = append(vecs, svecs...)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(ids) != n {
+		return nil, nil, fmt.Errorf("dense: load shards: %d passages, the manifest says %d", len(ids), n)
+	}
+	return ids, vecs, nil
 }
 
 // HNSW returns the searcher's HNSW graph, nil when the search is exact (index.Flat, or the
@@ -134,11 +170,20 @@ func (d *Searcher) HNSW() *ann.HNSW {
 }
 
 // Describe says in one line how the corpus is searched: "HNSW over N passages (M m,
-// efConstruction c, efSearch s), built in X s" (approximate) or "exact search over N passages"
-// (index.Flat, or "... in shards").
+// efConstruction c, efSearch s), built in X s" (approximate; built from embedding shards,
+// "HNSW over N passages (M m, efConstruction c, efSearch s) from K shards, built in X s, Y MiB"
+// with Y the graph's ann.HNSW.Bytes) or "exact search over N passages" (index.Flat, or "... in
+// shards").
 func (d *Searcher) Describe() string {
 	if h := d.HNSW(); h != nil {
 		p := h.Params()
+		if d.fromShards > 0 {
+			shards := "shards"
+			if d.fromShards == 1 {
+				shards = "shard"
+			}
+			return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d) from %d %s, built in %.1f s, %.1f MiB", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.fromShards, shards, d.BuildSeconds, float64(h.Bytes())/(1<<20))
+		}
 		return fmt.Sprintf("HNSW over %d passages (M %d, efConstruction %d, efSearch %d), built in %.1f s", h.Len(), p.M, p.EfConstruction, p.EfSearch, d.BuildSeconds)
 	}
 	if d.shards != nil {
@@ -153,6 +198,13 @@ func (d *Searcher) Describe() string {
 // shard by shard (shard.Reader). meta.Dim is set to the tower's H. With fixed padding the
 // rankings are NewSearcher's over the store's passages, hit for hit; with Dynamic each shard is
 // length-sorted on its own (the same vectors to float32 rounding). opt.Prefixes must be empty.
+//
+// From opt.ANNThreshold passages on (> 0), the shards are read back into memory (LoadShards)
+// and searched with an HNSW graph of parameters opt.ANN, built as NewSearcher builds it: the
+// same graph, and so the same hits, as NewSearcher's over the same vectors. That lifts the
+// bounded memory of shard-by-shard search: the graph holds the N×H float32 vectors
+// (4·N·H bytes) and its links (about 4·N·2M bytes; ann.HNSW.Bytes), and while it is built the
+// vectors read and the graph's copy of them are both held (8·N·H bytes).
 func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions, store *tokstore.Store, dir string, meta shard.Meta, shardSize int) (*Searcher, error) {
 	if len(opt.Prefixes) > 0 {
 		return nil, fmt.Errorf("dense: shard searcher: prefix indexes (%v) are not supported", opt.Prefixes)
@@ -176,7 +228,27 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 	if err != nil {
 		return nil, err
 	}
-	return &Searcher{m: m, opt: opt, query: q, shards: r, prefix: map[int]*index.Flat{}, Len: opt.Len, PassageCut: pCut}, nil
+	s := &Searcher{m: m, opt: opt, query: q, prefix: map[int]*index.Flat{}, Len: opt.Len, PassageCut: pCut}
+	if opt.ANNThreshold <= 0 || r.Len() < opt.ANNThreshold {
+		s.shards = r
+		return s, nil
+	}
+	start := time.Now()
+	ids, vecs, err := LoadShards(r)
+	s.fromShards = len(r.Manifest().Shards)
+	if e := r.Close(); err == nil {
+		err = e
+	}
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	if s.flat, err = newIndex(ids, vecs, meta.Dim, opt); err != nil {
+		q.Close()
+		return nil, err
+	}
+	s.BuildSeconds = time.Since(start).Seconds()
+	return s, nil
 }
 
 // Prefix returns the first d coordinates of each h-dimensional row of vecs, L2-normalised when

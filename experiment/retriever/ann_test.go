@@ -194,24 +194,77 @@ func TestANNDenseRefresh(t *testing.T) {
 	}
 }
 
-// A streamed corpus is searched exactly, shard by shard: HNSW over it is refused, naming
-// index.ann_threshold, before any run directory is made.
-func TestANNRefusedForStreamedCorpus(t *testing.T) {
-	dir := synthDir(t, 200, 60)
-	sub := filepath.Join(dir, "s")
-	os.MkdirAll(sub, 0o755)
-	vars := map[string]string{"OUT": filepath.Join(sub, "runs"), "DATA": filepath.Join(dir, "data")}
-	rec := testkit.Recipe(t, "slice", filepath.Join(sub, "recipe.toml"), vars, "[index]\nstream_above = 10\nann_threshold = 100\n")
-	_, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
-	if err == nil || !strings.Contains(err.Error(), "recipe.toml:32: index.ann_threshold: the corpus has 200 passages, at least 100, so it would be searched with HNSW, but it is streamed (more than index.stream_above = 10)") {
-		t.Errorf("got %v, want the index.ann_threshold refusal with file:line", err)
+// index.ann_threshold over a streamed corpus (index.stream_above): above the corpus size the
+// run is today's exact shard-by-shard run (metrics, TREC runs, mined examples, no HNSW line);
+// at or below it the final dense evaluation reads the embedding shards back into an HNSW graph,
+// says so in the output ("from 1 shard", its MiB) and in metrics.json dense/hnsw_*, finds the
+// exact ranking's top 10 and top 100 (recall >= 0.95), gives metrics within 0.01 of exact, is
+// the same bytes on a second run, and ranks exactly as the loaded corpus's HNSW run (the same
+// vectors, so the same graph).
+func TestANNStreamedCorpus(t *testing.T) {
+	const n = 3000
+	dir := synthDir(t, n, 150)
+	const stream = "[index]\nstream_above = 10\n"
+	exact, outExact := runANN(t, dir, "exact", stream)
+	above, outAbove := runANN(t, dir, "above", stream+fmt.Sprintf("ann_threshold = %d\n", n+1))
+	const hnswKeys = "ann_threshold = 1000\nann_m = 8\nann_ef_construction = 40\nann_ef_search = 16\n"
+	hnsw, outHNSW := runANN(t, dir, "hnsw", stream+hnswKeys)
+	again, _ := runANN(t, dir, "again", stream+hnswKeys)
+	loaded, _ := runANN(t, dir, "loaded", "[index]\n"+hnswKeys)
+
+	me, err := experiment.ReadMetrics(exact)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(sub, "runs")); err == nil {
-		t.Error("the refused run made a run directory")
+	ma, err := experiment.ReadMetrics(above)
+	if err != nil {
+		t.Fatal(err)
 	}
-	// Below the threshold the streamed corpus runs (exact).
-	rec = testkit.Recipe(t, "slice", filepath.Join(sub, "recipe.toml"), vars, "[index]\nstream_above = 10\nann_threshold = 201\n")
-	if _, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard}); err != nil {
-		t.Errorf("ann_threshold above the streamed corpus: %v", err)
+	mh, err := experiment.ReadMetrics(hnsw)
+	if err != nil {
+		t.Fatal(err)
 	}
+	if qe, qa := testkit.Quality(me), testkit.Quality(ma); len(qe) < 12 || !reflect.DeepEqual(qe, qa) {
+		t.Errorf("ann_threshold above the streamed corpus changed the metrics:\nexact %v\nabove %v", qe, qa)
+	}
+	sameFiles(t, "ann_threshold above the streamed corpus", exact, above)
+	for _, out := range []string{outExact, outAbove} {
+		if strings.Contains(out, "HNSW") || !strings.Contains(out, "(index.stream_above = 10)") {
+			t.Errorf("an exact streamed run mentions HNSW or is not streamed:\n%s", out)
+		}
+	}
+	if _, ok := ma["dense/hnsw_passages"]; ok {
+		t.Error("the exact streamed run's metrics.json has dense/hnsw_passages")
+	}
+
+	if !strings.Contains(outHNSW, "dense: HNSW over 3000 passages (M 8, efConstruction 40, efSearch 16) from 1 shard, built in ") ||
+		!strings.Contains(outHNSW, " MiB; the ranking is approximate (index.ann_threshold)") {
+		t.Errorf("the streamed HNSW run's output lacks its HNSW line:\n%s", outHNSW)
+	}
+	if mh["dense/hnsw_passages"] != n || mh["dense/hnsw_m"] != 8 || mh["dense/hnsw_ef_construction"] != 40 || mh["dense/hnsw_ef_search"] != 16 || !(mh["dense/hnsw_build_seconds"] > 0) {
+		t.Errorf("metrics.json of the streamed HNSW run: %v", mh)
+	}
+	for _, m := range []string{"dense/nDCG@10", "dense/MRR@10", "dense/Recall@100", "dense/MAP", "rrf/nDCG@10"} {
+		if d := math.Abs(mh[m] - me[m]); d > 0.01 || me[m] == 0 {
+			t.Errorf("%s: HNSW %.4f, exact %.4f (difference %.4f, want <= 0.01)", m, mh[m], me[m], d)
+		}
+	}
+	if mh["bm25/nDCG@10"] != me["bm25/nDCG@10"] {
+		t.Errorf("bm25/nDCG@10 changed: %v against %v", mh["bm25/nDCG@10"], me["bm25/nDCG@10"])
+	}
+	got, err := eval.ReadTREC(filepath.Join(hnsw, "runs", "test.dense.trec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := eval.ReadTREC(filepath.Join(exact, "runs", "test.dense.trec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r10, r100 := rankingRecall(got, want, 10), rankingRecall(got, want, 100)
+	t.Logf("streamed dense: recall of the exact ranking: @10 %.4f, @100 %.4f; nDCG@10 HNSW %.4f, exact %.4f", r10, r100, mh["dense/nDCG@10"], me["dense/nDCG@10"])
+	if r10 < 0.95 || r100 < 0.95 {
+		t.Errorf("recall of the exact ranking @10 %.4f, @100 %.4f; want >= 0.95", r10, r100)
+	}
+	sameFiles(t, "two streamed HNSW runs with the same seed", hnsw, again)
+	sameFiles(t, "the streamed and the loaded HNSW run", hnsw, loaded)
 }

@@ -70,9 +70,6 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if err := checkStreamable(rec, o, nPassages, loss.Teacher()); err != nil {
 			return "", err
 		}
-		if err := checkStreamedANN(rec, nPassages); err != nil {
-			return "", err
-		}
 	}
 	var ds *data.Dataset
 	var passages []string // every passage text, when the corpus is loaded
@@ -518,7 +515,8 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 // A non-nil sel holding the chosen checkpoint's corpus index (built when it was chosen, with
 // the weights m now holds) serves instead of encoding the corpus again. A non-nil stream (the
 // corpus on disk; passages is then nil) is encoded into embedding shards in the run directory
-// and searched shard by shard.
+// and searched shard by shard, or, from index.ann_threshold passages on, read back into an HNSW
+// graph in memory (dense.NewShardSearcher).
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, sel *selector, cosine bool,
 	bm25 *index.BM25, passages []string, stream *streamedCorpus, dir string, metrics map[string]float64, out, progress io.Writer) error {
 	var searcher *dense.Searcher
@@ -531,7 +529,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		var err error
 		if stream != nil {
 			opt := dense.SearchOptions{Len: dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
-				Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding}
+				Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec)}
 			searcher, err = dense.NewShardSearcher(m, tok, opt, stream.Tokens, filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize)
 		} else {
 			searcher, err = newEvalSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress)

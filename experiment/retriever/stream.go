@@ -112,16 +112,6 @@ func checkStreamable(rec *configs.Recipe, o experiment.Options, n int, teacher b
 		n, rec.Index.StreamAbove, why)
 }
 
-// checkStreamedANN refuses HNSW search of a streamed corpus: its embeddings are searched
-// exactly, shard by shard from disk (shard.Reader), and no graph is built over them yet.
-func checkStreamedANN(rec *configs.Recipe, n int) error {
-	if rec.Index.ANNThreshold <= 0 || n < rec.Index.ANNThreshold {
-		return nil
-	}
-	return rec.KeyError("index.ann_threshold", "the corpus has %d passages, at least %d, so it would be searched with HNSW, but it is streamed (more than index.stream_above = %d) and a streamed corpus is searched exactly shard by shard; set index.ann_threshold = 0 (or above %d) or raise index.stream_above to load it",
-		n, rec.Index.ANNThreshold, rec.Index.StreamAbove, n)
-}
-
 // corpusTexts returns the passages of corpus.jsonl in file order, as sequence read once, and a
 // function returning the error that stopped it (nil after a complete read).
 func corpusTexts(path string, title bool) (iter.Seq[string], func() error) {
