@@ -2,20 +2,15 @@ package dense
 
 import (
 	"fmt"
-	"io"
 	"math"
 	"math/rand/v2"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/index/shard"
-	"github.com/ragtrain/ragtrain/model"
-	"github.com/ragtrain/ragtrain/tokenize/tokstore"
 )
 
 // clustered returns n normalised dim-dimensional vectors around 20 Gaussian centres, with ids
@@ -143,45 +138,7 @@ func TestLoadShardsHNSW(t *testing.T) {
 // Describe; above 300 it stays exact shard by shard.
 func TestShardSearcherHNSW(t *testing.T) {
 	tok := bertTokenizer(t)
-	cr, err := data.OpenCorpus("../../datasets/cranfield/corpus.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storePath := filepath.Join(t.TempDir(), "passages.tok")
-	w, err := tokstore.Create(storePath, tok.VocabSize())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids, texts []string
-	for len(ids) < 300 {
-		d, err := cr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Add(d.ID, tok.Encode(d.Passage(true))); err != nil {
-			t.Fatal(err)
-		}
-		ids, texts = append(ids, d.ID), append(texts, d.Passage(true))
-	}
-	cr.Close()
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	store, err := tokstore.Open(storePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 1,
-		Heads: 4, FFN: 64, MaxPosition: 128}
-	m, err := model.NewBiEncoder(cfg, true, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	randomize(m, 0.3, 5)
+	store, ids, texts, m := cranfieldStore(t, tok, 300)
 	opt := SearchOptions{Len: Lengths{Query: 32, Passage: 128}, Cosine: true, ANNThreshold: 300,
 		ANN: ann.Params{M: 8, EfConstruction: 40, EfSearch: 16, Seed: 3}}
 	loaded, err := NewSearcher(m, tok, opt, ids, texts)

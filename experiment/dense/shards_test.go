@@ -12,6 +12,7 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/tokenize/tokstore"
 )
 
@@ -20,46 +21,7 @@ import (
 // with fixed padding, the truncation counts, and the sharded search's hits equal Flat's.
 func TestEncodeStore(t *testing.T) {
 	tok := bertTokenizer(t)
-	r, err := data.OpenCorpus("../../datasets/cranfield/corpus.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	storePath := filepath.Join(t.TempDir(), "passages.tok")
-	w, err := tokstore.Create(storePath, tok.VocabSize())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ids, texts []string
-	for len(ids) < 300 {
-		d, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Add(d.ID, tok.Encode(d.Passage(true))); err != nil {
-			t.Fatal(err)
-		}
-		ids, texts = append(ids, d.ID), append(texts, d.Passage(true))
-	}
-	r.Close()
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	store, err := tokstore.Open(storePath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-
-	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 1,
-		Heads: 4, FFN: 64, MaxPosition: 128}
-	m, err := model.NewBiEncoder(cfg, true, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	randomize(m, 0.3, 5)
+	store, ids, texts, m := cranfieldStore(t, tok, 300)
 	enc, err := NewEncoder(m.Passage, tok, 128, false)
 	if err != nil {
 		t.Fatal(err)
@@ -110,4 +72,51 @@ func TestEncodeStore(t *testing.T) {
 			t.Fatalf("query %d: sharded hits differ from Flat's", b)
 		}
 	}
+}
+
+// cranfieldStore streams the first n Cranfield passages (title and text) into a token store in
+// a temporary directory, and returns it open with the passages' ids and texts, and the random
+// 1-layer Transformer bi-encoder (H 32, seed 5) the shard tests encode them with.
+func cranfieldStore(t *testing.T, tok *tokenize.Tokenizer, n int) (*tokstore.Store, []string, []string, *model.BiEncoder) {
+	t.Helper()
+	cr, err := data.OpenCorpus("../../datasets/cranfield/corpus.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cr.Close()
+	storePath := filepath.Join(t.TempDir(), "passages.tok")
+	w, err := tokstore.Create(storePath, tok.VocabSize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids, texts []string
+	for len(ids) < n {
+		d, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Add(d.ID, tok.Encode(d.Passage(true))); err != nil {
+			t.Fatal(err)
+		}
+		ids, texts = append(ids, d.ID), append(texts, d.Passage(true))
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	store, err := tokstore.Open(storePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 32, Layers: 1,
+		Heads: 4, FFN: 64, MaxPosition: 128}
+	m, err := model.NewBiEncoder(cfg, true, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 0.3, 5)
+	return store, ids, texts, m
 }
