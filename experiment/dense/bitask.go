@@ -106,17 +106,27 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 	return t, nil
 }
 
+// nextBatch is the start of every bi-encoder task's Step: the batch of step from next, checked
+// against the B x N shape the graphs were built for, and its queries and passages tokenized to
+// the lengths l (each side's truncation added to its count).
+func nextBatch(next func(step int) (PairBatch, error), tok *tokenize.Tokenizer, step, B, N int, l Lengths,
+	qCut, pCut *experiment.TruncCount) (PairBatch, tokenize.Batch, tokenize.Batch, error) {
+	pb, err := next(step)
+	if err != nil {
+		return pb, tokenize.Batch{}, tokenize.Batch{}, err
+	}
+	if len(pb.Queries) != B || len(pb.Passages) != N {
+		return pb, tokenize.Batch{}, tokenize.Batch{}, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
+			len(pb.Queries), len(pb.Passages), B, N)
+	}
+	return pb, qCut.Add(tok.EncodeBatch(pb.Queries, l.Query)), pCut.Add(tok.EncodeBatch(pb.Passages, l.Passage)), nil
+}
+
 func (t *BiTask) Step(step int) (float64, int, error) {
-	pb, err := t.next(step)
+	pb, qb, pbt, err := nextBatch(t.next, t.tok, step, t.B, t.N, t.Len, &t.qCut, &t.pCut)
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
-		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
-			len(pb.Queries), len(pb.Passages), t.B, t.N)
-	}
-	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
-	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	t.lastTru = qb.Truncated + pbt.Truncated
 	loss, err := t.run(t.m, t.seed^t.stream, step, pb, qb, pbt)
 	return loss, t.B, err

@@ -196,16 +196,10 @@ func (t *BucketedBiTask) Shape(q, p tokenize.Batch) Lengths {
 }
 
 func (t *BucketedBiTask) Step(step int) (float64, int, error) {
-	pb, err := t.next(step)
+	pb, qb, pbt, err := nextBatch(t.next, t.tok, step, t.B, t.N, t.Len, &t.qCut, &t.pCut)
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
-		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graph built for %d and %d",
-			len(pb.Queries), len(pb.Passages), t.B, t.N)
-	}
-	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
-	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	return t.StepTokens(step, pb, qb, pbt)
 }
 

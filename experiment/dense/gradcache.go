@@ -229,16 +229,10 @@ func NewCachedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, M int, l
 
 // Step runs the three passes on step's batch and leaves the batch's gradient in Params.
 func (t *CachedBiTask) Step(step int) (float64, int, error) {
-	pb, err := t.next(step)
+	pb, qb, pbt, err := nextBatch(t.next, t.tok, step, t.B, t.N, t.Len, &t.qCut, &t.pCut)
 	if err != nil {
 		return 0, 0, err
 	}
-	if len(pb.Queries) != t.B || len(pb.Passages) != t.N {
-		return 0, 0, fmt.Errorf("batch of %d queries and %d passages, graphs built for %d and %d",
-			len(pb.Queries), len(pb.Passages), t.B, t.N)
-	}
-	qb := t.qCut.Add(t.tok.EncodeBatch(pb.Queries, t.Len.Query))
-	pbt := t.pCut.Add(t.tok.EncodeBatch(pb.Passages, t.Len.Passage))
 	t.lastTru = qb.Truncated + pbt.Truncated
 	return t.StepTokens(step, pb, qb, pbt)
 }
