@@ -172,8 +172,10 @@ type EncodeResult struct {
 	Manifest   *shard.Manifest
 	Plan       *EncodePlan
 	Truncation Truncation // what cutting the passages to MaxLength cut, over the corpus
-	// Encoded counts the passages encoded, Reused the shards found complete from an earlier
-	// run and kept (the runner's committed counters; both 0 on a runner that reports none).
+	// Encoded counts the passages this run encoded, Reused the shards found complete from an
+	// earlier run and kept. Both are read from the output directory (the shards whose done
+	// records existed before the run), not from the runner's metrics, which a runner may
+	// deliver late or not at all (Prism under load did).
 	Encoded, Reused int64
 }
 
@@ -186,9 +188,18 @@ func Encode(ctx context.Context, cfg EncodeConfig, runner string) (*EncodeResult
 	if err != nil {
 		return nil, err
 	}
+	var encoded, reused int64
+	store := openStore(cfg.Out)
+	for _, t := range plan.Tasks {
+		if _, ok := store.Existing(plan.Encoding, t.Index); ok {
+			reused++
+		} else {
+			encoded += int64(t.Rows)
+		}
+	}
 	p, s := beam.NewPipelineWithRoot()
 	EncodeCorpus(s, plan)
-	res, err := run(ctx, runner, p)
+	_, err = run(ctx, runner, p)
 	if err != nil {
 		return nil, fmt.Errorf("pipeline: encode %s on %s: %w", cfg.Corpus, runner, err)
 	}
@@ -203,16 +214,5 @@ func Encode(ctx context.Context, cfg EncodeConfig, runner string) (*EncodeResult
 	if err != nil {
 		return nil, err
 	}
-	out := &EncodeResult{Manifest: man, Plan: plan, Truncation: trunc}
-	if res != nil {
-		for _, c := range res.Metrics().AllMetrics().Counters() {
-			switch c.Name() {
-			case "passages_encoded":
-				out.Encoded += c.Result()
-			case "shards_reused":
-				out.Reused += c.Result()
-			}
-		}
-	}
-	return out, nil
+	return &EncodeResult{Manifest: man, Plan: plan, Truncation: trunc, Encoded: encoded, Reused: reused}, nil
 }
