@@ -14,8 +14,8 @@
 // downloaded; token ids of SciFact texts made by the tokenizer of pretrained/all-MiniLM-L6-v2
 // when present, else by a WordPiece vocabulary trained on the corpus, named in the table):
 // minilm-train, one all-MiniLM-L6-v2 retriever step (claims at L 32, a judged abstract and a BM25
-// hard negative each at L 256, masked InfoNCE, AdamW; B is -minilm-b, 8 by default, as a
-// Gorgonia step holds about 0.5 GB per claim); minilm-encode and bge-small-encode, 1,024
+// hard negative each at L 256, masked InfoNCE, AdamW; B is -minilm-b, the 32 by
+// default); minilm-encode and bge-small-encode, 1,024
 // abstracts at max length 256 with the dynamic padding of dense.Encoder (the peers run the same
 // plan, dense.DynamicBatches); minilm-cross-train (lists of 8 pairs at L 320, listwise) and
 // minilm-cross-score. Their peers: PyTorch 2 from the repository's venv (tools/pyenv/setup.sh),

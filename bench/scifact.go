@@ -82,13 +82,13 @@ type SciFactShapes struct {
 	ScoreN       int `json:"score_n"`       // pairs scored per timed run
 }
 
-// DefaultSciFactShapes are the issue's sizes (issue 15) but for the training batches: 8 queries
-// + 8 positives + 8 hard negatives (the issue's 32 not measured since the buffers are shared)
-// and 2 lists of 8 pairs at L 320.
+// DefaultSciFactShapes are the issue's sizes (issue 15): 32 queries + 32 positives + 32 hard
+// negatives per retriever step, 1,024 passages per encoding run, and 2 lists of 8 pairs at L 320
+// per cross-encoder step (the issue names no list count).
 func DefaultSciFactShapes() SciFactShapes {
 	return SciFactShapes{
 		MiniLM: MiniLM(), BGESmall: BGESmall(), Dropout: 0.1, Tau: 0.05, WD: 0.01, Clip: 1, LR: 2e-5,
-		QueryL: 32, PassageL: 256, BiB: 8, BiBatches: 2, NegDepth: 30,
+		QueryL: 32, PassageL: 256, BiB: 32, BiBatches: 2, NegDepth: 30,
 		EncodeN: 1024, EncodeL: 256,
 		CrossL: 320, CrossLists: 2, CrossK: 8, CrossBatches: 2, ScoreB: 16, ScoreN: 256,
 	}

@@ -49,7 +49,7 @@ func main() {
 		compile  = flag.Bool("compile", true, "also run PyTorch 2 with torch.compile on the pretrained-shape workloads")
 		scifact  = flag.String("scifact", "datasets/scifact", "BEIR directory of SciFact (the pretrained-shape workloads)")
 		pretrain = flag.String("pretrained", "pretrained/all-MiniLM-L6-v2", "model directory whose tokenizer makes the SciFact token ids (absent: a WordPiece vocabulary trained on SciFact)")
-		miniB    = flag.Int("minilm-b", bench.DefaultSciFactShapes().BiB, "claims per minilm-train step (each with a positive and a hard negative; 1.3 GB peak at 8)")
+		miniB    = flag.Int("minilm-b", bench.DefaultSciFactShapes().BiB, "claims per minilm-train step (each with a positive and a hard negative; peak RSS 1.3 GB at 8)")
 		lists    = flag.Int("minilm-lists", bench.DefaultSciFactShapes().CrossLists, "lists of 8 pairs per minilm-cross-train step")
 		encodeN  = flag.Int("encode-n", bench.DefaultSciFactShapes().EncodeN, "SciFact passages per minilm-encode and bge-small-encode run")
 		scoreN   = flag.Int("score-n", bench.DefaultSciFactShapes().ScoreN, "pairs per minilm-cross-score run")
