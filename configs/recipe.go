@@ -211,6 +211,12 @@ type Loss struct {
 	// nothing again; a file of another teacher (its hash differs) is refused. "" uses only the
 	// run directory's file. Read only with loss.teacher. Default "".
 	TeacherCache string `toml:"teacher_cache"`
+	// InfoNCEWeight is w in L = L_distill + w * L_InfoNCE: the weight of an InfoNCE term over
+	// the batch's in-batch and hard negatives (the labels) added to a distillation loss
+	// (margin_mse, kl_distill), at loss.temperature and loss.similarity, false negatives masked
+	// as sampler.false_negatives says. 0 trains the teacher's scores alone. Read only by the
+	// distillation losses; finite, >= 0. Default 0.
+	InfoNCEWeight float64 `toml:"infonce_weight"`
 }
 
 // Sampler is the [sampler] section: how training examples are drawn.

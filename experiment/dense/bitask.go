@@ -174,7 +174,9 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	var err error
 	dt := q.Dtype()
 	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTau: loss.TeacherTau}
-	if masked && !loss.spec.Teacher { // a distillation loss compares each query with its own candidates only
+	// A distillation loss compares each query with its own candidates only; its InfoNCE term
+	// (loss.infonce_weight) compares it with the whole batch's.
+	if masked && (!loss.spec.Teacher || loss.InfoNCEWeight > 0) {
 		h.mask = tensor.New(tensor.WithShape(B, N), tensor.Of(dt))
 		in.Mask = gorgonia.NewMatrix(g, dt, gorgonia.WithShape(B, N), gorgonia.WithValue(h.mask), gorgonia.WithName("candidate_mask"))
 	}
@@ -192,8 +194,38 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 			in.B, in.K = B, k
 		}
 	}
-	h.loss, err = loss.spec.Build(in)
+	if h.loss, err = loss.spec.Build(in); err != nil || !loss.spec.Teacher || loss.InfoNCEWeight == 0 {
+		return h, err
+	}
+	h.loss, err = addInfoNCE(h.loss, in, loss.InfoNCEWeight)
 	return h, err
+}
+
+// addInfoNCE returns distill + w * InfoNCE(in.Q, in.P, in.Mask) at in.Tau and in.Sim: the
+// labels' term beside a distillation loss (loss.infonce_weight), both scalars of q's dtype.
+func addInfoNCE(distill *gorgonia.Node, in losses.Inputs, w float64) (*gorgonia.Node, error) {
+	nce, err := infoNCE(in.Tau, in.Sim)
+	if err != nil {
+		return nil, err
+	}
+	term, err := nce.spec.Build(losses.Inputs{Q: in.Q, P: in.P, Mask: in.Mask, Tau: in.Tau, Sim: in.Sim})
+	if err != nil {
+		return nil, err
+	}
+	var c *gorgonia.Node
+	if distill.Dtype() == tensor.Float32 {
+		c = gorgonia.NewConstant(float32(w), gorgonia.WithName("infonce_weight"))
+	} else {
+		c = gorgonia.NewConstant(w, gorgonia.WithName("infonce_weight"))
+	}
+	if term, err = gorgonia.Mul(c, term); err != nil {
+		return nil, fmt.Errorf("loss.infonce_weight: %w", err)
+	}
+	sum, err := gorgonia.Add(distill, term)
+	if err != nil {
+		return nil, fmt.Errorf("loss.infonce_weight: %w", err)
+	}
+	return sum, nil
 }
 
 // fill copies the batch's candidate mask (-Inf where pb.Mask is 0) and teacher scores into the
@@ -258,6 +290,9 @@ type ContrastiveLoss struct {
 	Dims       []int     // prefixes of a Matryoshka loss, nil otherwise
 	DimWeights []float64 // their weights, nil for all 1
 	TeacherTau float64   // the teacher's temperature of a distillation loss
+	// InfoNCEWeight is the weight of the InfoNCE term added to a distillation loss
+	// (loss.infonce_weight; 0: none).
+	InfoNCEWeight float64
 }
 
 // NewContrastiveLoss reads the recipe's [loss]: a bi-encoder trains a contrastive loss, or a list
@@ -284,6 +319,7 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 	}
 	if spec.Teacher {
 		l.TeacherTau = rec.Loss.TeacherTemperature
+		l.InfoNCEWeight = rec.Loss.InfoNCEWeight
 	}
 	return l, nil
 }

@@ -145,6 +145,8 @@ func TestLossKeysErrors(t *testing.T) {
 		{"kl_distill teacher", "name = \"kl_distill\"\n", "loss.name", "set loss.teacher", nil},
 		{"teacher without distillation", "teacher = \"" + teacher + "\"\n", "loss.teacher", "read only by the distillation losses", nil},
 		{"teacher temperature", "name = \"kl_distill\"\nteacher = \"" + teacher + "\"\nteacher_temperature = 0\n", "loss.teacher_temperature", "must be > 0", nil},
+		{"infonce_weight without distillation", "infonce_weight = 1.0\n", "loss.infonce_weight", "read only by the distillation losses", nil},
+		{"infonce_weight negative", "name = \"margin_mse\"\nteacher = \"" + teacher + "\"\ninfonce_weight = -0.5\n", "loss.infonce_weight", "= -0.5, want >= 0", nil},
 		{"teacher missing", "name = \"margin_mse\"\nteacher = \"" + filepath.Join(teacher, "nope") + "\"\n", "loss.teacher", "no such file", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

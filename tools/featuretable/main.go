@@ -93,9 +93,10 @@ func load(dir, system string) (row, error) {
 	var rec struct {
 		Name string
 		Loss struct {
-			Name    string
-			Teacher string
-			Dims    []int
+			Name          string
+			Teacher       string
+			Dims          []int
+			InfoNCEWeight float64 `toml:"infonce_weight"`
 		}
 		Sampler struct {
 			NegativeSource   string  `toml:"negative_source"`
@@ -114,6 +115,9 @@ func load(dir, system string) (row, error) {
 		return r, fmt.Errorf("%s: %w", p, err)
 	}
 	r.name, r.loss = rec.Name, rec.Loss.Name
+	if w := rec.Loss.InfoNCEWeight; w > 0 {
+		r.loss += fmt.Sprintf(" + %g infonce", w)
+	}
 	r.negatives = rec.Sampler.NegativeSource
 	if rec.Sampler.RefreshEvery > 0 {
 		r.negatives += fmt.Sprintf(" every %d", rec.Sampler.RefreshEvery)

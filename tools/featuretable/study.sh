@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Issue 16's study from a fresh clone: every SciFact feature recipe, run one after another from
+# all-MiniLM-L6-v2, each under /usr/bin/time -v (its peak memory in RUN/time.txt), then one
+# table of them against the plain InfoNCE fine-tune (tools/featuretable). About 5 hours on 2
+# quiet cores; a recipe whose run directory already holds metrics.json is not run again
+# (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
+# by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
+#
+#   bash tools/featuretable/study.sh            # all of them
+#   bash tools/featuretable/study.sh distill    # only the recipes whose name contains "distill" (and the baseline)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+only="${1:-}"
+runs="${RUNS:-runs}"
+bin="$(mktemp -d)/train"
+go build -o "$bin" ./cmd/train
+bash tools/pretrained/get.sh all-MiniLM-L6-v2 >/dev/null
+
+# latest RUN of recipe NAME that finished (metrics.json written), or "".
+finished() {
+  local d
+  for d in $(ls -d "$runs/$1"-2* 2>/dev/null | sort -r); do
+    [[ "$d" =~ $1-[0-9]{8}-[0-9]{6}$ ]] && [ -f "$d/metrics.json" ] && { echo "$d"; return; }
+  done
+  echo ""
+}
+# run NAME: runs recipes/NAME.toml unless finished; prints its run directory.
+run() {
+  local name=$1 d
+  d=$(finished "$name")
+  if [ -n "$d" ]; then echo "$d"; return; fi
+  local log time
+  log=$(mktemp); time=$(mktemp)
+  echo "study: $name ($(date -u +%H:%M), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
+  /usr/bin/time -v -o "$time" "$bin" -recipe "recipes/$name.toml" >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
+  d=$(tail -1 "$log")
+  cp "$time" "$d/time.txt"
+  echo "$d"
+}
+want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
+
+dirs=("$(run scifact-minilm)")
+for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-matryoshka \
+         scifact-minilm-gradcache-32 scifact-minilm-gradcache-128; do
+  want "$r" && dirs+=("$(run "$r")")
+done
+if want distill; then
+  t=$(run scifact-minilm-teacher)
+  # The teacher pools by mean (not BERT's [CLS] layout): the recipes name a copy of its model.
+  if [ ! -d pretrained/scifact-minilm-teacher ]; then
+    cp -r "$t/reranker-listwise" pretrained/scifact-minilm-teacher.tmp
+    mv pretrained/scifact-minilm-teacher.tmp pretrained/scifact-minilm-teacher
+  fi
+  for r in scifact-minilm-distill scifact-minilm-distill-kl; do dirs+=("$(run "$r")"); done
+fi
+go run ./tools/featuretable "${dirs[@]}"
