@@ -14,7 +14,7 @@ import (
 // checks that its resolved recipe loads back to the same recipe (what -resume reads). The
 // recipes are loaded from a copy of the repository's layout whose pretrained/ holds an empty
 // directory per checkpoint the recipes name (tools/pretrained/get.sh fills the real one; the
-// distillation teacher scifact-minilm-reranker is an export of the reranker recipe's run), so
+// distillation teacher scifact-minilm-teacher is a copy of the teacher recipe's model), so
 // that they load on a clean clone.
 func TestShippedRecipesLoad(t *testing.T) {
 	paths, err := filepath.Glob("../../recipes/*.toml")
@@ -29,7 +29,7 @@ func TestShippedRecipesLoad(t *testing.T) {
 	if err := os.Symlink(datasets, filepath.Join(root, "datasets")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5", "scifact-minilm-reranker"} {
+	for _, name := range []string{"all-MiniLM-L6-v2", "bge-small-en-v1.5", "scifact-minilm-teacher"} {
 		if err := os.MkdirAll(filepath.Join(root, "pretrained", name), 0o755); err != nil {
 			t.Fatal(err)
 		}
