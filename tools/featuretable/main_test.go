@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -69,5 +70,52 @@ func TestLoadErrors(t *testing.T) {
 	d = writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "Maximum resident set size (kbytes): lots\n")
 	if _, err := load(d, "finetuned"); err == nil || !strings.Contains(err.Error(), "time.txt:1: maximum resident set size") {
 		t.Fatalf("bad time.txt: %v", err)
+	}
+}
+
+// TestStudyFinished: study.sh's finished picks the newest run of a recipe that wrote
+// metrics.json, skips an unfinished newer one, and does not take another recipe's run whose
+// name extends it.
+func TestStudyFinished(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	runs := t.TempDir()
+	for _, d := range []struct {
+		name     string
+		finished bool
+	}{
+		{"scifact-minilm-20261202-100000", true},
+		{"scifact-minilm-20261202-090000", true},
+		{"scifact-minilm-20261202-110000", false},
+		{"scifact-minilm-bm25-negatives-20261202-120000", true},
+		{"scifact-minilm-teacher-20261202-130000", false},
+	} {
+		dir := filepath.Join(runs, d.name)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if d.finished {
+			if err := os.WriteFile(filepath.Join(dir, "metrics.json"), []byte("{}"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for name, want := range map[string]string{
+		"scifact-minilm":                "scifact-minilm-20261202-100000",
+		"scifact-minilm-bm25-negatives": "scifact-minilm-bm25-negatives-20261202-120000",
+		"scifact-minilm-teacher":        "",
+	} {
+		out, err := exec.Command("bash", "-c", `source finished.sh; runs="$1"; finished "$2"`, "bash", runs, name).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.TrimSpace(string(out))
+		if want != "" {
+			want = filepath.Join(runs, want)
+		}
+		if got != want {
+			t.Errorf("finished %s = %q, want %q", name, got, want)
+		}
 	}
 }

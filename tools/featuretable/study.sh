@@ -17,14 +17,7 @@ bin="$(mktemp -d)/train"
 go build -o "$bin" ./cmd/train
 bash tools/pretrained/get.sh all-MiniLM-L6-v2 >/dev/null
 
-# latest RUN of recipe NAME that finished (metrics.json written), or "".
-finished() {
-  local d
-  for d in $(ls -d "$runs/$1"-2* 2>/dev/null | sort -r); do
-    [[ "$d" =~ $1-[0-9]{8}-[0-9]{6}$ ]] && [ -f "$d/metrics.json" ] && { echo "$d"; return; }
-  done
-  echo ""
-}
+source tools/featuretable/finished.sh   # finished NAME: its latest finished run in $runs
 # run NAME: runs recipes/NAME.toml unless finished; prints its run directory.
 run() {
   local name=$1 d
