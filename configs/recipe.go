@@ -217,6 +217,15 @@ type Loss struct {
 	// as sampler.false_negatives says. 0 trains the teacher's scores alone. Read only by the
 	// distillation losses; finite, >= 0. Default 0.
 	InfoNCEWeight float64 `toml:"infonce_weight"`
+	// TeacherBM25Weight is beta in t(q, p) = ce(q, p) + beta * bm25(q, p): the teacher of a
+	// distillation loss becomes the cross-encoder's logit plus beta times the pair's BM25 score
+	// (the run's index, index.k1 and index.b; 0 for a passage sharing no term with the query),
+	// a lexical + neural teacher (Wang, Zhuang and Zuccon 2021: BERT-based rankers gain from
+	// interpolation with BM25). Choose beta on the dev split (tools/treceval -linear on the
+	// teacher run's runs/dev.*.trec). The cache (teacher_scores.tsv) keeps the cross-encoder's
+	// scores alone, so changing beta scores nothing again. Read only with loss.teacher; finite,
+	// >= 0. Default 0 (the cross-encoder alone).
+	TeacherBM25Weight float64 `toml:"teacher_bm25_weight"`
 }
 
 // Sampler is the [sampler] section: how training examples are drawn.

@@ -350,6 +350,9 @@ func validateLossNeeds(v *checker, r *Recipe) {
 	if v.finite("loss.infonce_weight", l.InfoNCEWeight) && l.InfoNCEWeight < 0 {
 		v.fail("loss.infonce_weight", "= %v, want >= 0", l.InfoNCEWeight)
 	}
+	if v.finite("loss.teacher_bm25_weight", l.TeacherBM25Weight) && l.TeacherBM25Weight < 0 {
+		v.fail("loss.teacher_bm25_weight", "= %v, want >= 0", l.TeacherBM25Weight)
+	}
 	if l.Name == matryoshkaLoss {
 		if len(l.Dims) == 0 {
 			v.fail(v.setOf("loss.dims", "loss.name"), "%s needs loss.dims, the embedding prefixes it trains, full dimension first (e.g. [384, 256, 128, 64])", l.Name)
@@ -386,7 +389,7 @@ func validateLossNeeds(v *checker, r *Recipe) {
 		for _, k := range []struct {
 			key string
 			set bool
-		}{{"loss.teacher", l.Teacher != ""}, {"loss.teacher_cache", l.TeacherCache != ""}, {"loss.teacher_temperature", l.TeacherTemperature != def.TeacherTemperature}, {"loss.infonce_weight", l.InfoNCEWeight != def.InfoNCEWeight}} {
+		}{{"loss.teacher", l.Teacher != ""}, {"loss.teacher_cache", l.TeacherCache != ""}, {"loss.teacher_temperature", l.TeacherTemperature != def.TeacherTemperature}, {"loss.infonce_weight", l.InfoNCEWeight != def.InfoNCEWeight}, {"loss.teacher_bm25_weight", l.TeacherBM25Weight != def.TeacherBM25Weight}} {
 			if k.set {
 				v.fail(k.key, "is read only by the distillation losses %q and %q (loss.name is %q)", marginMSELoss, klDistillLoss, l.Name)
 			}

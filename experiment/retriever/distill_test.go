@@ -181,4 +181,22 @@ func TestKLDistillTrains(t *testing.T) {
 	if m["dense/nDCG@10"] < 2*base+0.05 {
 		t.Errorf("nDCG@10 %.4f does not beat the random ranking's %.4f", m["dense/nDCG@10"], base)
 	}
+
+	// loss.teacher_bm25_weight: the same pairs read from the first run's cache (the cache holds
+	// the cross-encoder's scores alone), BM25 added to the teacher's scores, so the losses move.
+	bm := keys + fmt.Sprintf("teacher_cache = %q\nteacher_bm25_weight = 0.5\n", filepath.Join(run, TeacherScoresFile))
+	rec2 := testkit.RecipeFile(t, lossRecipe(t, dir, "klbm25", bm, "[pretrain]\nsteps = 60", "[pretrain]\nsteps = 0",
+		"[eval]\n", "[sampler]\nhard_negatives = 2\n[eval]\n"))
+	run2, out2, err := runOut(t, rec2, experiment.Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out2)
+	}
+	for _, want := range []string{" 0 scored, ", "teacher: score = cross-encoder + 0.5 x BM25 (loss.teacher_bm25_weight)"} {
+		if !strings.Contains(out2, want) {
+			t.Errorf("teacher_bm25_weight run: output lacks %q:\n%s", want, out2)
+		}
+	}
+	if ls2 := phaseLosses(t, run2, "train"); len(ls2) != len(ls) || ls2[0] == ls[0] {
+		t.Errorf("teacher_bm25_weight 0.5: losses %v, the cross-encoder alone's %v: the first should differ", ls2, ls)
+	}
 }

@@ -147,6 +147,8 @@ func TestLossKeysErrors(t *testing.T) {
 		{"teacher temperature", "name = \"kl_distill\"\nteacher = \"" + teacher + "\"\nteacher_temperature = 0\n", "loss.teacher_temperature", "must be > 0", nil},
 		{"infonce_weight without distillation", "infonce_weight = 1.0\n", "loss.infonce_weight", "read only by the distillation losses", nil},
 		{"infonce_weight negative", "name = \"margin_mse\"\nteacher = \"" + teacher + "\"\ninfonce_weight = -0.5\n", "loss.infonce_weight", "= -0.5, want >= 0", nil},
+		{"teacher_bm25_weight without distillation", "teacher_bm25_weight = 0.1\n", "loss.teacher_bm25_weight", "read only by the distillation losses", nil},
+		{"teacher_bm25_weight negative", "name = \"kl_distill\"\nteacher = \"" + teacher + "\"\nteacher_bm25_weight = -1.0\n", "loss.teacher_bm25_weight", "= -1, want >= 0", nil},
 		{"teacher missing", "name = \"margin_mse\"\nteacher = \"" + filepath.Join(teacher, "nope") + "\"\n", "loss.teacher", "no such file", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {

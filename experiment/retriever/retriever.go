@@ -237,7 +237,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	// (or read back from the run's cache), before any step.
 	var teacher *teacherScores
 	if smp != nil && loss.Teacher() {
-		if teacher, err = prepareTeacher(rec, smp, ds, passages, dir, o); err != nil {
+		if teacher, err = prepareTeacher(rec, smp, ds, passages, bm25, dir, o); err != nil {
 			return dir, err
 		}
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/crossenc"
 	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
@@ -44,19 +45,50 @@ const teacherHeader = "# ragtrain teacher scores"
 // teacherScores are a teacher's scores of the training pairs.
 type teacherScores struct {
 	hash   string
-	scores map[[2]string]float32 // (query id, passage id) -> score
+	scores map[[2]string]float32 // (query id, passage id) -> the cross-encoder's score
+	// bm25 holds beta * bm25(q, p) of every training pair when loss.teacher_bm25_weight = beta
+	// > 0 (nil otherwise); score adds it to the cross-encoder's.
+	bm25 map[[2]string]float32
 	// Scored counts the pairs the teacher scored in this process, Cached those read from a
 	// cache file.
 	Scored, Cached int
 }
 
-// score returns the teacher's score of (qid, pid).
+// score returns the teacher's score of (qid, pid): the cross-encoder's, plus beta * bm25 with
+// loss.teacher_bm25_weight.
 func (t *teacherScores) score(qid, pid string) (float32, error) {
-	s, ok := t.scores[[2]string{qid, pid}]
+	k := [2]string{qid, pid}
+	s, ok := t.scores[k]
 	if !ok {
 		return 0, fmt.Errorf("teacher: no score of query %q, passage %q (the pairs were collected from the batches of train.steps)", qid, pid)
 	}
+	if t.bm25 != nil {
+		s += t.bm25[k]
+	}
 	return s, nil
+}
+
+// pairBM25 returns beta * bm25(q, p) of every pair: each query's BM25 scores over the whole
+// corpus (0 for a passage that shares no term with it), as the run's BM25 system scores them.
+func pairBM25(bm25 *index.BM25, ds *data.Dataset, pairs [][2]string, beta float64) (map[[2]string]float32, error) {
+	byQuery := map[string]map[string]float64{}
+	out := make(map[[2]string]float32, len(pairs))
+	for _, p := range pairs {
+		s, ok := byQuery[p[0]]
+		if !ok {
+			text, ok := ds.Queries.Text(p[0])
+			if !ok {
+				return nil, fmt.Errorf("teacher: query %q of a training batch is not in the queries", p[0])
+			}
+			s = map[string]float64{}
+			for _, h := range bm25.Search(text, bm25.Len()) {
+				s[h.DocID] = h.Score
+			}
+			byQuery[p[0]] = s
+		}
+		out[p] = float32(beta * s[p[1]])
+	}
+	return out, nil
 }
 
 // batchScores is the B x (1+N) PairBatch.Teacher of a sampler batch: row i the scores of query
@@ -249,7 +281,7 @@ func writeTeacherCache(path, hash, teacher string, L int, scores map[[2]string]f
 // those in the run directory's TeacherScoresFile (a resumed run) or in loss.teacher_cache are
 // read, the others scored in one batched pass, and the union written back to both files. It
 // prints the counts (pairs, scored, cached).
-func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset, passages []string, dir string, o experiment.Options) (*teacherScores, error) {
+func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset, passages []string, bm25 *index.BM25, dir string, o experiment.Options) (*teacherScores, error) {
 	pairs, err := trainingPairs(smp, rec.Train.Steps)
 	if err != nil {
 		return nil, err
@@ -314,5 +346,17 @@ func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset,
 	}
 	fmt.Fprintf(o.Out, "teacher: %s (%s layout, sha256 %s, pairs of %d tokens): %d training pairs, %d scored, %d cached (%s)\n",
 		d.Dir, d.Layout, hash[:12], L, len(pairs), t.Scored, t.Cached, TeacherScoresFile)
+	if beta := rec.Loss.TeacherBM25Weight; beta > 0 {
+		if t.bm25, err = pairBM25(bm25, ds, pairs, beta); err != nil {
+			return nil, err
+		}
+		zero := 0
+		for _, v := range t.bm25 {
+			if v == 0 {
+				zero++
+			}
+		}
+		fmt.Fprintf(o.Out, "teacher: score = cross-encoder + %g x BM25 (loss.teacher_bm25_weight); %d of %d pairs share no term (BM25 0)\n", beta, zero, len(pairs))
+	}
 	return t, nil
 }

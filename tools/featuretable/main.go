@@ -97,6 +97,7 @@ func load(dir, system string) (row, error) {
 			Teacher       string
 			Dims          []int
 			InfoNCEWeight float64 `toml:"infonce_weight"`
+			BM25Weight    float64 `toml:"teacher_bm25_weight"`
 		}
 		Sampler struct {
 			NegativeSource   string  `toml:"negative_source"`
@@ -117,6 +118,9 @@ func load(dir, system string) (row, error) {
 	r.name, r.loss = rec.Name, rec.Loss.Name
 	if w := rec.Loss.InfoNCEWeight; w > 0 {
 		r.loss += fmt.Sprintf(" + %g infonce", w)
+	}
+	if w := rec.Loss.BM25Weight; w > 0 {
+		r.loss += fmt.Sprintf(" (teacher + %g bm25)", w)
 	}
 	r.negatives = rec.Sampler.NegativeSource
 	if rec.Sampler.RefreshEvery > 0 {

@@ -45,6 +45,6 @@ if want distill; then
     cp -r "$t/reranker-listwise" pretrained/scifact-minilm-teacher.tmp
     mv pretrained/scifact-minilm-teacher.tmp pretrained/scifact-minilm-teacher
   fi
-  for r in scifact-minilm-distill scifact-minilm-distill-kl; do dirs+=("$(run "$r")"); done
+  for r in scifact-minilm-distill scifact-minilm-distill-kl scifact-minilm-distill-kl-bm25; do dirs+=("$(run "$r")"); done
 fi
 go run ./tools/featuretable "${dirs[@]}"
