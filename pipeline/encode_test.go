@@ -145,6 +145,9 @@ func TestEncodeMatchesInProcess(t *testing.T) {
 		t.Run(fmt.Sprintf("%s/dynamic=%v", tc.encoder, tc.dynamic), func(t *testing.T) {
 			dir, wantHash := writeModelHash(t, tc.encoder, 1)
 			cfg := EncodeConfig{Model: dir, Corpus: cranfield, Out: t.TempDir(), ShardRows: 300, Dynamic: tc.dynamic, TitleField: true, IndexVersion: "test-1"}
+			// A temporary directory of this test's own: go test runs packages in parallel, and
+			// cmd/pipeline's Beam runs leave their placeholders in the shared one meanwhile.
+			t.Setenv("TMPDIR", t.TempDir())
 			placeholders := filepath.Join(os.TempDir(), "beamloopbackworker-*")
 			before, _ := filepath.Glob(placeholders)
 			res, err := Encode(context.Background(), cfg, "")

@@ -6,7 +6,8 @@
 //
 // Each argument is a run directory (metrics.json, recipe.resolved.toml). Peak memory is read
 // from RUN/time.txt, the output of `/usr/bin/time -v` of the run's command, when it is there
-// (the run itself does not measure it); "-" otherwise. Issue 16's table:
+// (the run itself does not measure it); "-" otherwise. The commit a run was made at is read from
+// RUN/commit.txt (written by study.sh) when it is there. Issue 16's table:
 // docs/results/scifact-minilm-features.md.
 package main
 
@@ -145,6 +146,12 @@ func load(dir, system string) (row, error) {
 		if v, ok := m[fmt.Sprintf("%s@%d/nDCG@10", system, d)]; ok {
 			r.extra = append(r.extra, fmt.Sprintf("@%d %.4f", d, v))
 		}
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "commit.txt")); err == nil {
+		c := strings.TrimSpace(string(b))
+		r.extra = append(r.extra, "commit "+c[:min(len(c), 7)])
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return r, err
 	}
 	r.peakMiB, err = peakRSS(filepath.Join(dir, "time.txt"))
 	return r, err

@@ -56,6 +56,16 @@ func TestLoadRow(t *testing.T) {
 	if got := strings.Join(r.extra, "; "); got != "dropped_relative 9580; @128 0.6600" {
 		t.Fatalf("notes %q", got)
 	}
+	// study.sh records the commit a run was made at; the table names it.
+	if err := os.WriteFile(filepath.Join(d, "commit.txt"), []byte("2eda02fb1c9d5e3a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r, err = load(d, "finetuned"); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(r.extra, "; "); got != "dropped_relative 9580; @128 0.6600; commit 2eda02f" {
+		t.Fatalf("notes with commit.txt %q", got)
+	}
 }
 
 func TestLoadErrors(t *testing.T) {

@@ -6,6 +6,14 @@
 # (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
 # by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
 #
+# The study takes longer than one working session on 2 cores, and run directories do not outlive
+# the machine, so KEEP=DIR copies each finished run's summary (metrics.json,
+# recipe.resolved.toml, time.txt and commit.txt, the commit it ran at) into DIR/RUN-NAME; a
+# recipe with a summary there is not run again either, and the table reads the summaries.
+# docs/results/study holds the summaries of runs made from clean clones of main:
+#
+#   KEEP=docs/results/study bash tools/featuretable/study.sh
+#
 #   bash tools/featuretable/study.sh            # all of them
 #   bash tools/featuretable/study.sh distill    # only the recipes whose name contains "distill" (and the baseline)
 set -euo pipefail
@@ -13,6 +21,7 @@ root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 only="${1:-}"
 runs="${RUNS:-runs}"
+keep="${KEEP:-}"
 bin="$(mktemp -d)/train"
 go build -o "$bin" ./cmd/train
 bash tools/pretrained/get.sh all-MiniLM-L6-v2 >/dev/null
@@ -21,6 +30,10 @@ source tools/featuretable/finished.sh   # finished NAME: its latest finished run
 # run NAME: runs recipes/NAME.toml unless finished; prints its run directory.
 run() {
   local name=$1 d
+  if [ -n "$keep" ]; then
+    d=$(runs="$keep" finished "$name")
+    if [ -n "$d" ]; then echo "$d"; return; fi
+  fi
   d=$(finished "$name")
   if [ -n "$d" ]; then echo "$d"; return; fi
   local log time
@@ -29,6 +42,13 @@ run() {
   /usr/bin/time -v -o "$time" "$bin" -recipe "recipes/$name.toml" >"$log" 2>&1 || { tail -20 "$log" >&2; exit 1; }
   d=$(tail -1 "$log")
   cp "$time" "$d/time.txt"
+  git rev-parse HEAD >"$d/commit.txt"
+  if [ -n "$keep" ]; then
+    local k="$keep/$(basename "$d")"
+    mkdir -p "$k.tmp"
+    cp "$d/metrics.json" "$d/recipe.resolved.toml" "$d/time.txt" "$d/commit.txt" "$k.tmp/"
+    mv "$k.tmp" "$k"
+  fi
   echo "$d"
 }
 want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
