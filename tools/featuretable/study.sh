@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 16's study from a fresh clone: every SciFact feature recipe, run one after another from
 # all-MiniLM-L6-v2, each under /usr/bin/time -v (its peak memory in RUN/time.txt), then one
-# table of them against the plain InfoNCE fine-tune (tools/featuretable). About 5 hours on 2
+# table of them against the plain InfoNCE fine-tune (tools/featuretable). About 6 hours on 2
 # quiet cores; a recipe whose run directory already holds metrics.json is not run again
 # (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
 # by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
@@ -54,8 +54,8 @@ run() {
 want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
 
 dirs=("$(run scifact-minilm)")
-for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-matryoshka \
-         scifact-minilm-gradcache-32 scifact-minilm-gradcache-128; do
+for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-dense-refresh-margin \
+         scifact-minilm-matryoshka scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-128; do
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
@@ -65,6 +65,6 @@ if want distill; then
     cp -r "$t/reranker-listwise" pretrained/scifact-minilm-teacher.tmp
     mv pretrained/scifact-minilm-teacher.tmp pretrained/scifact-minilm-teacher
   fi
-  for r in scifact-minilm-distill scifact-minilm-distill-kl scifact-minilm-distill-kl-bm25; do dirs+=("$(run "$r")"); done
+  for r in scifact-minilm-distill scifact-minilm-distill-kl scifact-minilm-distill-kl-bm25 scifact-minilm-distill-kl-hn3; do dirs+=("$(run "$r")"); done
 fi
 go run ./tools/featuretable "${dirs[@]}"
