@@ -27,15 +27,19 @@ go build -o "$bin" ./cmd/train
 bash tools/pretrained/get.sh all-MiniLM-L6-v2 >/dev/null
 
 source tools/featuretable/finished.sh   # finished NAME: its latest finished run in $runs
-# run NAME: runs recipes/NAME.toml unless finished; prints its run directory.
+# done_run NAME: its kept summary in $keep, else its finished run in $runs, else "".
+done_run() {
+  local d=""
+  [ -n "$keep" ] && d=$(runs="$keep" finished "$1")
+  [ -n "$d" ] || d=$(finished "$1")
+  echo "$d"
+}
+# run NAME [again]: runs recipes/NAME.toml unless done (or when "again" is given); prints its
+# run (or summary) directory.
 run() {
   local name=$1 d
-  if [ -n "$keep" ]; then
-    d=$(runs="$keep" finished "$name")
-    if [ -n "$d" ]; then echo "$d"; return; fi
-  fi
-  d=$(finished "$name")
-  if [ -n "$d" ]; then echo "$d"; return; fi
+  d=$(done_run "$name")
+  if [ -n "$d" ] && [ "${2:-}" != again ]; then echo "$d"; return; fi
   local log time
   log=$(mktemp); time=$(mktemp)
   echo "study: $name ($(date -u +%H:%M), load $(cut -d' ' -f1-3 /proc/loadavg))" >&2
@@ -59,12 +63,16 @@ for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-mini
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
-  t=$(run scifact-minilm-teacher)
-  # The teacher pools by mean (not BERT's [CLS] layout): the recipes name a copy of its model.
-  if [ ! -d pretrained/scifact-minilm-teacher ]; then
+  distill=(scifact-minilm-distill scifact-minilm-distill-kl scifact-minilm-distill-kl-bm25 scifact-minilm-distill-kl-hn3)
+  for r in "${distill[@]}"; do
+    [ -n "$(done_run "$r")" ] || [ -d pretrained/scifact-minilm-teacher ] && continue
+    # The teacher pools by mean (not BERT's [CLS] layout): the recipes name a copy of its
+    # model, which a kept summary does not hold, so the teacher is trained here (once).
+    t=$(finished scifact-minilm-teacher)
+    [ -n "$t" ] || t=$(run scifact-minilm-teacher again)
     cp -r "$t/reranker-listwise" pretrained/scifact-minilm-teacher.tmp
     mv pretrained/scifact-minilm-teacher.tmp pretrained/scifact-minilm-teacher
-  fi
-  for r in scifact-minilm-distill scifact-minilm-distill-kl scifact-minilm-distill-kl-bm25 scifact-minilm-distill-kl-hn3; do dirs+=("$(run "$r")"); done
+  done
+  for r in "${distill[@]}"; do dirs+=("$(run "$r")"); done
 fi
 go run ./tools/featuretable "${dirs[@]}"
