@@ -129,3 +129,29 @@ func TestStudyFinished(t *testing.T) {
 		}
 	}
 }
+
+// TestKeptSummaries: every retriever run summary kept in docs/results/study (study.sh KEEP=)
+// loads as a table row with the commit it ran at.
+func TestKeptSummaries(t *testing.T) {
+	dirs, err := filepath.Glob("../../docs/results/study/scifact-minilm-*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, d := range dirs {
+		if strings.Contains(filepath.Base(d), "-teacher-") { // a reranker run: no finetuned system
+			continue
+		}
+		r, err := load(d, "finetuned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.ndcg <= 0 || r.ndcg > 1 || r.peakMiB <= 0 || !strings.Contains(strings.Join(r.extra, "; "), "commit ") {
+			t.Fatalf("%s: row %+v", d, r)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no retriever summaries in docs/results/study")
+	}
+}
