@@ -1,6 +1,7 @@
 // Command featuretable prints one table of finished retriever runs against the first
 // (the plain InfoNCE fine-tune): test nDCG@10 and Recall@100 of the fine-tuned model, the
-// difference in nDCG@10, training wall time and the process's peak memory.
+// difference in nDCG@10, dev nDCG@10 (the split that chose the checkpoint: a test gain that dev
+// does not show is not one to trust), training wall time and the process's peak memory.
 //
 //	go run ./tools/featuretable runs/scifact-minilm-... runs/scifact-minilm-dense-refresh-... ...
 //
@@ -18,6 +19,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -29,6 +31,7 @@ import (
 type row struct {
 	name, loss, negatives, batch string
 	ndcg, recall, seconds        float64
+	dev                          float64 // dev nDCG@10; NaN when the run did not evaluate dev
 	peakMiB                      float64 // < 0 when unknown
 	extra                        []string
 }
@@ -53,15 +56,19 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
-	fmt.Println("| run | loss | negatives | batch (mini) | test nDCG@10 | vs first | test Recall@100 | training s | peak RSS GiB | notes |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| run | loss | negatives | batch (mini) | test nDCG@10 | vs first | test Recall@100 | dev nDCG@10 | training s | peak RSS GiB | notes |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		peak := "-"
 		if r.peakMiB >= 0 {
 			peak = fmt.Sprintf("%.1f", r.peakMiB/1024)
 		}
-		fmt.Printf("| %s | %s | %s | %s | %.4f | %+.4f | %.4f | %.0f | %s | %s |\n",
-			r.name, r.loss, r.negatives, r.batch, r.ndcg, r.ndcg-rows[0].ndcg, r.recall, r.seconds, peak, strings.Join(r.extra, "; "))
+		dev := "-"
+		if !math.IsNaN(r.dev) {
+			dev = fmt.Sprintf("%.4f", r.dev)
+		}
+		fmt.Printf("| %s | %s | %s | %s | %.4f | %+.4f | %.4f | %s | %.0f | %s | %s |\n",
+			r.name, r.loss, r.negatives, r.batch, r.ndcg, r.ndcg-rows[0].ndcg, r.recall, dev, r.seconds, peak, strings.Join(r.extra, "; "))
 	}
 }
 
@@ -90,6 +97,10 @@ func load(dir, system string) (row, error) {
 	}
 	if r.seconds, err = need("train/seconds"); err != nil {
 		return r, err
+	}
+	r.dev = math.NaN()
+	if v, ok := m[system+".dev/nDCG@10"]; ok {
+		r.dev = v
 	}
 	var rec struct {
 		Name string

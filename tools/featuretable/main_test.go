@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -38,13 +39,13 @@ steps = 13
 
 func TestLoadRow(t *testing.T) {
 	d := writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1823.4,
-		"mining/dropped_relative": 9580, "finetuned@128/nDCG@10": 0.66}`, recipe,
+		"mining/dropped_relative": 9580, "finetuned@128/nDCG@10": 0.66, "finetuned.dev/nDCG@10": 0.71}`, recipe,
 		"\tCommand being timed: \"train\"\n\tMaximum resident set size (kbytes): 4323324\n")
 	r, err := load(d, "finetuned")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.name != "scifact-minilm-dense-refresh" || r.loss != "matryoshka_infonce" || r.ndcg != 0.69 || r.recall != 0.95 || r.seconds != 1823.4 {
+	if r.name != "scifact-minilm-dense-refresh" || r.loss != "matryoshka_infonce" || r.ndcg != 0.69 || r.recall != 0.95 || r.seconds != 1823.4 || r.dev != 0.71 {
 		t.Fatalf("row %+v", r)
 	}
 	if r.negatives != "dense_refresh every 50, relative 0.95" || r.batch != "128 (16) x 13 steps" {
@@ -74,8 +75,8 @@ func TestLoadErrors(t *testing.T) {
 	}
 	d := writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "")
 	r, err := load(d, "finetuned")
-	if err != nil || r.peakMiB != -1 {
-		t.Fatalf("no time.txt: peak %v, %v", r.peakMiB, err)
+	if err != nil || r.peakMiB != -1 || !math.IsNaN(r.dev) {
+		t.Fatalf("no time.txt, no dev: peak %v, dev %v, %v", r.peakMiB, r.dev, err)
 	}
 	d = writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "Maximum resident set size (kbytes): lots\n")
 	if _, err := load(d, "finetuned"); err == nil || !strings.Contains(err.Error(), "time.txt:1: maximum resident set size") {

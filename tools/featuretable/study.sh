@@ -59,7 +59,8 @@ want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
 
 dirs=("$(run scifact-minilm)")
 for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-dense-refresh-margin \
-         scifact-minilm-matryoshka scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-128; do
+         scifact-minilm-matryoshka scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-32-lr8e-5 \
+         scifact-minilm-gradcache-128; do
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
