@@ -101,6 +101,8 @@ func load(dir, system string) (row, error) {
 	r.dev = math.NaN()
 	if v, ok := m[system+".dev/nDCG@10"]; ok {
 		r.dev = v
+	} else if v, ok := m["select/dev/nDCG@10"]; ok { // the chosen checkpoint's, when dev is not an eval split
+		r.dev = v
 	}
 	var rec struct {
 		Name string

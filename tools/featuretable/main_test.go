@@ -78,6 +78,11 @@ func TestLoadErrors(t *testing.T) {
 	if err != nil || r.peakMiB != -1 || !math.IsNaN(r.dev) {
 		t.Fatalf("no time.txt, no dev: peak %v, dev %v, %v", r.peakMiB, r.dev, err)
 	}
+	// Without dev among the eval splits, the dev score of the checkpoint chosen stands in.
+	d = writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1, "select/dev/nDCG@10": 0.7}`, recipe, "")
+	if r, err = load(d, "finetuned"); err != nil || r.dev != 0.7 {
+		t.Fatalf("select/dev: dev %v, %v", r.dev, err)
+	}
 	d = writeRun(t, `{"finetuned/nDCG@10": 0.69, "finetuned/Recall@100": 0.95, "train/seconds": 1}`, recipe, "Maximum resident set size (kbytes): lots\n")
 	if _, err := load(d, "finetuned"); err == nil || !strings.Contains(err.Error(), "time.txt:1: maximum resident set size") {
 		t.Fatalf("bad time.txt: %v", err)
