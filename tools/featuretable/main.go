@@ -56,7 +56,7 @@ func main() {
 		}
 		rows = append(rows, r)
 	}
-	fmt.Println("| run | loss | negatives | batch (mini) | test nDCG@10 | vs first | test Recall@100 | dev nDCG@10 | training s | peak RSS GiB | notes |")
+	fmt.Println("| run | loss | negatives | batch (mini), lr | test nDCG@10 | vs first | test Recall@100 | dev nDCG@10 | training s | peak RSS GiB | notes |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		peak := "-"
@@ -115,6 +115,7 @@ func load(dir, system string) (row, error) {
 		}
 		Sampler struct {
 			NegativeSource   string  `toml:"negative_source"`
+			HardNegatives    int     `toml:"hard_negatives"`
 			RefreshEvery     int     `toml:"refresh_every"`
 			NegativeMargin   float64 `toml:"negative_margin"`
 			NegativeRelative float64 `toml:"negative_relative"`
@@ -123,6 +124,7 @@ func load(dir, system string) (row, error) {
 			BatchSize     int `toml:"batch_size"`
 			MiniBatchSize int `toml:"mini_batch_size"`
 			Steps         int
+			LR            float64 `toml:"lr"`
 		}
 	}
 	p := filepath.Join(dir, "recipe.resolved.toml")
@@ -146,9 +148,15 @@ func load(dir, system string) (row, error) {
 	if rec.Sampler.NegativeRelative > 0 {
 		r.negatives += fmt.Sprintf(", relative %g", rec.Sampler.NegativeRelative)
 	}
+	if n := rec.Sampler.HardNegatives; n > 1 {
+		r.negatives += fmt.Sprintf(", %d per query", n)
+	}
 	r.batch = fmt.Sprintf("%d x %d steps", rec.Train.BatchSize, rec.Train.Steps)
 	if rec.Train.MiniBatchSize > 0 {
 		r.batch = fmt.Sprintf("%d (%d) x %d steps", rec.Train.BatchSize, rec.Train.MiniBatchSize, rec.Train.Steps)
+	}
+	if rec.Train.LR > 0 { // 8e-5, not Go's 8e-05
+		r.batch += ", lr " + strings.Replace(strconv.FormatFloat(rec.Train.LR, 'e', -1, 64), "e-0", "e-", 1)
 	}
 	for _, k := range []string{"mining/dropped_margin", "mining/dropped_relative", "mining/refreshes", "select/step"} {
 		if v, ok := m[k]; ok {

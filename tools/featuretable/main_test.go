@@ -31,10 +31,12 @@ dims = [384, 128]
 negative_source = "dense_refresh"
 refresh_every = 50
 negative_relative = 0.95
+hard_negatives = 3
 [train]
 batch_size = 128
 mini_batch_size = 16
 steps = 13
+lr = 1.6e-4
 `
 
 func TestLoadRow(t *testing.T) {
@@ -48,7 +50,7 @@ func TestLoadRow(t *testing.T) {
 	if r.name != "scifact-minilm-dense-refresh" || r.loss != "matryoshka_infonce" || r.ndcg != 0.69 || r.recall != 0.95 || r.seconds != 1823.4 || r.dev != 0.71 {
 		t.Fatalf("row %+v", r)
 	}
-	if r.negatives != "dense_refresh every 50, relative 0.95" || r.batch != "128 (16) x 13 steps" {
+	if r.negatives != "dense_refresh every 50, relative 0.95, 3 per query" || r.batch != "128 (16) x 13 steps, lr 1.6e-4" {
 		t.Fatalf("negatives %q, batch %q", r.negatives, r.batch)
 	}
 	if want := 4323324.0 / 1024; r.peakMiB != want {

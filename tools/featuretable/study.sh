@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 16's study from a fresh clone: every SciFact feature recipe, run one after another from
 # all-MiniLM-L6-v2, each under /usr/bin/time -v (its peak memory in RUN/time.txt), then one
-# table of them against the plain InfoNCE fine-tune (tools/featuretable). About 7 hours on 2
+# table of them against the plain InfoNCE fine-tune (tools/featuretable). About 8.5 hours on 2
 # quiet cores; a recipe whose run directory already holds metrics.json is not run again
 # (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
 # by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
@@ -60,7 +60,7 @@ want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
 dirs=("$(run scifact-minilm)")
 for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-dense-refresh-margin \
          scifact-minilm-matryoshka scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-32-lr8e-5 \
-         scifact-minilm-gradcache-128; do
+         scifact-minilm-gradcache-32-lr1.6e-4 scifact-minilm-gradcache-128 scifact-minilm-hn3; do
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
