@@ -73,6 +73,10 @@ const (
 	saltPassage = 0x6763706173736167 // "gcpassag"
 )
 
+// shareCachedBuffers: the chunk graphs share their buffers (model.ShareBuffers). Off only in
+// the test that checks sharing changes no bit.
+var shareCachedBuffers = true
+
 // cachedSide is one tower's pair of M-row graphs: forward-only (step 1) and training (step 3).
 type cachedSide struct {
 	tower *model.Tower
@@ -97,6 +101,11 @@ func newCachedSide(t *model.Tower, M, L int, name string, salt uint64) (*cachedS
 	if s.fwd, err = t.Build(model.NewBinder(g), s.fwdIn, true); err != nil {
 		return nil, err
 	}
+	// Only the embeddings are read after a run: the activations lend their buffers once
+	// consumed (bit for bit the same values; a few [M*L, FFN] activations held at a time).
+	if shareCachedBuffers {
+		model.ShareBuffers(g, s.fwd)
+	}
 	s.fwdVM = gorgonia.NewTapeMachine(g)
 
 	g = gorgonia.NewGraph()
@@ -117,6 +126,11 @@ func newCachedSide(t *model.Tower, M, L int, name string, salt uint64) (*cachedS
 	}
 	if _, err := gorgonia.Grad(surrogate, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("gradient graph of %s: %w", name, err)
+	}
+	// Read after a run: the re-forward's embeddings (checked against the cached ones) and the
+	// parameters' gradients; every other value lends its buffer once consumed.
+	if shareCachedBuffers {
+		model.ShareBuffers(g, s.tr)
 	}
 	s.trVM = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
 	s.bound = b.Bound()

@@ -348,3 +348,69 @@ func TestCachedBiTaskDropout(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedBiTaskSharedBuffersSameBits: the chunk graphs with shared buffers
+// (model.ShareBuffers, which keeps a few activations at a time) give the same loss and the same
+// gradients, bit for bit, as without, over two steps with dropout and dynamic padding (chunk
+// graphs of several lengths), so that sharing changes memory and nothing else.
+func TestCachedBiTaskSharedBuffersSameBits(t *testing.T) {
+	const B, N, vocab = 8, 16, 40
+	lens := Lengths{Query: 8, Passage: 96}
+	cfg := model.EncoderConfig{Encoder: "transformer", Vocab: vocab, Hidden: 16, Layers: 2, Heads: 2, FFN: 32, MaxPosition: 96, Dropout: 0.1}
+	loss, err := infoNCE(0.05, losses.Cosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(8, 9))
+	q, p := randomBatch(r, B, lens.Query, vocab), randomBatch(r, N, lens.Passage, vocab)
+	for i := range N { // passages of 3 to 93 tokens: chunks of 4 padded to 32, 64, 96 and 96 (Dynamic)
+		for j := 3 + 6*i; j < lens.Passage; j++ {
+			p.IDs[i*lens.Passage+j], p.Mask[i*lens.Passage+j] = 0, 0
+		}
+	}
+	run := func(share bool) (losses []float64, grads [][]float32, built int) {
+		shareCachedBuffers = share
+		defer func() { shareCachedBuffers = true }()
+		m, err := model.NewBiEncoder(cfg, true, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := NewCachedBiTask(m, nil, B, N, 4, lens, loss, false, 1, StreamTrain, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer task.Close()
+		task.Dynamic = true
+		for step := range 2 {
+			l, _, err := task.StepTokens(step, PairBatch{}, q, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var g []float32
+			for _, pr := range task.Params() {
+				g = append(g, pr.Grad...)
+			}
+			losses, grads = append(losses, l), append(grads, g)
+			task.AfterUpdate()
+		}
+		return losses, grads, task.Built()
+	}
+	wantLoss, want, _ := run(false)
+	gotLoss, got, built := run(true)
+	if built < 2 {
+		t.Fatalf("dynamic padding built %d extra chunk graphs, want several lengths", built)
+	}
+	for s := range want {
+		if gotLoss[s] != wantLoss[s] {
+			t.Fatalf("step %d: loss %v with shared buffers, %v without", s, gotLoss[s], wantLoss[s])
+		}
+		if len(got[s]) != len(want[s]) || len(want[s]) == 0 {
+			t.Fatalf("step %d: %d gradient values, want %d", s, len(got[s]), len(want[s]))
+		}
+		for i := range want[s] {
+			if got[s][i] != want[s][i] {
+				t.Fatalf("step %d: gradient value %d: %v with shared buffers, %v without", s, i, got[s][i], want[s][i])
+			}
+		}
+	}
+}
