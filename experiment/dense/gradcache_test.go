@@ -18,6 +18,33 @@ import (
 
 // randomBatch is n sequences of L random token ids in [4, vocab), each of a random length in
 // [2, L] (mask 1 on the first tokens).
+// infoNCEBatch returns InfoNCE (cosine, tau 0.05) and a random batch of B queries and N passages
+// drawn from PCG(seed, seed+1).
+func infoNCEBatch(t *testing.T, seed uint64, B, N int, lens Lengths, vocab int) (ContrastiveLoss, tokenize.Batch, tokenize.Batch) {
+	t.Helper()
+	loss, err := infoNCE(0.05, losses.Cosine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	return loss, randomBatch(r, B, lens.Query, vocab), randomBatch(r, N, lens.Passage, vocab)
+}
+
+// newCachedTask returns the cached task over chunks of M rows of a new bi-encoder of cfg (shared
+// towers, initialised from seed), with loss, no candidate mask and dropout seed 1.
+func newCachedTask(t *testing.T, cfg model.EncoderConfig, seed uint64, B, N, M int, lens Lengths, loss ContrastiveLoss) *CachedBiTask {
+	t.Helper()
+	m, err := model.NewBiEncoder(cfg, true, seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	task, err := NewCachedBiTask(m, nil, B, N, M, lens, loss, false, 1, StreamTrain, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
 func randomBatch(r *rand.Rand, n, L, vocab int) tokenize.Batch {
 	b := tokenize.Batch{B: n, L: L, IDs: make([]int, n*L), Mask: make([]float32, n*L)}
 	for i := range n {
@@ -262,20 +289,8 @@ func TestCachedBiTaskDropout(t *testing.T) {
 	const B, N, vocab = 8, 16, 40
 	lens := Lengths{Query: 8, Passage: 8}
 	cfg := model.EncoderConfig{Encoder: "transformer", Vocab: vocab, Hidden: 16, Layers: 1, Heads: 2, FFN: 32, MaxPosition: 16, Dropout: 0.2}
-	loss, err := infoNCE(0.05, losses.Cosine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(5, 6))
-	q, p := randomBatch(r, B, lens.Query, vocab), randomBatch(r, N, lens.Passage, vocab)
-	m, err := model.NewBiEncoder(cfg, true, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	task, err := NewCachedBiTask(m, nil, B, N, 4, lens, loss, false, 1, StreamTrain, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loss, q, p := infoNCEBatch(t, 5, B, N, lens, vocab)
+	task := newCachedTask(t, cfg, 3, B, N, 4, lens, loss)
 	defer task.Close()
 	run := func(step int) []float32 {
 		if _, _, err := task.StepTokens(step, PairBatch{}, q, p); err != nil {
@@ -306,7 +321,7 @@ func TestCachedBiTaskDropout(t *testing.T) {
 
 	// float32, no dropout: the trainer sees BiTask's parameters and (to rounding) gradients.
 	cfg.Dropout = 0
-	m, err = model.NewBiEncoder(cfg, true, 3)
+	m, err := model.NewBiEncoder(cfg, true, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,12 +372,7 @@ func TestCachedBiTaskSharedBuffersSameBits(t *testing.T) {
 	const B, N, vocab = 8, 16, 40
 	lens := Lengths{Query: 8, Passage: 96}
 	cfg := model.EncoderConfig{Encoder: "transformer", Vocab: vocab, Hidden: 16, Layers: 2, Heads: 2, FFN: 32, MaxPosition: 96, Dropout: 0.1}
-	loss, err := infoNCE(0.05, losses.Cosine)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(8, 9))
-	q, p := randomBatch(r, B, lens.Query, vocab), randomBatch(r, N, lens.Passage, vocab)
+	loss, q, p := infoNCEBatch(t, 8, B, N, lens, vocab)
 	for i := range N { // passages of 3 to 93 tokens: chunks of 4 padded to 32, 64, 96 and 96 (Dynamic)
 		for j := 3 + 6*i; j < lens.Passage; j++ {
 			p.IDs[i*lens.Passage+j], p.Mask[i*lens.Passage+j] = 0, 0
@@ -371,14 +381,7 @@ func TestCachedBiTaskSharedBuffersSameBits(t *testing.T) {
 	run := func(share bool) (losses []float64, grads [][]float32, built int) {
 		shareCachedBuffers = share
 		defer func() { shareCachedBuffers = true }()
-		m, err := model.NewBiEncoder(cfg, true, 4)
-		if err != nil {
-			t.Fatal(err)
-		}
-		task, err := NewCachedBiTask(m, nil, B, N, 4, lens, loss, false, 1, StreamTrain, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		task := newCachedTask(t, cfg, 4, B, N, 4, lens, loss)
 		defer task.Close()
 		task.Dynamic = true
 		for step := range 2 {
