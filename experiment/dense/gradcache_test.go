@@ -16,8 +16,6 @@ import (
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
-// randomBatch is n sequences of L random token ids in [4, vocab), each of a random length in
-// [2, L] (mask 1 on the first tokens).
 // infoNCEBatch returns InfoNCE (cosine, tau 0.05) and a random batch of B queries and N passages
 // drawn from PCG(seed, seed+1).
 func infoNCEBatch(t *testing.T, seed uint64, B, N int, lens Lengths, vocab int) (ContrastiveLoss, tokenize.Batch, tokenize.Batch) {
@@ -45,6 +43,8 @@ func newCachedTask(t *testing.T, cfg model.EncoderConfig, seed uint64, B, N, M i
 	return task
 }
 
+// randomBatch is n sequences of L random token ids in [4, vocab), each of a random length in
+// [2, L] (mask 1 on the first tokens).
 func randomBatch(r *rand.Rand, n, L, vocab int) tokenize.Batch {
 	b := tokenize.Batch{B: n, L: L, IDs: make([]int, n*L), Mask: make([]float32, n*L)}
 	for i := range n {
@@ -373,7 +373,7 @@ func TestCachedBiTaskSharedBuffersSameBits(t *testing.T) {
 	lens := Lengths{Query: 8, Passage: 96}
 	cfg := model.EncoderConfig{Encoder: "transformer", Vocab: vocab, Hidden: 16, Layers: 2, Heads: 2, FFN: 32, MaxPosition: 96, Dropout: 0.1}
 	loss, q, p := infoNCEBatch(t, 8, B, N, lens, vocab)
-	for i := range N { // passages of 3 to 93 tokens: chunks of 4 padded to 32, 64, 96 and 96 (Dynamic)
+	for i := range N { // passage i cut to at most 3 + 6i tokens: chunks of 4 padded to lengths of 32 to 96 (Dynamic)
 		for j := 3 + 6*i; j < lens.Passage; j++ {
 			p.IDs[i*lens.Passage+j], p.Mask[i*lens.Passage+j] = 0, 0
 		}
