@@ -2,7 +2,7 @@
 # Issue 16's study from a fresh clone: one SciFact recipe per feature and the controls of its
 # comparison, run one after another from all-MiniLM-L6-v2, each under /usr/bin/time -v (its peak
 # memory in RUN/time.txt), then one table of them against the plain InfoNCE fine-tune
-# (tools/featuretable). About 6 hours on 2 quiet cores; a recipe whose run directory already
+# (tools/featuretable). About 7 hours on 2 quiet cores; a recipe whose run directory already
 # holds metrics.json is not run again
 # (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
 # by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
@@ -60,13 +60,15 @@ want() { [ -z "$only" ] || [[ "$1" == *"$only"* ]]; }
 
 dirs=("$(run scifact-minilm)")
 # One recipe per feature and the controls its comparison needs: BM25 negatives (dense mining's
-# comparison), N = 32 at each rate N = 128 was tried at (the GradCache check), three hard
+# comparison), N = 32 at 2e-5, 8e-5 and 1.6e-4 and N = 128 at 1.6e-4, 3.2e-4 and 6.4e-4 (the
+# GradCache check: each size's rate chosen on dev from its grid), three hard
 # negatives without a teacher (distillation's). Variants measured on the way and reported in
 # docs/results/scifact-minilm-features.md are not re-run: matryoshka (2 epochs; the 4-epoch
 # recipe is the feature's), distill-kl and distill-kl-bm25 (steps to distill-kl-hn3).
 for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-dense-refresh-margin \
          scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-32-lr8e-5 \
-         scifact-minilm-gradcache-32-lr1.6e-4 scifact-minilm-gradcache-128 scifact-minilm-hn3; do
+         scifact-minilm-gradcache-32-lr1.6e-4 scifact-minilm-gradcache-128 scifact-minilm-gradcache-128-lr3.2e-4 \
+         scifact-minilm-gradcache-128-lr6.4e-4 scifact-minilm-hn3; do
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
