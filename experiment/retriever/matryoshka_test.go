@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -42,7 +43,8 @@ func lossRecipe(t *testing.T, dir, name, keys string, repl ...string) string {
 // the slice: metrics.json holds each system at the full 64 dimensions and at 32 and 16
 // ("dense@32/nDCG@10", "finetuned@16/..."), each TREC file (runs/test.dense_d32.trec) is the
 // ranking evaluated, a 16-dimensional prefix still ranks far better than random, and the
-// export with truncate_dim 16 holds the corpus embeddings of that prefix, re-normalised.
+// export with truncate_dim 16 holds the corpus embeddings of that prefix, re-normalised; a run
+// interrupted mid-train and resumed ends with the same numbers at every prefix.
 func TestMatryoshkaSliceEvaluatesEveryPrefix(t *testing.T) {
 	dir := testkit.NewSlice(t)
 	path := lossRecipe(t, dir, "mrl", "name = \"matryoshka_infonce\"\ndims = [64, 32, 16]\ndim_weights = [1, 1, 1]\n",
@@ -83,6 +85,24 @@ func TestMatryoshkaSliceEvaluatesEveryPrefix(t *testing.T) {
 	}
 	if m["dense@16/nDCG@10"] < 2*base+0.05 {
 		t.Errorf("16-dimensional prefix: nDCG@10 %.4f does not beat the random ranking's %.4f", m["dense@16/nDCG@10"], base)
+	}
+
+	// Interrupted mid-train (step 33, after the checkpoint at 20) and resumed: every metric at
+	// every prefix, each prefix's TREC file and the log's steps as in the uninterrupted run.
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "train", InterruptAt: 33})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameMetrics(t, "resume: ", runDir, resumed, testkit.Quality)
+	for _, f := range []string{"test.finetuned.trec", "test.finetuned_d32.trec", "test.finetuned_d16.trec"} {
+		testkit.SameFile(t, filepath.Join(runDir, "runs", f), filepath.Join(resumed, "runs", f))
+	}
+	if w, g := testkit.LogSteps(t, runDir), testkit.LogSteps(t, resumed); !slices.Equal(w, g) {
+		t.Errorf("log.jsonl (phase, step) lines: resumed %v, uninterrupted %v", g, w)
 	}
 
 	// The export at truncate_dim 16: ragtrain.json says so, embeddings are the prefix of the
