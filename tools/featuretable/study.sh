@@ -62,14 +62,15 @@ dirs=("$(run scifact-minilm)")
 # One recipe per feature and the controls its comparison needs: BM25 negatives (dense mining's
 # comparison), N = 32 at 2e-5, 8e-5 and 1.6e-4 and N = 128 at 1.6e-4, 3.2e-4 and 6.4e-4 (the
 # GradCache check: each size's rate chosen on dev from its grid; N = 128 at 8 epochs, N = 32's
-# number of updates), three hard
+# number of updates, and N = 32 at 8 epochs, its control at equal epochs), three hard
 # negatives without a teacher (distillation's). Variants measured on the way and reported in
 # docs/results/scifact-minilm-features.md are not re-run: matryoshka (2 epochs; the 4-epoch
 # recipe is the feature's), distill-kl and distill-kl-bm25 (steps to distill-kl-hn3).
 for r in scifact-minilm-bm25-negatives scifact-minilm-dense-refresh scifact-minilm-dense-refresh-margin \
          scifact-minilm-matryoshka-4ep scifact-minilm-gradcache-32 scifact-minilm-gradcache-32-lr8e-5 \
          scifact-minilm-gradcache-32-lr1.6e-4 scifact-minilm-gradcache-128 scifact-minilm-gradcache-128-lr3.2e-4 \
-         scifact-minilm-gradcache-128-lr6.4e-4 scifact-minilm-gradcache-128-8ep scifact-minilm-hn3; do
+         scifact-minilm-gradcache-128-lr6.4e-4 scifact-minilm-gradcache-128-8ep scifact-minilm-gradcache-32-8ep \
+         scifact-minilm-hn3; do
   want "$r" && dirs+=("$(run "$r")")
 done
 if want distill; then
