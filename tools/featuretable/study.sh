@@ -2,7 +2,7 @@
 # Issue 16's study from a fresh clone: one SciFact recipe per feature and the controls of its
 # comparison, run one after another from all-MiniLM-L6-v2, each under /usr/bin/time -v (its peak
 # memory in RUN/time.txt), then one table of them against the plain InfoNCE fine-tune
-# (tools/featuretable). About 9 hours on 2 quiet cores; a recipe whose run directory already
+# (tools/featuretable). About 11 hours on 2 quiet cores; a recipe whose run directory already
 # holds metrics.json is not run again
 # (RUNS=... names the directory to look in, default runs/), so an interrupted study is resumed
 # by running it again (an interrupted run itself: go run ./cmd/train -resume RUN).
