@@ -51,11 +51,13 @@
 //   - rag: world, tokenizer, reader, model, loss, pretrain, train, index, rag;
 //     loss.name "infonce" (the retriever's warm-up; [loss] also gives the similarity and temperature).
 //   - selfrag: world, tokenizer, reader, model, loss, train, index, selfrag; loss.name "infonce".
-//   - replug: world, tokenizer, reader, model, loss, pretrain, train, index, rag, replug,
+//   - replug: world, tokenizer, reader, model, loss, pretrain, train, index, rag, replug (its own:
+//     experiment/replug),
 //     realm (checkpoint_every), index_refresh; loss.name "infonce".
 //   - realm: world, tokenizer, reader, model, loss, pretrain, train, index, rag, realm,
 //     index_refresh; loss.name "infonce".
-//   - atlas: world, tokenizer, reader, model, loss, pretrain, train, index, rag, atlas,
+//   - atlas: world, tokenizer, reader, model, loss, pretrain, train, index, rag, atlas (its own:
+//     experiment/atlas),
 //     realm (checkpoint_every), index_refresh; loss.name "infonce" (the systems train
 //     "attention_distill", "emdr2", "perplexity_distill", "loo_distill").
 //
@@ -223,14 +225,6 @@
 //	selfrag.retrieve_threshold          0.5            retrieve when P([Retrieve]) / (P([Retrieve]) + P([No Retrieve])) >= this; in [0, 1]
 //	selfrag.relevance_threshold         0.5            answer from a passage only when P([Relevant]) / (P([Relevant]) + P([Irrelevant])) >= this; in [0, 1]
 //	selfrag.support_weight              1.0            weight of the support score against relevance when choosing among passing passages; >= 0
-//	replug.systems                      ["supervised", "replug"]  retrievers trained from one start and compared (kind "replug"): "supervised" (InfoNCE on gold entries, train.steps/batch_size/lr), "replug" (RePlug LSR from the frozen reader)
-//	replug.towers                       "query"        towers RePlug trains: "query" (index stays exact) or "both" (index refreshed by [index_refresh])
-//	replug.steps                        300            RePlug training steps; >= 0
-//	replug.batch_size                   16             training questions per RePlug step; >= 1
-//	replug.top_k                        8              K: candidates per question scored by the reader, drawn as rag.candidate_source says (dense only with towers = "both"); >= 2
-//	replug.lr                           0.0005         peak AdamW learning rate of RePlug; > 0
-//	replug.tau_lm                       1.0            temperature of the reader's preference softmax(log p(y|z,x) / tau_lm); > 0
-//	replug.score_batch                  64             reader rows scored per forward pass; >= 1
 //	realm.systems                       ["supervised", "async", "sync"]  retrievers trained from one start and compared (kind "realm"): "supervised", "async"/"sync"/"off" (REALM joint training, index refreshed in that mode), "frozen" (document tower frozen; needs model.shared_towers = false)
 //	realm.steps                         200            joint training steps per REALM system; >= 0
 //	realm.batch_size                    16             training questions per REALM step; >= 1
@@ -243,17 +237,6 @@
 //	realm.passage_warmup_steps          0              the passage tower stays frozen for the first steps of those systems; >= 0
 //	realm.checkpoint_every              50             steps between checkpoints of a REALM or RePlug phase (resume points); 0 = only at its end; >= 0
 //	realm.seeds                         []             train each REALM system but "supervised" once per seed from the same start and report each seed's metrics ("<phase>_seed<S>") and their mean and sd; the first must be seed; distinct, each >= 0; [] = once, at seed
-//	atlas.systems                       ["supervised", "attention_query", "attention_both", "emdr2_query", "emdr2_both", "perplexity_query", "perplexity_both", "loo_query", "loo_both"]  retrievers trained from one start (kind "atlas"): "supervised" or "<objective>_<towers>", objective "attention", "emdr2", "perplexity" or "loo", towers "query" or "both" (index refreshed by [index_refresh])
-//	atlas.steps                         200            training steps per system; >= 0
-//	atlas.batch_size                    16             training questions per step; >= 1
-//	atlas.top_k                         8              K: candidates per question scored by the frozen reader; >= 2
-//	atlas.bm25_depth                    20             candidates are BM25's top bm25_depth rescored by the dense retriever (both towers: the serving index); >= top_k
-//	atlas.lr                            0.0005         peak AdamW learning rate; > 0
-//	atlas.passage_lr_scale              1.0            the passage tower's learning rate is atlas.lr times this ("_both" systems); > 0
-//	atlas.tau_attention                 0.05           temperature of the attention teacher softmax(alpha / tau); > 0
-//	atlas.tau_lm                        1.0            temperature of the perplexity teacher softmax(log p(y|z,x) / tau); > 0
-//	atlas.tau_loo                       1.0            temperature of the leave-one-out teacher softmax(o / tau); > 0
-//	atlas.score_batch                   64             reader rows per teacher forward pass; >= 1
 //	index_refresh.mode                  "async"        "async" (re-encode in the background), "sync" (training waits) or "off"; read by replug.towers = "both"
 //	index_refresh.refresh_every         10             refresh period in training steps; >= 1
 //	index_refresh.workers               1              encoding goroutines of one refresh; >= 1

@@ -21,6 +21,13 @@ type KindSpec struct {
 	// take when the kind reads [loss], and those rerank.losses may list when
 	// it reads [rerank].
 	Losses []string
+	// Own are the sections the kind owns, defined in its package (struct, defaults, validation);
+	// RegisterKind adds them to the schema and their names to Sections.
+	Own []Section
+	// Keys are the keys of shared sections that only some kinds read (train.mini_batch_size,
+	// index.stream_above, ...; see readsKey) which this kind reads; another kind's recipe that
+	// sets one away from off is refused, naming the key.
+	Keys []string
 }
 
 var (
@@ -35,6 +42,16 @@ func RegisterKind(name string, spec KindSpec) {
 	if name == "" {
 		panic("configs: RegisterKind with an empty name")
 	}
+	if _, dup := LookupKind(name); dup {
+		panic(fmt.Sprintf("configs: RegisterKind called twice for kind %q", name))
+	}
+	registerSections(name, spec.Own)
+	spec.Sections = slices.Clone(spec.Sections)
+	for _, s := range spec.Own {
+		if !slices.Contains(spec.Sections, s.Name) {
+			spec.Sections = append(spec.Sections, s.Name)
+		}
+	}
 	known := SectionNames()
 	for _, s := range spec.Sections {
 		if !slices.Contains(known, s) {
@@ -46,7 +63,7 @@ func RegisterKind(name string, spec KindSpec) {
 	if _, dup := kindSpecs[name]; dup {
 		panic(fmt.Sprintf("configs: RegisterKind called twice for kind %q", name))
 	}
-	kindSpecs[name] = KindSpec{Sections: slices.Clone(spec.Sections), Losses: slices.Clone(spec.Losses)}
+	kindSpecs[name] = KindSpec{Sections: spec.Sections, Losses: slices.Clone(spec.Losses), Own: slices.Clone(spec.Own), Keys: slices.Clone(spec.Keys)}
 }
 
 // Kinds returns the registered kinds, sorted.
@@ -69,9 +86,18 @@ func LookupKind(name string) (KindSpec, bool) {
 	return s, ok
 }
 
-// SectionNames returns the top-level tables of the schema in declaration
-// order: "data", "tokenizer", ..., "index_refresh".
+// SectionNames returns the top-level tables of the schema: the shared ones in declaration
+// order ("data", "tokenizer", ..., "index_refresh"), then the kinds' own in registration order.
 func SectionNames() []string {
+	names := sharedSectionNames()
+	for _, s := range ownSections() {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// sharedSectionNames returns the tables of Recipe, the sections configs defines.
+func sharedSectionNames() []string {
 	var names []string
 	t := reflect.TypeOf(Recipe{})
 	for i := 0; i < t.NumField(); i++ {
@@ -81,18 +107,6 @@ func SectionNames() []string {
 		}
 	}
 	return names
-}
-
-// sectionValue returns the field of r holding section.
-func sectionValue(r *Recipe, section string) any {
-	v := reflect.ValueOf(r).Elem()
-	t := v.Type()
-	for i := 0; i < t.NumField(); i++ {
-		if t.Field(i).Tag.Get("toml") == section {
-			return v.Field(i).Interface()
-		}
-	}
-	return nil
 }
 
 // checkKind checks, right after decoding, that the kind is registered and that
@@ -108,13 +122,12 @@ func (l *loader) checkKind(r *Recipe, legacy bool) error {
 		}
 		return l.errf("kind", "unknown value %q, want one of %s (the registered kinds)", r.Kind, quoteList(kinds))
 	}
-	defaults := Defaults()
 	bad, badLine := "", 0
 	for _, s := range SectionNames() {
 		if !l.isSet(s) || slices.Contains(spec.Sections, s) {
 			continue
 		}
-		if legacy && reflect.DeepEqual(sectionValue(r, s), sectionValue(defaults, s)) {
+		if legacy && reflect.DeepEqual(sectionValue(r, s), defaultSection(s)) {
 			continue
 		}
 		if n := l.lineOf(s); bad == "" || (n > 0 && n < badLine) {
@@ -132,7 +145,7 @@ func (l *loader) checkKind(r *Recipe, legacy bool) error {
 }
 
 // kindLoss fails key when the kind is registered and cannot train loss.
-func (v *checker) kindLoss(key, kind, loss string) {
+func (v *Checker) kindLoss(key, kind, loss string) {
 	spec, ok := LookupKind(kind)
 	if !ok || slices.Contains(spec.Losses, loss) {
 		return
@@ -141,7 +154,14 @@ func (v *checker) kindLoss(key, kind, loss string) {
 	for i, s := range spec.Losses {
 		valid[i] = fmt.Sprintf("%q", s)
 	}
-	v.fail(key, "kind %q cannot train %q (valid: %s)", kind, loss, strings.Join(valid, ", "))
+	v.Fail(key, "kind %q cannot train %q (valid: %s)", kind, loss, strings.Join(valid, ", "))
+}
+
+// readsKey reports whether the recipe's kind reads key, one of the keys of shared sections that
+// only the kinds listing it in KindSpec.Keys read; an unregistered kind reads every key.
+func readsKey(kind, key string) bool {
+	spec, ok := LookupKind(kind)
+	return !ok || slices.Contains(spec.Keys, key)
 }
 
 // readsSection reports whether the recipe's kind reads section; an

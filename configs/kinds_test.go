@@ -14,6 +14,8 @@ func init() {
 	RegisterKind("retriever", KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "pretrain", "train", "index", "eval"},
 		Losses:   []string{"infonce"},
+		Keys: []string{"train.mini_batch_size", "train.dynamic_padding", "train.eval_every", "train.patience",
+			"eval.dev_corpus_sample", "index.stream_above", "index.ann_threshold", DenseRefreshKey},
 	})
 	RegisterKind("reranker", KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
@@ -24,8 +26,8 @@ func init() {
 		Sections: []string{"world", "tokenizer", "reader", "model", "loss", "train", "index", "selfrag"},
 		Losses:   []string{"infonce"},
 	})
-	RegisterKind("replug", KindSpec{Sections: append(garden[:len(garden):len(garden)], "replug", "realm", "index_refresh"), Losses: []string{"infonce"}})
-	RegisterKind("realm", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}})
+	RegisterKind("replug", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}})
+	RegisterKind("realm", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}, Keys: []string{"realm.systems"}})
 }
 
 func TestRegisterKindPanics(t *testing.T) {

@@ -38,12 +38,17 @@ func Load(path string) (*Recipe, error) {
 		return nil, l.decodeError(err)
 	}
 	l.defined = md.IsDefined
-	if undecoded := md.Undecoded(); len(undecoded) > 0 {
+	undecoded, err := l.decodeOwn(r, string(src), md.Undecoded())
+	if err != nil {
+		return nil, err
+	}
+	if len(undecoded) > 0 {
 		return nil, l.unknownKey(undecoded)
 	}
 	if err := l.checkKind(r, strings.HasPrefix(string(src), resolvedHeader)); err != nil {
 		return nil, err
 	}
+	l.keepOwn(r)
 	if r.Name == "" {
 		r.Name = strings.TrimSuffix(filepath.Base(path), filepath.Ext(path))
 	}
@@ -54,6 +59,7 @@ func Load(path string) (*Recipe, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	l.dir = dir
 	if err := l.resolve(r, dir); err != nil {
 		return nil, err
 	}
@@ -64,8 +70,67 @@ func Load(path string) (*Recipe, error) {
 	return r, nil
 }
 
+// decodeOwn decodes the tables of src that kinds own (KindSpec.Own) through their
+// registrations into r.sections, and returns the keys of undecoded (those the shared schema
+// lacks) that no section decoded either: the unknown keys.
+func (l *loader) decodeOwn(r *Recipe, src string, undecoded []toml.Key) ([]toml.Key, error) {
+	own := ownSections()
+	if len(undecoded) == 0 || len(own) == 0 {
+		return undecoded, nil
+	}
+	var raw map[string]toml.Primitive
+	md, err := toml.Decode(src, &raw)
+	if err != nil {
+		return nil, l.decodeError(err)
+	}
+	r.sections = map[string]any{}
+	for _, s := range own {
+		p, ok := raw[s.Name]
+		if !ok {
+			continue
+		}
+		v := s.New()
+		if err := md.PrimitiveDecode(p, v); err != nil {
+			return nil, l.decodeError(err)
+		}
+		r.sections[s.Name] = v
+	}
+	left := map[string]bool{}
+	for _, k := range md.Undecoded() {
+		left[k.String()] = true
+	}
+	var unknown []toml.Key
+	for _, k := range undecoded {
+		// a top-level table is decoded whole into a Primitive: it is unknown unless a kind owns it
+		if _, owned := r.sections[k[0]]; (len(k) == 1 && !owned) || (len(k) > 1 && left[k.String()]) {
+			unknown = append(unknown, k)
+		}
+	}
+	return unknown, nil
+}
+
+// keepOwn leaves in r.sections the sections r's kind owns, each the file's table or its
+// defaults (a legacy resolved file may hold other kinds' tables at their defaults).
+func (l *loader) keepOwn(r *Recipe) {
+	spec, _ := LookupKind(r.Kind)
+	if len(spec.Own) == 0 {
+		r.sections = nil
+		return
+	}
+	kept := map[string]any{}
+	for _, s := range spec.Own {
+		if v, ok := r.sections[s.Name]; ok {
+			kept[s.Name] = v
+		} else {
+			kept[s.Name] = s.New()
+		}
+	}
+	r.sections = kept
+}
+
 // loader carries what error messages need: the path as given and key lines.
 type loader struct {
+	dir     string // the recipe file's directory, absolute
 	path    string
 	lines   map[string]int
 	defined func(key ...string) bool
@@ -242,6 +307,10 @@ func schemaKeys() []string {
 		}
 	}
 	walk(reflect.TypeOf(Recipe{}), "")
+	for _, s := range ownSections() {
+		keys = append(keys, s.Name)
+		walk(reflect.TypeOf(s.New()).Elem(), s.Name+".")
+	}
 	return keys
 }
 
@@ -262,7 +331,7 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 	switch {
 	case generatesWorld(r.Kind) && r.Data.Dir != "":
 		return l.errf("data.dir", `kind = %q generates its data from the [world] table; remove data.dir`, r.Kind)
-	case !generatesWorld(r.Kind):
+	case readsSection(r.Kind, "data"):
 		if err := l.resolveData(r, abs); err != nil {
 			return err
 		}

@@ -126,56 +126,56 @@ func defaultRAG() RAG {
 
 // validateRAG checks [world], [reader] and [rag]. The world's limits are garden.Config's own
 // (Validate names the key of the first impossible value).
-func validateRAG(v *checker, r *Recipe) {
+func validateRAG(v *Checker, r *Recipe) {
 	if err := r.World.Validate(); err != nil {
 		var ke *garden.KeyError
 		if errors.As(err, &ke) {
-			v.fail(ke.Key, "%s", ke.Msg)
+			v.Fail(ke.Key, "%s", ke.Msg)
 		} else {
-			v.fail("world", "%v", err)
+			v.Fail("world", "%v", err)
 		}
 	}
 
 	rd := r.Reader
-	atLeast(v, "reader.hidden", rd.Hidden, 1)
-	atLeast(v, "reader.layers", rd.Layers, 1)
-	atLeast(v, "reader.heads", rd.Heads, 1)
+	AtLeast(v, "reader.hidden", rd.Hidden, 1)
+	AtLeast(v, "reader.layers", rd.Layers, 1)
+	AtLeast(v, "reader.heads", rd.Heads, 1)
 	if rd.Heads > 0 && rd.Hidden%rd.Heads != 0 {
-		v.fail(v.setOf("reader.heads", "reader.hidden"), "reader.hidden = %d is not a multiple of reader.heads = %d", rd.Hidden, rd.Heads)
+		v.Fail(v.SetOf("reader.heads", "reader.hidden"), "reader.hidden = %d is not a multiple of reader.heads = %d", rd.Hidden, rd.Heads)
 	}
-	atLeast(v, "reader.ffn", rd.FFN, 1)
-	v.inRange("reader.dropout", rd.Dropout, 0, 1, false)
-	atLeast(v, "reader.max_length", rd.MaxLength, 8)
-	atLeast(v, "reader.pretrain_passes", rd.PretrainPasses, 0)
-	atLeast(v, "reader.pretrain_batch_size", rd.PretrainBatchSize, 1)
-	v.positive("reader.pretrain_lr", rd.PretrainLR)
-	atLeast(v, "reader.finetune_steps", rd.FinetuneSteps, 0)
-	atLeast(v, "reader.finetune_batch_size", rd.FinetuneBatchSize, 1)
-	v.positive("reader.finetune_lr", rd.FinetuneLR)
-	atLeast(v, "reader.replay", rd.Replay, 0)
-	v.inRange("reader.closed_book_fraction", rd.ClosedBookFraction, 0, 1, true)
-	v.inRange("reader.counterfactual_fraction", rd.CounterfactualFraction, 0, 1, true)
-	atLeast(v, "reader.max_answer_tokens", rd.MaxAnswerTokens, 1)
+	AtLeast(v, "reader.ffn", rd.FFN, 1)
+	v.InRange("reader.dropout", rd.Dropout, 0, 1, false)
+	AtLeast(v, "reader.max_length", rd.MaxLength, 8)
+	AtLeast(v, "reader.pretrain_passes", rd.PretrainPasses, 0)
+	AtLeast(v, "reader.pretrain_batch_size", rd.PretrainBatchSize, 1)
+	v.Positive("reader.pretrain_lr", rd.PretrainLR)
+	AtLeast(v, "reader.finetune_steps", rd.FinetuneSteps, 0)
+	AtLeast(v, "reader.finetune_batch_size", rd.FinetuneBatchSize, 1)
+	v.Positive("reader.finetune_lr", rd.FinetuneLR)
+	AtLeast(v, "reader.replay", rd.Replay, 0)
+	v.InRange("reader.closed_book_fraction", rd.ClosedBookFraction, 0, 1, true)
+	v.InRange("reader.counterfactual_fraction", rd.CounterfactualFraction, 0, 1, true)
+	AtLeast(v, "reader.max_answer_tokens", rd.MaxAnswerTokens, 1)
 
 	g := r.RAG
-	v.oneOf("rag.chunking", g.Chunking, chunkings)
-	v.oneOf("rag.candidate_source", g.CandidateSource, candidateSources)
-	atLeast(v, "rag.top_k", g.TopK, 1)
+	v.OneOf("rag.chunking", g.Chunking, chunkings)
+	v.OneOf("rag.candidate_source", g.CandidateSource, candidateSources)
+	AtLeast(v, "rag.top_k", g.TopK, 1)
 	if g.CandidateSource == "bm25+dense" && g.BM25Depth < g.TopK {
-		v.fail(v.setOf("rag.bm25_depth", "rag.top_k"), "rag.bm25_depth = %d is below rag.top_k = %d", g.BM25Depth, g.TopK)
+		v.Fail(v.SetOf("rag.bm25_depth", "rag.top_k"), "rag.bm25_depth = %d is below rag.top_k = %d", g.BM25Depth, g.TopK)
 	}
-	v.oneOf("rag.candidate_mass", g.CandidateMass, candidateMasses)
+	v.OneOf("rag.candidate_mass", g.CandidateMass, candidateMasses)
 	if g.CandidateMass == "full" && slices.Contains(g.Objectives, "token") {
-		v.fail(v.setOf("rag.candidate_mass", "rag.objectives"), `rag.candidate_mass = "full" is implemented for the "sequence" objective only (losses.RAGSequenceFull); drop "token" from rag.objectives`)
+		v.Fail(v.SetOf("rag.candidate_mass", "rag.objectives"), `rag.candidate_mass = "full" is implemented for the "sequence" objective only (losses.RAGSequenceFull); drop "token" from rag.objectives`)
 	}
 	if len(g.Objectives) == 0 {
-		v.fail("rag.objectives", "must name at least one of %s", quoteList(ragObjectives))
+		v.Fail("rag.objectives", "must name at least one of %s", quoteList(ragObjectives))
 	}
-	v.distinct("rag.objectives", g.Objectives)
+	v.Distinct("rag.objectives", g.Objectives)
 	for _, o := range g.Objectives {
-		v.oneOf("rag.objectives", o, ragObjectives)
+		v.OneOf("rag.objectives", o, ragObjectives)
 	}
-	atLeast(v, "rag.steps", g.Steps, 0)
-	atLeast(v, "rag.batch_size", g.BatchSize, 1)
-	v.positive("rag.lr", g.LR)
+	AtLeast(v, "rag.steps", g.Steps, 0)
+	AtLeast(v, "rag.batch_size", g.BatchSize, 1)
+	v.Positive("rag.lr", g.LR)
 }

@@ -14,32 +14,6 @@ import "slices"
 //     reader with RAG-Sequence, the corpus index refreshed by [index_refresh] in that mode;
 //   - "frozen" (kind "realm"): the same with the document tower frozen (its index exact).
 
-// Replug is the [replug] section: retriever training from a frozen reader's likelihoods
-// (Shi et al. 2023, REPLUG LSR).
-type Replug struct {
-	// Systems are the retrievers trained and compared, each from the same start:
-	// "supervised" and "replug". Default ["supervised", "replug"].
-	Systems []string `toml:"systems"`
-	// Towers are the towers RePlug trains: "query" (the index stays exact) or "both" (the
-	// index goes stale and [index_refresh] refreshes it). Default "query".
-	Towers string `toml:"towers"`
-	// Steps is the RePlug training steps; >= 0. Default 300.
-	Steps int `toml:"steps"`
-	// BatchSize is the training questions per step; >= 1. Default 16.
-	BatchSize int `toml:"batch_size"`
-	// TopK is K, the candidates per question the reader scores, drawn as rag.candidate_source
-	// says ("dense" or "bm25+dense"; dense only with towers = "both"); >= 2. Default 8.
-	TopK int `toml:"top_k"`
-	// LR is the peak AdamW learning rate; > 0. Default 0.0005.
-	LR float64 `toml:"lr"`
-	// TauLM is the temperature of the reader's preference softmax(log p(y|z,x) / tau_lm);
-	// > 0 (a larger one softens a weak reader's noisy preferences, but a flat target pulls
-	// the retriever towards uniform over its candidates). Default 1.
-	TauLM float64 `toml:"tau_lm"`
-	// ScoreBatch is the reader rows scored per forward pass; >= 1. Default 64.
-	ScoreBatch int `toml:"score_batch"`
-}
-
 // Realm is the [realm] section: joint training of both towers and the reader with
 // RAG-Sequence while the corpus index is refreshed (Guu et al. 2020).
 type Realm struct {
@@ -103,16 +77,9 @@ type IndexRefresh struct {
 }
 
 var (
-	replugSystems = []string{"supervised", "replug"}
-	replugTowers  = []string{"query", "both"}
-	realmSystems  = []string{"supervised", "async", "sync", "off", "frozen"}
-	refreshModes  = []string{"async", "sync", "off"}
+	realmSystems = []string{"supervised", "async", "sync", "off", "frozen"}
+	refreshModes = []string{"async", "sync", "off"}
 )
-
-func defaultReplug() Replug {
-	return Replug{Systems: []string{"supervised", "replug"}, Towers: "query", Steps: 300, BatchSize: 16, TopK: 8,
-		LR: 5e-4, TauLM: 1, ScoreBatch: 64}
-}
 
 func defaultRealm() Realm {
 	return Realm{Systems: []string{"supervised", "async", "sync"}, Steps: 200, BatchSize: 16, TopK: 4,
@@ -125,66 +92,48 @@ func defaultIndexRefresh() IndexRefresh {
 
 // generatesWorld reports whether a kind reads its data from [world] rather than data.dir.
 func generatesWorld(kind string) bool {
-	return kind == "rag" || kind == "replug" || kind == "realm" || kind == "selfrag" || kind == "atlas"
+	spec, ok := LookupKind(kind)
+	return ok && slices.Contains(spec.Sections, "world")
 }
 
-// validateRealm checks [replug], [realm] and [index_refresh].
-func validateRealm(v *checker, r *Recipe) {
-	p := r.Replug
-	if len(p.Systems) == 0 {
-		v.fail("replug.systems", "must name at least one of %s", quoteList(replugSystems))
-	}
-	v.distinct("replug.systems", p.Systems)
-	for _, s := range p.Systems {
-		v.oneOf("replug.systems", s, replugSystems)
-	}
-	v.oneOf("replug.towers", p.Towers, replugTowers)
-	if r.Kind == "replug" && p.Towers == "both" && r.RAG.CandidateSource != "dense" {
-		v.fail(v.setOf("replug.towers", "rag.candidate_source"), `replug.towers = "both" retrieves from the refreshed dense index; set rag.candidate_source = "dense"`)
-	}
-	atLeast(v, "replug.steps", p.Steps, 0)
-	atLeast(v, "replug.batch_size", p.BatchSize, 1)
-	atLeast(v, "replug.top_k", p.TopK, 2)
-	v.positive("replug.lr", p.LR)
-	v.positive("replug.tau_lm", p.TauLM)
-	atLeast(v, "replug.score_batch", p.ScoreBatch, 1)
-
+// validateRealm checks [realm] and [index_refresh].
+func validateRealm(v *Checker, r *Recipe) {
 	m := r.Realm
 	if len(m.Systems) == 0 {
-		v.fail("realm.systems", "must name at least one of %s", quoteList(realmSystems))
+		v.Fail("realm.systems", "must name at least one of %s", quoteList(realmSystems))
 	}
-	v.distinct("realm.systems", m.Systems)
+	v.Distinct("realm.systems", m.Systems)
 	for _, s := range m.Systems {
-		v.oneOf("realm.systems", s, realmSystems)
+		v.OneOf("realm.systems", s, realmSystems)
 	}
-	atLeast(v, "realm.steps", m.Steps, 0)
-	atLeast(v, "realm.batch_size", m.BatchSize, 1)
-	atLeast(v, "realm.top_k", m.TopK, 1)
-	v.positive("realm.lr", m.LR)
-	v.positive("realm.passage_lr_scale", m.PassageLRScale)
-	atLeast(v, "realm.passage_warmup_steps", m.PassageWarmupSteps, 0)
-	atLeast(v, "realm.checkpoint_every", m.CheckpointEvery, 0)
+	AtLeast(v, "realm.steps", m.Steps, 0)
+	AtLeast(v, "realm.batch_size", m.BatchSize, 1)
+	AtLeast(v, "realm.top_k", m.TopK, 1)
+	v.Positive("realm.lr", m.LR)
+	v.Positive("realm.passage_lr_scale", m.PassageLRScale)
+	AtLeast(v, "realm.passage_warmup_steps", m.PassageWarmupSteps, 0)
+	AtLeast(v, "realm.checkpoint_every", m.CheckpointEvery, 0)
 	for i, seed := range m.Seeds {
-		atLeast(v, "realm.seeds", seed, 0)
+		AtLeast(v, "realm.seeds", seed, 0)
 		if slices.Contains(m.Seeds[:i], seed) {
-			v.fail("realm.seeds", "seed %d listed twice", seed)
+			v.Fail("realm.seeds", "seed %d listed twice", seed)
 		}
 	}
 	if len(m.Seeds) > 0 && m.Seeds[0] != r.Seed {
-		v.fail(v.setOf("realm.seeds", "seed"), "the first of realm.seeds is %d, want the top-level seed = %d (the run at seed is one of the seeds)", m.Seeds[0], r.Seed)
+		v.Fail(v.SetOf("realm.seeds", "seed"), "the first of realm.seeds is %d, want the top-level seed = %d (the run at seed is one of the seeds)", m.Seeds[0], r.Seed)
 	}
 
-	if r.Kind == "realm" && r.Model.SharedTowers && slices.Contains(m.Systems, "frozen") {
-		v.fail(v.setOf("realm.systems", "model.shared_towers"), `realm.systems "frozen" freezes the passage tower, which model.shared_towers = true shares with the query tower; set shared_towers = false`)
+	if readsKey(r.Kind, "realm.systems") && r.Model.SharedTowers && slices.Contains(m.Systems, "frozen") {
+		v.Fail(v.SetOf("realm.systems", "model.shared_towers"), `realm.systems "frozen" freezes the passage tower, which model.shared_towers = true shares with the query tower; set shared_towers = false`)
 	}
 
 	x := r.IndexRefresh
-	v.oneOf("index_refresh.mode", x.Mode, refreshModes)
-	atLeast(v, "index_refresh.refresh_every", x.RefreshEvery, 1)
-	atLeast(v, "index_refresh.workers", x.Workers, 1)
-	atLeast(v, "index_refresh.swap_after", x.SwapAfter, 0)
+	v.OneOf("index_refresh.mode", x.Mode, refreshModes)
+	AtLeast(v, "index_refresh.refresh_every", x.RefreshEvery, 1)
+	AtLeast(v, "index_refresh.workers", x.Workers, 1)
+	AtLeast(v, "index_refresh.swap_after", x.SwapAfter, 0)
 	if x.SwapAfter > 0 && x.SwapAfter >= x.RefreshEvery {
-		v.fail(v.setOf("index_refresh.swap_after", "index_refresh.refresh_every"),
+		v.Fail(v.SetOf("index_refresh.swap_after", "index_refresh.refresh_every"),
 			"index_refresh.swap_after = %d must be below index_refresh.refresh_every = %d (a refresh due while one waits for its swap would be skipped)", x.SwapAfter, x.RefreshEvery)
 	}
 }

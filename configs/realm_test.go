@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestRealmSections loads the [replug], [realm] and [index_refresh] keys and rejects impossible
+// TestRealmSections loads the [realm] and [index_refresh] keys and rejects impossible
 // values with the file, line and key.
 func TestRealmSections(t *testing.T) {
 	dir := t.TempDir()
@@ -23,8 +23,8 @@ func TestRealmSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.Realm.Steps != 7 || r.IndexRefresh.RefreshEvery != 3 || r.IndexRefresh.SwapAfter != 2 || r.Replug.TauLM != 1 || r.Realm.TopK != 4 {
-		t.Errorf("loaded %+v %+v %+v", r.Realm, r.IndexRefresh, r.Replug)
+	if r.Realm.Steps != 7 || r.IndexRefresh.RefreshEvery != 3 || r.IndexRefresh.SwapAfter != 2 || r.Realm.TopK != 4 {
+		t.Errorf("loaded %+v %+v", r.Realm, r.IndexRefresh)
 	}
 	// realm.seeds: unset or empty is one run at seed; a list starting with seed is kept as written.
 	for body, want := range map[string][]int64{"": nil, "[realm]\nseeds = []\n": {}, "[realm]\nseeds = [42, 7, 1234]\n": {42, 7, 1234}} {
@@ -36,24 +36,10 @@ func TestRealmSections(t *testing.T) {
 			t.Errorf("%q: realm.seeds = %#v, want %#v", body, r.Realm.Seeds, want)
 		}
 	}
-	// [replug] is checked under kind = "replug".
-	for _, c := range []struct{ body, want string }{
-		{"[replug]\ntowers = \"doc\"\n", `r.toml:5: replug.towers: unknown value "doc"`},
-		{"[replug]\ntop_k = 1\n", `r.toml:5: replug.top_k: must be >= 2, got 1`},
-		{"[replug]\ntau_lm = 0.0\n", `r.toml:5: replug.tau_lm: must be > 0`},
-	} {
-		path := filepath.Join(dir, "r.toml")
-		if err := os.WriteFile(path, []byte("kind = \"replug\"\n[tokenizer]\ntrain = true\n"+c.body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: err = %v, want %q", c.body, err, c.want)
-		}
-	}
+	// [replug] is kind replug's own section: experiment/replug tests it.
 	for _, c := range []struct{ body, want string }{
 		{"[realm]\nsystems = [\"async\", \"stale\"]\n", `r.toml:5: realm.systems: unknown value "stale"`},
 		{"[realm]\nsystems = []\n", `r.toml:5: realm.systems: must name at least one`},
-		{"[replug]\ntowers = \"doc\"\n", `r.toml:4: section [replug] is not read by kind "realm"`},
 		{"[index_refresh]\nmode = \"lazy\"\n", `r.toml:5: index_refresh.mode: unknown value "lazy"`},
 		{"[index_refresh]\nrefresh_every = 4\nswap_after = 4\n", `r.toml:6: index_refresh.swap_after: index_refresh.swap_after = 4 must be below index_refresh.refresh_every = 4`},
 		{"[realm]\nsystems = [\"frozen\"]\n[model]\nshared_towers = true\n", `r.toml:5: realm.systems: realm.systems "frozen" freezes the passage tower`},

@@ -41,12 +41,14 @@ type Recipe struct {
 	RAG    RAG           `toml:"rag"`
 	// SelfRAG is read by kind = "selfrag" (selfrag.go), with World and Reader.
 	SelfRAG SelfRAG `toml:"selfrag"`
-	// Replug, Realm and IndexRefresh are read by kind = "replug" and "realm" (realm.go).
-	Replug       Replug       `toml:"replug"`
+	// Realm and IndexRefresh are read by the garden retriever studies: kind = "realm", and
+	// "replug" and "atlas" for realm.checkpoint_every and [index_refresh] (realm.go).
 	Realm        Realm        `toml:"realm"`
 	IndexRefresh IndexRefresh `toml:"index_refresh"`
-	// Atlas is read by kind = "atlas" (atlas.go), with Realm.CheckpointEvery and IndexRefresh.
-	Atlas Atlas `toml:"atlas"`
+
+	// sections holds the sections the kind owns (KindSpec.Own), by name: a pointer to the
+	// struct each Section.New returns; SectionOf reads them.
+	sections map[string]any
 
 	// Path is the recipe file as Load was given it, and Lines the 1-based line of every key
 	// the file sets ("model.hidden": 12), so that a check made after Load (e.g. against the
@@ -465,9 +467,7 @@ func Defaults() *Recipe {
 		RAG:       defaultRAG(),
 		SelfRAG:   defaultSelfRAG(),
 
-		Replug:       defaultReplug(),
 		Realm:        defaultRealm(),
-		Atlas:        defaultAtlas(),
 		IndexRefresh: defaultIndexRefresh(),
 		Data: Data{
 			TrainSplit: "train",

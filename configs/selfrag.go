@@ -79,25 +79,25 @@ func defaultSelfRAG() SelfRAG {
 }
 
 // validateSelfRAG checks [selfrag] (the world and the reader are validateRAG's).
-func validateSelfRAG(v *checker, r *Recipe) {
+func validateSelfRAG(v *Checker, r *Recipe) {
 	s := r.SelfRAG
-	atLeast(v, "selfrag.row_length", s.RowLength, 8)
+	AtLeast(v, "selfrag.row_length", s.RowLength, 8)
 	if s.RowLength > r.Reader.MaxLength {
-		v.fail(v.setOf("selfrag.row_length", "reader.max_length"), "selfrag.row_length = %d exceeds reader.max_length = %d", s.RowLength, r.Reader.MaxLength)
+		v.Fail(v.SetOf("selfrag.row_length", "reader.max_length"), "selfrag.row_length = %d exceeds reader.max_length = %d", s.RowLength, r.Reader.MaxLength)
 	}
-	v.inRange("selfrag.irrelevant_fraction", s.IrrelevantFraction, 0, 1, true)
-	v.nonNegative("selfrag.relevance_loss_weight", s.RelevanceLossWeight)
-	v.inRange("selfrag.pair_fraction", s.PairFraction, 0, 1, true)
-	v.inRange("selfrag.entry_negative_fraction", s.EntryNegativeFraction, 0, 1, true)
-	v.inRange("selfrag.unsupported_fraction", s.UnsupportedFraction, 0, 1, true)
-	v.inRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)
-	v.oneOf("selfrag.rename_surnames", s.RenameSurnames, []string{"world", "invented"})
-	v.inRange("selfrag.retrieve_confidence", s.RetrieveConfidence, 0, 1, true)
-	atLeast(v, "selfrag.finetune_steps", s.FinetuneSteps, 0)
-	atLeast(v, "selfrag.batch_size", s.BatchSize, 1)
-	v.positive("selfrag.lr", s.LR)
-	atLeast(v, "selfrag.top_k", s.TopK, 1)
-	v.inRange("selfrag.retrieve_threshold", s.RetrieveThreshold, 0, 1, true)
-	v.inRange("selfrag.relevance_threshold", s.RelevanceThreshold, 0, 1, true)
-	v.nonNegative("selfrag.support_weight", s.SupportWeight)
+	v.InRange("selfrag.irrelevant_fraction", s.IrrelevantFraction, 0, 1, true)
+	v.NonNegative("selfrag.relevance_loss_weight", s.RelevanceLossWeight)
+	v.InRange("selfrag.pair_fraction", s.PairFraction, 0, 1, true)
+	v.InRange("selfrag.entry_negative_fraction", s.EntryNegativeFraction, 0, 1, true)
+	v.InRange("selfrag.unsupported_fraction", s.UnsupportedFraction, 0, 1, true)
+	v.InRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)
+	v.OneOf("selfrag.rename_surnames", s.RenameSurnames, []string{"world", "invented"})
+	v.InRange("selfrag.retrieve_confidence", s.RetrieveConfidence, 0, 1, true)
+	AtLeast(v, "selfrag.finetune_steps", s.FinetuneSteps, 0)
+	AtLeast(v, "selfrag.batch_size", s.BatchSize, 1)
+	v.Positive("selfrag.lr", s.LR)
+	AtLeast(v, "selfrag.top_k", s.TopK, 1)
+	v.InRange("selfrag.retrieve_threshold", s.RetrieveThreshold, 0, 1, true)
+	v.InRange("selfrag.relevance_threshold", s.RelevanceThreshold, 0, 1, true)
+	v.NonNegative("selfrag.support_weight", s.SupportWeight)
 }

@@ -3,6 +3,7 @@ package configs
 import (
 	"fmt"
 	"math"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -29,186 +30,186 @@ var metricRE = regexp.MustCompile(`^([A-Za-z]+)(?:@([0-9]+))?$`)
 // validate checks every value of a decoded, resolved recipe; the first
 // impossible value is the error.
 func (l *loader) validate(r *Recipe) error {
-	v := &checker{l: l}
-	atLeast(v, "seed", r.Seed, 0)
+	v := &Checker{l: l}
+	AtLeast(v, "seed", r.Seed, 0)
 
 	t := r.Tokenizer
 	if t.Train {
-		atLeast(v, "tokenizer.vocab_size", t.VocabSize, 100)
-		atLeast(v, "tokenizer.min_frequency", t.MinFrequency, 1)
+		AtLeast(v, "tokenizer.vocab_size", t.VocabSize, 100)
+		AtLeast(v, "tokenizer.min_frequency", t.MinFrequency, 1)
 	}
-	atLeast(v, "tokenizer.max_length", t.MaxLength, 4)
+	AtLeast(v, "tokenizer.max_length", t.MaxLength, 4)
 	if q := t.QueryMaxLength; q != 0 && (q < 4 || q > t.MaxLength) {
-		v.fail(v.setOf("tokenizer.query_max_length", "tokenizer.max_length"), "must be 0 (max_length) or in [4, tokenizer.max_length = %d], got %d", t.MaxLength, q)
+		v.Fail(v.SetOf("tokenizer.query_max_length", "tokenizer.max_length"), "must be 0 (max_length) or in [4, tokenizer.max_length = %d], got %d", t.MaxLength, q)
 	}
 
 	m := r.Model
-	v.oneOf("model.encoder", m.Encoder, encoders)
-	atLeast(v, "model.hidden", m.Hidden, 1)
-	v.oneOf("model.pooling", m.Pooling, poolings)
-	atLeast(v, "model.layers", m.Layers, 1)
-	atLeast(v, "model.heads", m.Heads, 1)
-	atLeast(v, "model.ffn", m.FFN, 1)
-	v.inRange("model.dropout", m.Dropout, 0, 1, false)
-	atLeast(v, "model.max_position", m.MaxPosition, 1)
+	v.OneOf("model.encoder", m.Encoder, encoders)
+	AtLeast(v, "model.hidden", m.Hidden, 1)
+	v.OneOf("model.pooling", m.Pooling, poolings)
+	AtLeast(v, "model.layers", m.Layers, 1)
+	AtLeast(v, "model.heads", m.Heads, 1)
+	AtLeast(v, "model.ffn", m.FFN, 1)
+	v.InRange("model.dropout", m.Dropout, 0, 1, false)
+	AtLeast(v, "model.max_position", m.MaxPosition, 1)
 	if m.Encoder == "transformer" {
 		if m.Heads > 0 && m.Hidden%m.Heads != 0 {
-			v.fail(v.setOf("model.heads", "model.hidden"), "model.hidden = %d is not a multiple of model.heads = %d", m.Hidden, m.Heads)
+			v.Fail(v.SetOf("model.heads", "model.hidden"), "model.hidden = %d is not a multiple of model.heads = %d", m.Hidden, m.Heads)
 		}
 		if m.MaxPosition < t.MaxLength {
-			v.fail(v.setOf("model.max_position", "tokenizer.max_length"), "model.max_position = %d is below tokenizer.max_length = %d", m.MaxPosition, t.MaxLength)
+			v.Fail(v.SetOf("model.max_position", "tokenizer.max_length"), "model.max_position = %d is below tokenizer.max_length = %d", m.MaxPosition, t.MaxLength)
 		}
 	}
 
 	if readsSection(r.Kind, "loss") {
 		v.kindLoss("loss.name", r.Kind, r.Loss.Name)
 	}
-	v.oneOf("loss.similarity", r.Loss.Similarity, similarities)
-	v.positive("loss.temperature", r.Loss.Temperature)
+	v.OneOf("loss.similarity", r.Loss.Similarity, similarities)
+	v.Positive("loss.temperature", r.Loss.Temperature)
 	validateLossNeeds(v, r)
 
 	s := r.Sampler
-	atLeast(v, "sampler.hard_negatives", s.HardNegatives, 0)
-	v.oneOf("sampler.negative_source", s.NegativeSource, negativeSources)
+	AtLeast(v, "sampler.hard_negatives", s.HardNegatives, 0)
+	v.OneOf("sampler.negative_source", s.NegativeSource, negativeSources)
 	if w := s.NegativeWindow; w[0] < 1 || w[1] < w[0] {
-		v.fail("sampler.negative_window", "must be [first, last] with 1 <= first <= last, got [%d, %d]", w[0], w[1])
+		v.Fail("sampler.negative_window", "must be [first, last] with 1 <= first <= last, got [%d, %d]", w[0], w[1])
 	}
 	if w := s.NegativeWindow; w[0] >= 1 && w[1] >= w[0] && s.HardNegatives > w[1]-w[0]+1 {
-		v.fail(v.setOf("sampler.hard_negatives", "sampler.negative_window"),
+		v.Fail(v.SetOf("sampler.hard_negatives", "sampler.negative_window"),
 			"sampler.hard_negatives = %d exceeds the %d ranks of sampler.negative_window = [%d, %d] (most negatives would be drawn at random); lower hard_negatives or widen the window",
 			s.HardNegatives, w[1]-w[0]+1, w[0], w[1])
 	}
-	v.oneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
+	v.OneOf("sampler.negative_strategy", s.NegativeStrategy, negativeStrategies)
 	if s.NegativeSource == "dense_refresh" {
 		if s.RefreshEvery < 1 {
-			v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "sampler.negative_source = \"dense_refresh\" needs sampler.refresh_every >= 1, got %d", s.RefreshEvery)
+			v.Fail(v.SetOf("sampler.refresh_every", "sampler.negative_source"), "sampler.negative_source = \"dense_refresh\" needs sampler.refresh_every >= 1, got %d", s.RefreshEvery)
 		}
-		if r.Kind != "retriever" {
-			v.fail("sampler.negative_source", "\"dense_refresh\" re-mines a bi-encoder's negatives while it trains: kind %q does not", r.Kind)
+		if !readsKey(r.Kind, DenseRefreshKey) {
+			v.Fail("sampler.negative_source", "\"dense_refresh\" re-mines a bi-encoder's negatives while it trains: kind %q does not", r.Kind)
 		}
 	} else if s.RefreshEvery != 0 {
-		v.fail(v.setOf("sampler.refresh_every", "sampler.negative_source"), "re-mining needs sampler.negative_source = \"dense_refresh\", got %q (0 = unset)", s.NegativeSource)
+		v.Fail(v.SetOf("sampler.refresh_every", "sampler.negative_source"), "re-mining needs sampler.negative_source = \"dense_refresh\", got %q (0 = unset)", s.NegativeSource)
 	}
-	v.nonNegative("sampler.negative_margin", s.NegativeMargin)
-	v.inRange("sampler.negative_relative", s.NegativeRelative, 0, 1, true)
+	v.NonNegative("sampler.negative_margin", s.NegativeMargin)
+	v.InRange("sampler.negative_relative", s.NegativeRelative, 0, 1, true)
 	if (s.NegativeMargin > 0 || s.NegativeRelative > 0) && s.NegativeSource != "dense_refresh" {
-		key := v.setOf("sampler.negative_margin", "sampler.negative_relative")
-		v.fail(key, "the false-negative filters compare dense scores: they need sampler.negative_source = \"dense_refresh\", got %q", s.NegativeSource)
+		key := v.SetOf("sampler.negative_margin", "sampler.negative_relative")
+		v.Fail(key, "the false-negative filters compare dense scores: they need sampler.negative_source = \"dense_refresh\", got %q", s.NegativeSource)
 	}
-	v.oneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
+	v.OneOf("sampler.false_negatives", s.FalseNegatives, falseNegatives)
 
 	p := r.Pretrain
-	atLeast(v, "pretrain.steps", p.Steps, 0)
-	atLeast(v, "pretrain.batch_size", p.BatchSize, 2)
-	atLeast(v, "pretrain.crop_min", p.CropMin, 1)
+	AtLeast(v, "pretrain.steps", p.Steps, 0)
+	AtLeast(v, "pretrain.batch_size", p.BatchSize, 2)
+	AtLeast(v, "pretrain.crop_min", p.CropMin, 1)
 	if p.CropMax < p.CropMin {
-		v.fail(v.setOf("pretrain.crop_max", "pretrain.crop_min"), "pretrain.crop_max = %d is below pretrain.crop_min = %d", p.CropMax, p.CropMin)
+		v.Fail(v.SetOf("pretrain.crop_max", "pretrain.crop_min"), "pretrain.crop_max = %d is below pretrain.crop_min = %d", p.CropMax, p.CropMin)
 	}
 
 	tr := r.Train
-	atLeast(v, "train.steps", tr.Steps, 0)
-	atLeast(v, "train.batch_size", tr.BatchSize, 2)
-	atLeast(v, "train.mini_batch_size", tr.MiniBatchSize, 0)
+	AtLeast(v, "train.steps", tr.Steps, 0)
+	AtLeast(v, "train.batch_size", tr.BatchSize, 2)
+	AtLeast(v, "train.mini_batch_size", tr.MiniBatchSize, 0)
 	if mb := tr.MiniBatchSize; mb > 0 {
-		if r.Kind != "retriever" {
-			v.fail("train.mini_batch_size", "gradient caching trains a bi-encoder: kind %q does not read it (0 = off)", r.Kind)
+		if !readsKey(r.Kind, "train.mini_batch_size") {
+			v.Fail("train.mini_batch_size", "gradient caching trains a bi-encoder: kind %q does not read it (0 = off)", r.Kind)
 		} else if tr.BatchSize >= 2 && (mb > tr.BatchSize || tr.BatchSize%mb != 0) {
-			v.fail(v.setOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
+			v.Fail(v.SetOf("train.mini_batch_size", "train.batch_size"), "train.mini_batch_size = %d does not divide train.batch_size = %d", mb, tr.BatchSize)
 		}
 	}
-	if tr.DynamicPadding && r.Kind != "retriever" {
-		v.fail("train.dynamic_padding", "length-bucketed training graphs train a bi-encoder: kind %q does not read it (false = off)", r.Kind)
+	if tr.DynamicPadding && !readsKey(r.Kind, "train.dynamic_padding") {
+		v.Fail("train.dynamic_padding", "length-bucketed training graphs train a bi-encoder: kind %q does not read it (false = off)", r.Kind)
 	}
-	v.positive("train.lr", tr.LR)
-	v.nonNegative("train.weight_decay", tr.WeightDecay)
-	atLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)
-	v.oneOf("train.schedule", tr.Schedule, schedules)
-	v.nonNegative("train.grad_clip", tr.GradClip)
-	atLeast(v, "train.log_every", tr.LogEvery, 1)
-	atLeast(v, "train.checkpoint_every", tr.CheckpointEvery, 0)
-	atLeast(v, "train.eval_every", tr.EvalEvery, 0)
-	atLeast(v, "train.patience", tr.Patience, 0)
-	atLeast(v, "eval.dev_corpus_sample", r.Eval.DevCorpusSample, 0)
+	v.Positive("train.lr", tr.LR)
+	v.NonNegative("train.weight_decay", tr.WeightDecay)
+	AtLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)
+	v.OneOf("train.schedule", tr.Schedule, schedules)
+	v.NonNegative("train.grad_clip", tr.GradClip)
+	AtLeast(v, "train.log_every", tr.LogEvery, 1)
+	AtLeast(v, "train.checkpoint_every", tr.CheckpointEvery, 0)
+	AtLeast(v, "train.eval_every", tr.EvalEvery, 0)
+	AtLeast(v, "train.patience", tr.Patience, 0)
+	AtLeast(v, "eval.dev_corpus_sample", r.Eval.DevCorpusSample, 0)
 	for _, k := range []struct {
 		key string
 		on  bool
 	}{{"train.eval_every", tr.EvalEvery > 0}, {"train.patience", tr.Patience > 0}, {"eval.dev_corpus_sample", r.Eval.DevCorpusSample > 0}} {
-		if k.on && r.Kind != "retriever" {
-			v.fail(k.key, "evaluation during training chooses a bi-encoder's checkpoint: kind %q does not read it (0 = off)", r.Kind)
+		if k.on && !readsKey(r.Kind, k.key) {
+			v.Fail(k.key, "evaluation during training chooses a bi-encoder's checkpoint: kind %q does not read it (0 = off)", r.Kind)
 		} else if k.on && r.Eval.SelectMetric == "" {
-			v.fail(v.setOf(k.key, "eval.select_metric"), "%s needs eval.select_metric (the dev metric evaluated, e.g. \"nDCG@10\")", k.key)
+			v.Fail(v.SetOf(k.key, "eval.select_metric"), "%s needs eval.select_metric (the dev metric evaluated, e.g. \"nDCG@10\")", k.key)
 		}
 	}
 	if tr.Patience > 0 && tr.EvalEvery == 0 {
-		v.fail(v.setOf("train.patience", "train.eval_every"), "train.patience counts dev evaluations: it needs train.eval_every >= 1")
+		v.Fail(v.SetOf("train.patience", "train.eval_every"), "train.patience counts dev evaluations: it needs train.eval_every >= 1")
 	}
 	if tr.EvalEvery > tr.Steps && tr.Steps > 0 {
-		v.fail(v.setOf("train.eval_every", "train.steps"), "train.eval_every = %d exceeds train.steps = %d (the last step is evaluated anyway; 0 = off)", tr.EvalEvery, tr.Steps)
+		v.Fail(v.SetOf("train.eval_every", "train.steps"), "train.eval_every = %d exceeds train.steps = %d (the last step is evaluated anyway; 0 = off)", tr.EvalEvery, tr.Steps)
 	}
 
-	v.nonNegative("index.k1", r.Index.K1)
-	v.inRange("index.b", r.Index.B, 0, 1, true)
-	atLeast(v, "index.stream_above", r.Index.StreamAbove, 0)
-	if r.Index.StreamAbove > 0 && r.Kind != "retriever" {
-		v.fail("index.stream_above", "streams the corpus of a retriever recipe: kind %q does not read it (0 = off)", r.Kind)
+	v.NonNegative("index.k1", r.Index.K1)
+	v.InRange("index.b", r.Index.B, 0, 1, true)
+	AtLeast(v, "index.stream_above", r.Index.StreamAbove, 0)
+	if r.Index.StreamAbove > 0 && !readsKey(r.Kind, "index.stream_above") {
+		v.Fail("index.stream_above", "streams the corpus of a retriever recipe: kind %q does not read it (0 = off)", r.Kind)
 	}
-	atLeast(v, "index.ann_threshold", r.Index.ANNThreshold, 0)
-	if r.Index.ANNThreshold > 0 && r.Kind != "retriever" {
-		v.fail("index.ann_threshold", "searches a retriever recipe's corpus with HNSW: kind %q does not read it (0 = exact search)", r.Kind)
+	AtLeast(v, "index.ann_threshold", r.Index.ANNThreshold, 0)
+	if r.Index.ANNThreshold > 0 && !readsKey(r.Kind, "index.ann_threshold") {
+		v.Fail("index.ann_threshold", "searches a retriever recipe's corpus with HNSW: kind %q does not read it (0 = exact search)", r.Kind)
 	}
 	if r.Index.ANNM < 2 || r.Index.ANNM > 127 {
-		v.fail("index.ann_m", "HNSW's M = %d, want 2..127", r.Index.ANNM)
+		v.Fail("index.ann_m", "HNSW's M = %d, want 2..127", r.Index.ANNM)
 	}
-	atLeast(v, "index.ann_ef_construction", r.Index.ANNEfConstruction, 1)
-	atLeast(v, "index.ann_ef_search", r.Index.ANNEfSearch, 1)
+	AtLeast(v, "index.ann_ef_construction", r.Index.ANNEfConstruction, 1)
+	AtLeast(v, "index.ann_ef_search", r.Index.ANNEfSearch, 1)
 
 	e := r.Eval
-	v.distinct("eval.splits", e.Splits)
-	v.distinct("eval.systems", e.Systems)
+	v.Distinct("eval.splits", e.Splits)
+	v.Distinct("eval.systems", e.Systems)
 	for _, sys := range e.Systems {
-		v.oneOf("eval.systems", sys, systemNames)
+		v.OneOf("eval.systems", sys, systemNames)
 	}
-	atLeast(v, "eval.rrf_k", e.RRFK, 1)
-	atLeast(v, "eval.depth", e.Depth, 1)
-	v.distinct("eval.metrics", e.Metrics)
+	AtLeast(v, "eval.rrf_k", e.RRFK, 1)
+	AtLeast(v, "eval.depth", e.Depth, 1)
+	v.Distinct("eval.metrics", e.Metrics)
 	for _, name := range e.Metrics {
 		_, k, err := ParseMetric(name)
 		if err != nil {
-			v.fail("eval.metrics", "%v", err)
+			v.Fail("eval.metrics", "%v", err)
 		} else if k > e.Depth {
-			v.fail(v.setOf("eval.metrics", "eval.depth"), "metric %q needs %d hits but eval.depth = %d", name, k, e.Depth)
+			v.Fail(v.SetOf("eval.metrics", "eval.depth"), "metric %q needs %d hits but eval.depth = %d", name, k, e.Depth)
 		}
 	}
 
 	if e.SelectMetric != "" {
 		if !slices.Contains(e.Metrics, e.SelectMetric) {
-			v.fail(v.setOf("eval.select_metric", "eval.metrics"), "%q is not one of eval.metrics %v", e.SelectMetric, e.Metrics)
+			v.Fail(v.SetOf("eval.select_metric", "eval.metrics"), "%q is not one of eval.metrics %v", e.SelectMetric, e.Metrics)
 		}
 		if r.Data.DevSplit == "" {
-			v.fail(v.setOf("eval.select_metric", "data.dev_split"), "choosing a checkpoint needs data.dev_split")
+			v.Fail(v.SetOf("eval.select_metric", "data.dev_split"), "choosing a checkpoint needs data.dev_split")
 		}
 	}
 
 	rr := r.Rerank
-	atLeast(v, "rerank.candidates", rr.Candidates, 1)
-	atLeast(v, "rerank.train_depth", rr.TrainDepth, 1)
-	atLeast(v, "rerank.list_size", rr.ListSize, 2)
-	v.nonNegative("rerank.match_init", rr.MatchInit)
-	atLeast(v, "rerank.pretrain_depth", rr.PretrainDepth, 1)
-	atLeast(v, "rerank.pretrain_window", rr.PretrainWindow, 0)
-	v.positive("rerank.match_word_scale", rr.MatchWordScale)
+	AtLeast(v, "rerank.candidates", rr.Candidates, 1)
+	AtLeast(v, "rerank.train_depth", rr.TrainDepth, 1)
+	AtLeast(v, "rerank.list_size", rr.ListSize, 2)
+	v.NonNegative("rerank.match_init", rr.MatchInit)
+	AtLeast(v, "rerank.pretrain_depth", rr.PretrainDepth, 1)
+	AtLeast(v, "rerank.pretrain_window", rr.PretrainWindow, 0)
+	v.Positive("rerank.match_word_scale", rr.MatchWordScale)
 	if rr.ListSize > rr.Candidates {
-		v.fail(v.setOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
+		v.Fail(v.SetOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
 	}
-	if r.Kind == "reranker" && rr.Interpolate && r.Data.DevSplit == "" {
-		v.fail(v.setOf("rerank.interpolate", "data.dev_split"), "rerank.interpolate chooses alpha on data.dev_split, which is empty")
+	if readsSection(r.Kind, "rerank") && rr.Interpolate && r.Data.DevSplit == "" {
+		v.Fail(v.SetOf("rerank.interpolate", "data.dev_split"), "rerank.interpolate chooses alpha on data.dev_split, which is empty")
 	}
 	if len(rr.Losses) == 0 {
-		v.fail("rerank.losses", "must name at least one of %s", quoteList(rerankLosses))
+		v.Fail("rerank.losses", "must name at least one of %s", quoteList(rerankLosses))
 	}
-	v.distinct("rerank.losses", rr.Losses)
+	v.Distinct("rerank.losses", rr.Losses)
 	for _, loss := range rr.Losses {
-		v.oneOf("rerank.losses", loss, rerankLosses)
+		v.OneOf("rerank.losses", loss, rerankLosses)
 	}
 	if readsSection(r.Kind, "rerank") {
 		for _, loss := range rr.Losses {
@@ -217,10 +218,23 @@ func (l *loader) validate(r *Recipe) error {
 	}
 	validateRAG(v, r)
 	validateRealm(v, r)
-	validateAtlas(v, r)
 	validateSelfRAG(v, r)
+	if v.err != nil {
+		return v.err
+	}
+	if spec, ok := LookupKind(r.Kind); ok {
+		for _, s := range spec.Own {
+			if s.Check != nil {
+				s.Check(v, r, r.sections[s.Name])
+			}
+		}
+	}
 	return v.err
 }
+
+// DenseRefreshKey is the KindSpec.Keys entry of sampler.negative_source = "dense_refresh"
+// (re-mining with the model being trained), a value only some kinds read.
+const DenseRefreshKey = `sampler.negative_source = "dense_refresh"`
 
 // ParseMetric splits a metric name such as "nDCG@10" into its base name and
 // cutoff (0 when none, as in "MAP"). The base must be one of metricNames.
@@ -238,21 +252,21 @@ func ParseMetric(name string) (base string, k int, err error) {
 	return m[1], k, nil
 }
 
-// checker records the first failed check.
-type checker struct {
+// Checker records the first failed check.
+type Checker struct {
 	l   *loader
 	err error
 }
 
-func (v *checker) fail(key, format string, args ...any) {
+func (v *Checker) Fail(key, format string, args ...any) {
 	if v.err == nil {
 		v.err = v.l.errf(key, format, args...)
 	}
 }
 
-// setOf returns the first of keys that the file sets, so that a conflict
+// SetOf returns the first of keys that the file sets, so that a conflict
 // between two keys is reported at the line the user wrote; else keys[0].
-func (v *checker) setOf(keys ...string) string {
+func (v *Checker) SetOf(keys ...string) string {
 	for _, k := range keys {
 		if v.l.isSet(k) {
 			return k
@@ -261,42 +275,46 @@ func (v *checker) setOf(keys ...string) string {
 	return keys[0]
 }
 
-func (v *checker) oneOf(key, val string, allowed []string) {
+// OneOf fails key unless val is one of allowed.
+func (v *Checker) OneOf(key, val string, allowed []string) {
 	if !slices.Contains(allowed, val) {
-		v.fail(key, "unknown value %q, want one of %s", val, quoteList(allowed))
+		v.Fail(key, "unknown value %q, want one of %s", val, quoteList(allowed))
 	}
 }
 
-func atLeast[T int | int64](v *checker, key string, val, lo T) {
+// AtLeast fails key when val < lo.
+func AtLeast[T int | int64](v *Checker, key string, val, lo T) {
 	if val < lo {
-		v.fail(key, "must be >= %d, got %d", lo, val)
+		v.Fail(key, "must be >= %d, got %d", lo, val)
 	}
 }
 
-// finite reports whether x is a usable number and fails key otherwise.
-func (v *checker) finite(key string, x float64) bool {
+// Finite reports whether x is a usable number and fails key otherwise.
+func (v *Checker) Finite(key string, x float64) bool {
 	if math.IsNaN(x) || math.IsInf(x, 0) {
-		v.fail(key, "must be a finite number, got %v", x)
+		v.Fail(key, "must be a finite number, got %v", x)
 		return false
 	}
 	return true
 }
 
-func (v *checker) positive(key string, x float64) {
-	if v.finite(key, x) && x <= 0 {
-		v.fail(key, "must be > 0, got %v", x)
+// Positive fails key unless x is finite and > 0.
+func (v *Checker) Positive(key string, x float64) {
+	if v.Finite(key, x) && x <= 0 {
+		v.Fail(key, "must be > 0, got %v", x)
 	}
 }
 
-func (v *checker) nonNegative(key string, x float64) {
-	if v.finite(key, x) && x < 0 {
-		v.fail(key, "must be >= 0, got %v", x)
+// NonNegative fails key unless x is finite and >= 0.
+func (v *Checker) NonNegative(key string, x float64) {
+	if v.Finite(key, x) && x < 0 {
+		v.Fail(key, "must be >= 0, got %v", x)
 	}
 }
 
-// inRange checks lo <= x < hi, or lo <= x <= hi when closed.
-func (v *checker) inRange(key string, x, lo, hi float64, closed bool) {
-	if !v.finite(key, x) {
+// InRange checks lo <= x < hi, or lo <= x <= hi when closed.
+func (v *Checker) InRange(key string, x, lo, hi float64, closed bool) {
+	if !v.Finite(key, x) {
 		return
 	}
 	if x < lo || x > hi || (!closed && x == hi) {
@@ -304,21 +322,32 @@ func (v *checker) inRange(key string, x, lo, hi float64, closed bool) {
 		if closed {
 			bracket = "]"
 		}
-		v.fail(key, "must be in [%v, %v%s, got %v", lo, hi, bracket, x)
+		v.Fail(key, "must be in [%v, %v%s, got %v", lo, hi, bracket, x)
 	}
 }
 
-// distinct fails when list names an element twice.
-func (v *checker) distinct(key string, list []string) {
+// Distinct fails when list names an element twice.
+func (v *Checker) Distinct(key string, list []string) {
 	for i, s := range list {
 		if slices.Contains(list[:i], s) {
-			v.fail(key, "%q listed twice", s)
+			v.Fail(key, "%q listed twice", s)
 			return
 		}
 	}
 }
 
-// quoteList formats allowed values as "a", "b" or "c".
+// Abs resolves a path of the recipe against the recipe file's directory (absolute paths are
+// cleaned), as Load resolves the shared sections' paths.
+func (v *Checker) Abs(p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(v.l.dir, p)
+}
+
+// QuoteList formats allowed values as "a", "b" or "c".
+func QuoteList(list []string) string { return quoteList(list) }
+
 func quoteList(list []string) string {
 	q := make([]string, len(list))
 	for i, s := range list {
@@ -344,44 +373,44 @@ func IsDistillation(loss string) bool { return loss == marginMSELoss || loss == 
 // loss.dims and loss.dim_weights (matryoshka_infonce), loss.teacher, loss.teacher_cache and the
 // negatives a distillation loss compares (margin_mse: exactly one per query; kl_distill: at
 // least one).
-func validateLossNeeds(v *checker, r *Recipe) {
+func validateLossNeeds(v *Checker, r *Recipe) {
 	l := r.Loss
-	v.positive("loss.teacher_temperature", l.TeacherTemperature)
-	if v.finite("loss.infonce_weight", l.InfoNCEWeight) && l.InfoNCEWeight < 0 {
-		v.fail("loss.infonce_weight", "= %v, want >= 0", l.InfoNCEWeight)
+	v.Positive("loss.teacher_temperature", l.TeacherTemperature)
+	if v.Finite("loss.infonce_weight", l.InfoNCEWeight) && l.InfoNCEWeight < 0 {
+		v.Fail("loss.infonce_weight", "= %v, want >= 0", l.InfoNCEWeight)
 	}
-	if v.finite("loss.teacher_bm25_weight", l.TeacherBM25Weight) && l.TeacherBM25Weight < 0 {
-		v.fail("loss.teacher_bm25_weight", "= %v, want >= 0", l.TeacherBM25Weight)
+	if v.Finite("loss.teacher_bm25_weight", l.TeacherBM25Weight) && l.TeacherBM25Weight < 0 {
+		v.Fail("loss.teacher_bm25_weight", "= %v, want >= 0", l.TeacherBM25Weight)
 	}
 	if l.Name == matryoshkaLoss {
 		if len(l.Dims) == 0 {
-			v.fail(v.setOf("loss.dims", "loss.name"), "%s needs loss.dims, the embedding prefixes it trains, full dimension first (e.g. [384, 256, 128, 64])", l.Name)
+			v.Fail(v.SetOf("loss.dims", "loss.name"), "%s needs loss.dims, the embedding prefixes it trains, full dimension first (e.g. [384, 256, 128, 64])", l.Name)
 		}
 		for i, d := range l.Dims {
 			if d < 1 {
-				v.fail("loss.dims", "dims[%d] = %d, want >= 1", i, d)
+				v.Fail("loss.dims", "dims[%d] = %d, want >= 1", i, d)
 			} else if i > 0 && d >= l.Dims[i-1] {
-				v.fail("loss.dims", "must be strictly descending (the full dimension first), got %v", l.Dims)
+				v.Fail("loss.dims", "must be strictly descending (the full dimension first), got %v", l.Dims)
 			}
 		}
 		if len(l.Dims) > 0 && r.Model.InitFrom == "" && l.Dims[0] > r.Model.Hidden {
-			v.fail(v.setOf("loss.dims", "model.hidden"), "dims[0] = %d exceeds the model's output dimension model.hidden = %d", l.Dims[0], r.Model.Hidden)
+			v.Fail(v.SetOf("loss.dims", "model.hidden"), "dims[0] = %d exceeds the model's output dimension model.hidden = %d", l.Dims[0], r.Model.Hidden)
 		}
 		if len(l.DimWeights) > 0 && len(l.DimWeights) != len(l.Dims) {
-			v.fail("loss.dim_weights", "%d weights for the %d loss.dims %v (one per dim, or none for all 1)", len(l.DimWeights), len(l.Dims), l.Dims)
+			v.Fail("loss.dim_weights", "%d weights for the %d loss.dims %v (one per dim, or none for all 1)", len(l.DimWeights), len(l.Dims), l.Dims)
 		}
 		for i, w := range l.DimWeights {
-			if v.finite("loss.dim_weights", w) && w <= 0 {
-				v.fail("loss.dim_weights", "dim_weights[%d] = %v, want > 0", i, w)
+			if v.Finite("loss.dim_weights", w) && w <= 0 {
+				v.Fail("loss.dim_weights", "dim_weights[%d] = %v, want > 0", i, w)
 			}
 		}
 	} else {
 		// (a resolved recipe writes every key: only values away from the defaults are refused)
 		if len(l.Dims) > 0 {
-			v.fail("loss.dims", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
+			v.Fail("loss.dims", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
 		}
 		if len(l.DimWeights) > 0 {
-			v.fail("loss.dim_weights", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
+			v.Fail("loss.dim_weights", "is read only by loss.name = %q (loss.name is %q)", matryoshkaLoss, l.Name)
 		}
 	}
 	if !IsDistillation(l.Name) {
@@ -391,18 +420,18 @@ func validateLossNeeds(v *checker, r *Recipe) {
 			set bool
 		}{{"loss.teacher", l.Teacher != ""}, {"loss.teacher_cache", l.TeacherCache != ""}, {"loss.teacher_temperature", l.TeacherTemperature != def.TeacherTemperature}, {"loss.infonce_weight", l.InfoNCEWeight != def.InfoNCEWeight}, {"loss.teacher_bm25_weight", l.TeacherBM25Weight != def.TeacherBM25Weight}} {
 			if k.set {
-				v.fail(k.key, "is read only by the distillation losses %q and %q (loss.name is %q)", marginMSELoss, klDistillLoss, l.Name)
+				v.Fail(k.key, "is read only by the distillation losses %q and %q (loss.name is %q)", marginMSELoss, klDistillLoss, l.Name)
 			}
 		}
 		return
 	}
 	if l.Teacher == "" {
-		v.fail(v.setOf("loss.teacher", "loss.name"), "%s distils a cross-encoder teacher: set loss.teacher to a reranker's model directory (<run>/reranker-<loss>) or an exported cross-encoder", l.Name)
+		v.Fail(v.SetOf("loss.teacher", "loss.name"), "%s distils a cross-encoder teacher: set loss.teacher to a reranker's model directory (<run>/reranker-<loss>) or an exported cross-encoder", l.Name)
 	}
 	switch n := r.Sampler.HardNegatives; {
 	case l.Name == marginMSELoss && n != 1:
-		v.fail("loss.name", "%s compares each query's positive with one hard negative: it needs sampler.hard_negatives = 1, got %d", l.Name, n)
+		v.Fail("loss.name", "%s compares each query's positive with one hard negative: it needs sampler.hard_negatives = 1, got %d", l.Name, n)
 	case l.Name == klDistillLoss && n < 1:
-		v.fail("loss.name", "%s matches the teacher's distribution over each query's positive and hard negatives: it needs sampler.hard_negatives >= 1, got %d", l.Name, n)
+		v.Fail("loss.name", "%s matches the teacher's distribution over each query's positive and hard negatives: it needs sampler.hard_negatives >= 1, got %d", l.Name, n)
 	}
 }

@@ -36,6 +36,15 @@ func (r *Recipe) Resolved() ([]byte, error) {
 	if err := enc.Encode(r); err != nil {
 		return nil, fmt.Errorf("recipe: encode: %w", err)
 	}
+	for _, s := range ownSections() { // the kind's own sections, after the shared ones
+		v, ok := r.sections[s.Name]
+		if !ok {
+			v = s.New() // defaults; dropUnread drops the sections the kind does not read
+		}
+		if err := enc.Encode(map[string]any{s.Name: v}); err != nil {
+			return nil, fmt.Errorf("recipe: encode [%s]: %w", s.Name, err)
+		}
+	}
 	return dropUnread(buf.Bytes(), r.Kind), nil
 }
 

@@ -19,11 +19,15 @@ var (
 	kinds   = map[string]RunFunc{}
 )
 
-// Register makes a recipe kind available to Run by name (as database/sql.Register does
-// drivers and image.RegisterFormat image formats): each kind registers itself from its own
-// file, so adding a kind adds a file and one Register call, and Run names no kind. It panics
-// when the kind is registered twice or run is nil.
-func Register(kind string, run RunFunc) {
+// Register makes a recipe kind available to Run and to configs.Load by name, in one call (as
+// database/sql.Register does drivers and image.RegisterFormat image formats): run is how it
+// runs, spec what it reads from a recipe — the shared sections, the losses it trains, the
+// keys of shared sections only some kinds read, and the sections it owns, whose struct,
+// defaults and validation live in the kind's package (configs.Section). Each kind registers
+// itself from an init in its own package, so adding a kind adds a package and one Register
+// call; neither Run nor configs names a kind. It panics when the kind is registered twice,
+// run is nil or spec is not one configs.RegisterKind accepts.
+func Register(kind string, run RunFunc, spec configs.KindSpec) {
 	kindsMu.Lock()
 	defer kindsMu.Unlock()
 	if run == nil {
@@ -32,6 +36,7 @@ func Register(kind string, run RunFunc) {
 	if _, dup := kinds[kind]; dup {
 		panic("experiment.Register: kind " + kind + " registered twice")
 	}
+	configs.RegisterKind(kind, spec)
 	kinds[kind] = run
 }
 

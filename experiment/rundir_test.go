@@ -23,7 +23,7 @@ const stubKind = "stub"
 var errStubRan = errors.New("the stub kind ran")
 
 func init() {
-	Register(stubKind, func(context.Context, *configs.Recipe, Options) (string, error) { return "", errStubRan })
+	Register(stubKind, func(context.Context, *configs.Recipe, Options) (string, error) { return "", errStubRan }, configs.KindSpec{Sections: []string{"data", "tokenizer", "model", "train", "eval"}})
 }
 
 // lockChildEnv names the run directory a child test process locks (TestLockRunDirTwoProcesses).

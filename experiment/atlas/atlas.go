@@ -37,8 +37,7 @@ import (
 // then evaluated with a freshly encoded index, on the dev questions and the test questions; the
 // run ends with one table of every system.
 func init() {
-	experiment.Register("atlas", runAtlas)
-	configs.RegisterKind("atlas", configs.KindSpec{Sections: ragkit.Sections("atlas", "realm", "index_refresh"), Losses: []string{"infonce"}})
+	experiment.Register("atlas", runAtlas, configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Own: []configs.Section{section}, Losses: []string{"infonce"}})
 }
 
 // objectives maps an objective of atlas.systems to its loss in the losses table.
@@ -47,7 +46,7 @@ var objectives = map[string]string{
 }
 
 func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	a := rec.Atlas
+	a := Of(rec)
 	return ragkit.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *ragkit.Study) {
 		s.RetrievalNote = fmt.Sprintf("Atlas objectives: BM25 top %d rescored to K = %d, frozen reader as teacher; tau attention %g, lm %g, loo %g",
 			a.BM25Depth, a.TopK, a.TauAttention, a.TauLM, a.TauLOO)
@@ -57,8 +56,8 @@ func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 
 // trainAtlas trains one system "<objective>_<towers>".
 func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
-	a := s.Rec.Atlas
-	objective, towers, _ := configs.AtlasSystem(name)
+	a := Of(s.Rec)
+	objective, towers, _ := System(name)
 	if a.Steps == 0 || len(qs) == 0 {
 		return nil
 	}

@@ -39,7 +39,7 @@ func TestAtlasEveryObjective(t *testing.T) {
 		t.Skip("end-to-end run")
 	}
 	rec := testkit.TinyStudyRecipe(t, "atlas", tinyAtlas(t, `["attention_query", "emdr2_both", "perplexity_query", "loo_both"]`))
-	rec.Atlas.Steps = 8
+	Of(rec).Steps = 8
 	var out strings.Builder
 	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
 	if err != nil {

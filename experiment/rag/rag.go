@@ -36,8 +36,7 @@ import (
 //
 // Everything prints as two tables and goes to metrics.json.
 func init() {
-	experiment.Register("rag", runRAG)
-	configs.RegisterKind("rag", configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}})
+	experiment.Register("rag", runRAG, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}})
 }
 
 func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {

@@ -34,8 +34,7 @@ import (
 // each checkpointed, resumed and kept in study.json like any system, and the report adds
 // their mean and standard deviation.
 func init() {
-	experiment.Register("realm", runRealm)
-	configs.RegisterKind("realm", configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Losses: []string{"infonce"}})
+	experiment.Register("realm", runRealm, configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Losses: []string{"infonce"}, Keys: []string{"realm.systems"}})
 }
 
 func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {

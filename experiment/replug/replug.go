@@ -35,26 +35,26 @@ import (
 // Each system is then evaluated with a freshly encoded index (Recall@1/5 and the reader over
 // the top passage).
 func init() {
-	experiment.Register("replug", runReplug)
 	// replug reads realm.checkpoint_every (its phase's resume points) and [index_refresh] with
 	// replug.towers = "both".
-	configs.RegisterKind("replug", configs.KindSpec{Sections: ragkit.Sections("replug", "realm", "index_refresh"), Losses: []string{"infonce"}})
+	experiment.Register("replug", runReplug, configs.KindSpec{Sections: ragkit.Sections("realm", "index_refresh"), Own: []configs.Section{section}, Losses: []string{"infonce"}})
 }
 
 func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
 	}
-	return ragkit.RunStudy(ctx, rec, o, rec.Replug.Systems, false, train, func(s *ragkit.Study) {
-		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, rec.Replug.TopK, rec.Replug.TauLM, rec.Replug.Towers)
-		s.Metrics["replug/top_k"] = float64(rec.Replug.TopK)
-		s.Metrics["replug/tau_lm"] = rec.Replug.TauLM
+	p := Of(rec)
+	return ragkit.RunStudy(ctx, rec, o, p.Systems, false, train, func(s *ragkit.Study) {
+		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, p.TopK, p.TauLM, p.Towers)
+		s.Metrics["replug/top_k"] = float64(p.TopK)
+		s.Metrics["replug/tau_lm"] = p.TauLM
 	})
 }
 
 // trainReplug trains the retriever by RePlug from the frozen reader.
 func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
-	p := s.Rec.Replug
+	p := Of(s.Rec)
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
 	}

@@ -68,8 +68,7 @@ func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "r
 // The reranker kind: configs.Load accepts the sections it reads and the losses of
 // rerank.losses.
 func init() {
-	experiment.Register("reranker", runReranker)
-	configs.RegisterKind("reranker", configs.KindSpec{
+	experiment.Register("reranker", runReranker, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
 		Losses:   []string{"pairwise", "listwise", "pointwise"},
 	})

@@ -27,10 +27,12 @@ import (
 // of a cross-encoder teacher (loss.teacher) by margins or by the softmax over each query's
 // candidates.
 func init() {
-	experiment.Register("retriever", runRetriever)
-	configs.RegisterKind("retriever", configs.KindSpec{
+	experiment.Register("retriever", runRetriever, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "pretrain", "train", "index", "eval"},
 		Losses:   []string{"infonce", "matryoshka_infonce", "margin_mse", "kl_distill"},
+		// the bi-encoder's keys of the shared sections, which the other kinds do not read
+		Keys: []string{"train.mini_batch_size", "train.dynamic_padding", "train.eval_every", "train.patience",
+			"eval.dev_corpus_sample", "index.stream_above", "index.ann_threshold", configs.DenseRefreshKey},
 	})
 }
 

@@ -46,9 +46,8 @@ import (
 const streamSelfRAG = 0x73726167 // "srag"
 
 func init() {
-	experiment.Register("selfrag", runSelfRAG)
 	// selfrag builds the bi-encoder of the rag pipeline but neither warms it up nor reads [rag].
-	configs.RegisterKind("selfrag", configs.KindSpec{
+	experiment.Register("selfrag", runSelfRAG, configs.KindSpec{
 		Sections: []string{"world", "tokenizer", "reader", "model", "loss", "train", "index", "selfrag"},
 		Losses:   []string{"infonce"},
 	})
