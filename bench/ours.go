@@ -54,9 +54,9 @@ func newJob(name, dir string) (job, error) {
 	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
 	switch name {
 	case "bi-transformer-step":
-		return newBiJob(d.Bi, s.transformer(s.Vocab, s.L), dense.Lengths{Query: s.L, Passage: s.L}, s.Tau, opt)
+		return newBiJob(d.Bi, s.transformer(s.Vocab, s.L), dense.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
 	case "bi-bow-step":
-		return newBiJob(d.Bi, s.bow(), dense.Lengths{Query: s.L, Passage: s.L}, s.Tau, opt)
+		return newBiJob(d.Bi, s.bow(), dense.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
 	case "encode-transformer":
 		return newEncodeJob(d, s.transformer(s.Vocab, s.L))
 	case "encode-bow":
@@ -85,7 +85,7 @@ func newSciFactJob(name, dir string) (job, error) {
 	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
 	switch name {
 	case "minilm-train":
-		return newBiJob(d.Bi, s.MiniLM.config(s.Dropout, s.MiniLM.Pooling), dense.Lengths{Query: s.QueryL, Passage: s.PassageL}, s.Tau, opt)
+		return newBiJob(d.Bi, s.MiniLM.config(s.Dropout, s.MiniLM.Pooling), dense.Lengths{Query: s.QueryL, Passage: s.PassageL}, s.Temperature, opt)
 	case "minilm-encode":
 		return newDynamicEncodeJob(s.MiniLM.config(0, s.MiniLM.Pooling), d.Encode, s.EncodeL)
 	case "bge-small-encode":

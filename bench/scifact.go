@@ -57,13 +57,13 @@ func (m ModelShape) fwd(n, l int) float64 { return transformerFwd(m.Layers, m.Hi
 // 2.3 GB at B 8), so the default is what fits beside the other workers of a run on a 24 GB
 // machine; the table names the size used.
 type SciFactShapes struct {
-	MiniLM   ModelShape `json:"minilm"`
-	BGESmall ModelShape `json:"bge_small"`
-	Dropout  float64    `json:"dropout"`
-	Tau      float64    `json:"tau"`
-	WD       float64    `json:"weight_decay"`
-	Clip     float64    `json:"grad_clip"`
-	LR       float64    `json:"lr"`
+	MiniLM      ModelShape `json:"minilm"`
+	BGESmall    ModelShape `json:"bge_small"`
+	Dropout     float64    `json:"dropout"`
+	Temperature float64    `json:"temperature"`
+	WD          float64    `json:"weight_decay"`
+	Clip        float64    `json:"grad_clip"`
+	LR          float64    `json:"lr"`
 
 	QueryL    int `json:"query_l"`    // claims cut to this many tokens
 	PassageL  int `json:"passage_l"`  // abstracts (title + text) cut to this many tokens
@@ -87,7 +87,7 @@ type SciFactShapes struct {
 // per cross-encoder step (the issue names no list count).
 func DefaultSciFactShapes() SciFactShapes {
 	return SciFactShapes{
-		MiniLM: MiniLM(), BGESmall: BGESmall(), Dropout: 0.1, Tau: 0.05, WD: 0.01, Clip: 1, LR: 2e-5,
+		MiniLM: MiniLM(), BGESmall: BGESmall(), Dropout: 0.1, Temperature: 0.05, WD: 0.01, Clip: 1, LR: 2e-5,
 		QueryL: 32, PassageL: 256, BiB: 32, BiBatches: 2, NegDepth: 30,
 		EncodeN: 1024, EncodeL: 256,
 		CrossL: 320, CrossLists: 2, CrossK: 8, CrossBatches: 2, ScoreB: 16, ScoreN: 256,

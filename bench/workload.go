@@ -5,16 +5,16 @@ import "github.com/ragtrain/ragtrain/model"
 // Shapes are the sizes of every workload: those of the recipes (retriever-cranfield and
 // retriever-cranfield-transformer, the reranker of ../shared/refs, the reader of rag-garden).
 type Shapes struct {
-	Vocab   int     `json:"vocab"`   // V of the retriever and cross-encoder
-	Hidden  int     `json:"hidden"`  // H
-	Layers  int     `json:"layers"`  // Transformer blocks
-	Heads   int     `json:"heads"`   // attention heads
-	FFN     int     `json:"ffn"`     // feed-forward width
-	Dropout float64 `json:"dropout"` // while training
-	Tau     float64 `json:"tau"`     // InfoNCE temperature (cosine similarity)
-	WD      float64 `json:"weight_decay"`
-	Clip    float64 `json:"grad_clip"`
-	LR      float64 `json:"lr"`
+	Vocab       int     `json:"vocab"`       // V of the retriever and cross-encoder
+	Hidden      int     `json:"hidden"`      // H
+	Layers      int     `json:"layers"`      // Transformer blocks
+	Heads       int     `json:"heads"`       // attention heads
+	FFN         int     `json:"ffn"`         // feed-forward width
+	Dropout     float64 `json:"dropout"`     // while training
+	Temperature float64 `json:"temperature"` // InfoNCE temperature (cosine similarity)
+	WD          float64 `json:"weight_decay"`
+	Clip        float64 `json:"grad_clip"`
+	LR          float64 `json:"lr"`
 
 	L         int `json:"L"`          // retriever sequence length
 	BiB       int `json:"bi_b"`       // queries per retriever step (each with a positive and a hard negative)
@@ -40,7 +40,7 @@ type Shapes struct {
 // DefaultShapes are the recipes' sizes.
 func DefaultShapes() Shapes {
 	return Shapes{
-		Vocab: 8000, Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, Tau: 0.05, WD: 0.01, Clip: 1, LR: 3e-4,
+		Vocab: 8000, Hidden: 128, Layers: 2, Heads: 4, FFN: 512, Dropout: 0.1, Temperature: 0.05, WD: 0.01, Clip: 1, LR: 3e-4,
 		L: 64, BiB: 32, BiBatches: 4,
 		EncodeB: 64, EncodeN: 512,
 		CrossL: 128, CrossLists: 8, CrossK: 8, CrossBatches: 4, ScoreB: 64, ScoreN: 256,

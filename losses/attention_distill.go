@@ -79,14 +79,14 @@ func AttentionMass(attn [][]float64, heads, L int, queries []int, from, to int) 
 }
 
 // attention_distill: Inputs.Scores [B*K] the retriever's scores (already divided by its
-// temperature when Tau is 1), Teacher [B,K] the attention masses, TeacherTau their temperature.
+// temperature when Temperature is 1), Teacher [B,K] the attention masses, TeacherTemperature their temperature.
 func init() {
 	Register(Spec{Name: "attention_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
 		s, t, err := listTeacher("attention_distill", in)
 		if err != nil {
 			return nil, err
 		}
-		return AttentionDistill(s, t, in.Tau, in.TeacherTau)
+		return AttentionDistill(s, t, in.Temperature, in.TeacherTemperature)
 	}})
 }
 

@@ -21,7 +21,7 @@ func registeredBuilder(name string, b, k int, teacher []float64, tau, tauT float
 		if err != nil {
 			return nil, err
 		}
-		return spec.Build(Inputs{Scores: in["s"], B: b, K: k, Tau: tau, TeacherTau: tauT,
+		return spec.Build(Inputs{Scores: in["s"], B: b, K: k, Temperature: tau, TeacherTemperature: tauT,
 			Teacher: fromFloat64(append([]float64(nil), teacher...), tensor.Shape{b, k}, in["s"].Dtype())})
 	}
 }

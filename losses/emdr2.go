@@ -75,7 +75,7 @@ func stopGradient(x *G.Node) (*G.Node, error) {
 	return op.apply(x)
 }
 
-// emdr2: Inputs.Scores [B*K] the retriever's scores, divided by Tau into logits, Teacher [B,K] the reader's log-likelihoods
+// emdr2: Inputs.Scores [B*K] the retriever's scores, divided by Temperature into logits, Teacher [B,K] the reader's log-likelihoods
 // of the target given each candidate.
 func init() {
 	Register(Spec{Name: "emdr2", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
@@ -83,11 +83,11 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if !(in.Tau > 0) || math.IsInf(in.Tau, 0) {
-			return nil, errors.Errorf("losses: emdr2: Tau = %g, want > 0", in.Tau)
+		if !(in.Temperature > 0) || math.IsInf(in.Temperature, 0) {
+			return nil, errors.Errorf("losses: emdr2: Temperature = %g, want > 0", in.Temperature)
 		}
-		if in.Tau != 1 {
-			if s, err = G.HadamardProd(s, scalar(s.Dtype(), 1/in.Tau)); err != nil {
+		if in.Temperature != 1 {
+			if s, err = G.HadamardProd(s, scalar(s.Dtype(), 1/in.Temperature)); err != nil {
 				return nil, errors.Wrap(err, "losses: emdr2: scale by 1/tau")
 			}
 		}

@@ -46,7 +46,7 @@ func TestEMDR2MatchesRAGSequenceGolden(t *testing.T) {
 
 // TestEMDR2HandComputed: two passages, the retriever uniform, the answer's likelihood 0.5 and
 // 0.1: L = -log(0.5*0.5 + 0.5*0.1) = -log 0.3; the posterior (0.25, 0.05)/0.3 = (5/6, 1/6), the
-// gradient p_R - gamma = (-1/3, 1/3). With Tau = 0.5 through the table the logits are s/0.5.
+// gradient p_R - gamma = (-1/3, 1/3). With Temperature = 0.5 through the table the logits are s/0.5.
 func TestEMDR2HandComputed(t *testing.T) {
 	ll := []float64{math.Log(0.5), math.Log(0.1)}
 	for _, dt := range dtypes {
@@ -83,7 +83,7 @@ func TestEMDR2Errors(t *testing.T) {
 	}
 	spec, _ := Lookup("emdr2")
 	sv := G.NewVector(g, tensor.Float64, G.WithShape(6), G.WithName("sv"))
-	if _, err := spec.Build(Inputs{Scores: sv, B: 2, K: 3, Tau: 0, Teacher: tensor.New(tensor.WithShape(2, 3), tensor.Of(tensor.Float64))}); err == nil {
-		t.Error("Tau 0: no error")
+	if _, err := spec.Build(Inputs{Scores: sv, B: 2, K: 3, Temperature: 0, Teacher: tensor.New(tensor.WithShape(2, 3), tensor.Of(tensor.Float64))}); err == nil {
+		t.Error("Temperature 0: no error")
 	}
 }

@@ -20,7 +20,7 @@ func klDistillRegistered(b, k int, teacher []float64, tauS, tauT float64) builde
 		if err != nil {
 			return nil, err
 		}
-		return spec.Build(Inputs{Scores: in["s"], B: b, K: k, Tau: tauS, TeacherTau: tauT,
+		return spec.Build(Inputs{Scores: in["s"], B: b, K: k, Temperature: tauS, TeacherTemperature: tauT,
 			Teacher: fromFloat64(append([]float64(nil), teacher...), tensor.Shape{b, k}, in["s"].Dtype())})
 	}
 }
@@ -154,8 +154,8 @@ func TestKLDistillErrors(t *testing.T) {
 	spec, _ := Lookup("kl_distill")
 	flat := G.NewVector(g, tensor.Float64, G.WithShape(6), G.WithName("flat"))
 	for name, in := range map[string]Inputs{
-		"no teacher":    {Scores: flat, B: 2, K: 3, Tau: 1, TeacherTau: 1},
-		"teacher shape": {Scores: flat, B: 2, K: 3, Tau: 1, TeacherTau: 1, Teacher: tensor.New(tensor.WithShape(3, 2), tensor.Of(tensor.Float64))},
+		"no teacher":    {Scores: flat, B: 2, K: 3, Temperature: 1, TeacherTemperature: 1},
+		"teacher shape": {Scores: flat, B: 2, K: 3, Temperature: 1, TeacherTemperature: 1, Teacher: tensor.New(tensor.WithShape(3, 2), tensor.Of(tensor.Float64))},
 		"no tau":        {Scores: flat, B: 2, K: 3, Teacher: tensor.New(tensor.WithShape(2, 3), tensor.Of(tensor.Float64))},
 	} {
 		if _, err := spec.Build(in); err == nil {

@@ -3,7 +3,7 @@ package losses
 import "testing"
 
 // TestPerplexityDistillGolden: through the table, perplexity_distill is the PyTorch RePlug KL
-// case (the reader's log-likelihoods as the teacher, TeacherTau = tau_lm).
+// case (the reader's log-likelihoods as the teacher, TeacherTemperature = tau_lm).
 func TestPerplexityDistillGolden(t *testing.T) {
 	c := goldenCases(t, "replug_kl")[0]
 	s, ss := c.array(t, "retriever_scores")

@@ -17,7 +17,7 @@ type Batch string
 const (
 	// Contrastive: B queries and N >= B passages, passage i < B the positive of query i, every
 	// passage a candidate of every query (in-batch and hard negatives). Inputs Q [B,H], P [N,H],
-	// Mask [B,N] (optional: -Inf removes a candidate), Tau and Sim.
+	// Mask [B,N] (optional: -Inf removes a candidate), Temperature and Sim.
 	Contrastive Batch = "contrastive"
 	// Lists: B lists of K scored candidates, slot 0 of each the judged-relevant one. Inputs
 	// Scores [B*K] (list i at i*K..i*K+K-1), B, K and, when the loss takes labels, Labels [B,K].
@@ -36,11 +36,11 @@ const (
 // Inputs are the graph nodes (and sizes) a loss builder reads; which are set depends on the
 // Spec's Batch (and Teacher).
 type Inputs struct {
-	// Contrastive. Tau is also the student's temperature of a Lists loss that softmaxes its
+	// Contrastive. Temperature is also the student's temperature of a Lists loss that softmaxes its
 	// scores (kl_distill).
-	Q, P, Mask *G.Node
-	Tau        float64
-	Sim        Similarity
+	Q, P, Mask  *G.Node
+	Temperature float64
+	Sim         Similarity
 	// Dims are the embedding prefixes a Matryoshka loss trains on (matryoshka_infonce: every
 	// m in Dims, 1 <= m <= H) and DimWeights their weights (nil: all 1).
 	Dims       []int
@@ -58,9 +58,9 @@ type Inputs struct {
 	// Contrastive [B,1+M] for N = B(1+M) passages, row i the score of query i's positive p_i
 	// then those of its own hard negatives p_{B+iM} .. p_{B+iM+M-1}.
 	Teacher *tensor.Dense
-	// TeacherTau is the temperature of the teacher's scores, for a loss that softmaxes them
+	// TeacherTemperature is the temperature of the teacher's scores, for a loss that softmaxes them
 	// (kl_distill).
-	TeacherTau float64
+	TeacherTemperature float64
 }
 
 // Spec is one trainable loss: its name (loss.name, rerank.losses), the batch it needs, the
@@ -70,7 +70,7 @@ type Spec struct {
 	Name   string
 	Batch  Batch
 	Labels Labels
-	// Teacher is set for a distillation loss: it reads Inputs.Teacher (and TeacherTau where it
+	// Teacher is set for a distillation loss: it reads Inputs.Teacher (and TeacherTemperature where it
 	// softmaxes the teacher's scores), scores of the batch's candidates by a stronger model
 	// (a cross-encoder, an LLM) computed before the step.
 	Teacher bool

@@ -279,7 +279,7 @@ def bi_step(data, encoder):
         def loss_fn():
             q = F.normalize(model(*q_in), dim=-1)
             p = F.normalize(model(*p_in), dim=-1)
-            return F.cross_entropy(q @ p.T / sh["tau"] + add, labels)
+            return F.cross_entropy(q @ p.T / sh["temperature"] + add, labels)
 
         return sh["bi_b"], train_step(model, opt, sh, loss_fn)
 
@@ -396,7 +396,7 @@ def sci_bi_step(data, wrap):
         def loss_fn():
             q = F.normalize(fwd(*q_in), dim=-1)
             p = F.normalize(fwd(*p_in), dim=-1)
-            return F.cross_entropy(q @ p.T / sh["tau"] + add, labels)
+            return F.cross_entropy(q @ p.T / sh["temperature"] + add, labels)
 
         return len(labels), train_step(model, opt, sh, loss_fn)
 

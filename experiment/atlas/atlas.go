@@ -69,13 +69,13 @@ func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	o := taskOptions{B: a.BatchSize, K: a.TopK, Depth: a.BM25Depth, Objective: objective, Sim: s.Loss.Sim, Both: towers == "both", PassageLRScale: a.PassageLRScale}
 	switch objective {
 	case "attention":
-		o.TauT = a.TauAttention
+		o.TeacherTemperature = a.TauAttention
 	case "perplexity":
-		o.TauT = a.TauLM
+		o.TeacherTemperature = a.TauLM
 	case "loo":
-		o.TauT = a.TauLOO
+		o.TeacherTemperature = a.TauLOO
 	default:
-		o.TauT = 1
+		o.TeacherTemperature = 1
 	}
 	var li *ragkit.LiveIndex
 	if o.Both {
@@ -117,13 +117,13 @@ const streamAtlas = 0x61746c73 // "atls"
 
 // taskOptions are the settings of an Atlas task.
 type taskOptions struct {
-	B, K, Depth    int
-	Objective      string
-	TauT           float64 // the teacher's temperature (TeacherTau)
-	Sim            losses.Similarity
-	Both           bool    // train the passage tower too (over the candidates' texts, in the graph)
-	PassageLRScale float64 // its learning rate, times the phase's
-	Retrieve       func(step int, qv []float32, texts []string) ([][]int, error)
+	B, K, Depth        int
+	Objective          string
+	TeacherTemperature float64 // the teacher's temperature (losses.Inputs.TeacherTemperature)
+	Sim                losses.Similarity
+	Both               bool    // train the passage tower too (over the candidates' texts, in the graph)
+	PassageLRScale     float64 // its learning rate, times the phase's
+	Retrieve           func(step int, qv []float32, texts []string) ([][]int, error)
 }
 
 // task trains the retriever with one Atlas objective: s [B,K] (losses.RetrievalLogits, tau =
@@ -165,7 +165,7 @@ func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, n
 		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
 		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("atlas.candidates"))
 	}
-	s2, err := losses.RetrievalLogits(q, d, K, x.Tau, o.Sim)
+	s2, err := losses.RetrievalLogits(q, d, K, x.Temperature, o.Sim)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +175,7 @@ func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, n
 	}
 	t.teacher = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
 	// The logits already hold sim / tau, so the student's temperature is 1.
-	if t.loss, err = spec.Build(losses.Inputs{Scores: flat, B: B, K: K, Tau: 1, TeacherTau: o.TauT, Teacher: t.teacher}); err != nil {
+	if t.loss, err = spec.Build(losses.Inputs{Scores: flat, B: B, K: K, Temperature: 1, TeacherTemperature: o.TeacherTemperature, Teacher: t.teacher}); err != nil {
 		return nil, err
 	}
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {

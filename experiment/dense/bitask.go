@@ -173,7 +173,7 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	var h contrastiveHead
 	var err error
 	dt := q.Dtype()
-	in := losses.Inputs{Q: q, P: p, Tau: loss.Tau, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTau: loss.TeacherTau}
+	in := losses.Inputs{Q: q, P: p, Temperature: loss.Temperature, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTemperature: loss.TeacherTemperature}
 	// A distillation loss compares each query with its own candidates only; its InfoNCE term
 	// (loss.infonce_weight) compares it with the whole batch's.
 	if masked && (!loss.spec.Teacher || loss.InfoNCEWeight > 0) {
@@ -201,14 +201,14 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	return h, err
 }
 
-// addInfoNCE returns distill + w * InfoNCE(in.Q, in.P, in.Mask) at in.Tau and in.Sim: the
+// addInfoNCE returns distill + w * InfoNCE(in.Q, in.P, in.Mask) at in.Temperature and in.Sim: the
 // labels' term beside a distillation loss (loss.infonce_weight), both scalars of q's dtype.
 func addInfoNCE(distill *gorgonia.Node, in losses.Inputs, w float64) (*gorgonia.Node, error) {
-	nce, err := infoNCE(in.Tau, in.Sim)
+	nce, err := infoNCE(in.Temperature, in.Sim)
 	if err != nil {
 		return nil, err
 	}
-	term, err := nce.spec.Build(losses.Inputs{Q: in.Q, P: in.P, Mask: in.Mask, Tau: in.Tau, Sim: in.Sim})
+	term, err := nce.spec.Build(losses.Inputs{Q: in.Q, P: in.P, Mask: in.Mask, Temperature: in.Temperature, Sim: in.Sim})
 	if err != nil {
 		return nil, err
 	}
@@ -284,12 +284,12 @@ func (t *BiTask) Truncation() (int, []experiment.TruncPart) {
 // loss.similarity, loss.dims / loss.dim_weights (matryoshka_infonce) and
 // loss.teacher_temperature (distillation), parsed once per run.
 type ContrastiveLoss struct {
-	spec       losses.Spec
-	Tau        float64
-	Sim        losses.Similarity
-	Dims       []int     // prefixes of a Matryoshka loss, nil otherwise
-	DimWeights []float64 // their weights, nil for all 1
-	TeacherTau float64   // the teacher's temperature of a distillation loss
+	spec               losses.Spec
+	Temperature        float64
+	Sim                losses.Similarity
+	Dims               []int     // prefixes of a Matryoshka loss, nil otherwise
+	DimWeights         []float64 // their weights, nil for all 1
+	TeacherTemperature float64   // the teacher's temperature of a distillation loss
 	// InfoNCEWeight is the weight of the InfoNCE term added to a distillation loss
 	// (loss.infonce_weight; 0: none).
 	InfoNCEWeight float64
@@ -310,7 +310,7 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 	if err != nil {
 		return ContrastiveLoss{}, fmt.Errorf("loss.similarity: %w", err)
 	}
-	l := ContrastiveLoss{spec: spec, Tau: rec.Loss.Temperature, Sim: sim}
+	l := ContrastiveLoss{spec: spec, Temperature: rec.Loss.Temperature, Sim: sim}
 	if len(rec.Loss.Dims) > 0 {
 		l.Dims = slices.Clone(rec.Loss.Dims)
 	}
@@ -318,7 +318,7 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 		l.DimWeights = slices.Clone(rec.Loss.DimWeights)
 	}
 	if spec.Teacher {
-		l.TeacherTau = rec.Loss.TeacherTemperature
+		l.TeacherTemperature = rec.Loss.TeacherTemperature
 		l.InfoNCEWeight = rec.Loss.InfoNCEWeight
 	}
 	return l, nil
@@ -327,7 +327,7 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 // infoNCE is the losses table's InfoNCE with temperature tau and similarity sim.
 func infoNCE(tau float64, sim losses.Similarity) (ContrastiveLoss, error) {
 	spec, err := losses.Lookup("infonce")
-	return ContrastiveLoss{spec: spec, Tau: tau, Sim: sim}, err
+	return ContrastiveLoss{spec: spec, Temperature: tau, Sim: sim}, err
 }
 
 // Cosine reports whether the loss compares L2-normalised embeddings (the index then holds
@@ -347,16 +347,16 @@ func (l ContrastiveLoss) Unsupervised() (ContrastiveLoss, error) {
 	if !l.spec.Teacher {
 		return l, nil
 	}
-	return infoNCE(l.Tau, l.Sim)
+	return infoNCE(l.Temperature, l.Sim)
 }
 
 // teacherScale is the factor on the teacher's scores fed to the loss: for a contrastive
-// distillation loss (margin_mse, which compares raw margins) Tau / TeacherTau, so that the
+// distillation loss (margin_mse, which compares raw margins) Temperature / TeacherTemperature, so that the
 // student's margin meets the teacher's in softmax units; 1 for a list loss, whose builder divides
 // by both temperatures itself.
 func (l ContrastiveLoss) teacherScale() float64 {
 	if l.spec.Batch == losses.Lists {
 		return 1
 	}
-	return l.Tau / l.TeacherTau
+	return l.Temperature / l.TeacherTemperature
 }

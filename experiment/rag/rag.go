@@ -112,7 +112,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 			return dir, err
 		}
 	}
-	x, err := ragkit.NewIndex(run.Encoder, run.Tok, d.IDs, d.Texts, bm25, run.Loss.Cosine(), run.Loss.Tau, rec.Tokenizer.MaxLength)
+	x, err := ragkit.NewIndex(run.Encoder, run.Tok, d.IDs, d.Texts, bm25, run.Loss.Cosine(), run.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err != nil {
 		return dir, err
 	}

@@ -22,16 +22,16 @@ import (
 // passage tower at the start (frozen: the index-refresh issue lifts that), an exact
 // inner-product index over them, and BM25.
 type Index struct {
-	ids, Texts []string
-	Vecs       []float32 // N x dim, normalised when cosine
-	Dim        int
-	flat       *index.Flat
-	BM25       *index.BM25
-	Row        map[string]int
-	cosine     bool
-	Tau        float64
-	L          int                   // tokens per query
-	PassageCut experiment.TruncCount // what truncation to L cut of the passages encoded
+	ids, Texts  []string
+	Vecs        []float32 // N x dim, normalised when cosine
+	Dim         int
+	flat        *index.Flat
+	BM25        *index.BM25
+	Row         map[string]int
+	cosine      bool
+	Temperature float64
+	L           int                   // tokens per query
+	PassageCut  experiment.TruncCount // what truncation to L cut of the passages encoded
 }
 
 // NewIndex encodes every passage with the passage tower of m.
@@ -49,7 +49,7 @@ func NewIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, 
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{ids: ids, Texts: texts, Vecs: vecs, Dim: dim, flat: flat, BM25: bm25, Row: map[string]int{}, cosine: cosine, Tau: tau, L: L, PassageCut: pCut}
+	x := &Index{ids: ids, Texts: texts, Vecs: vecs, Dim: dim, flat: flat, BM25: bm25, Row: map[string]int{}, cosine: cosine, Temperature: tau, L: L, PassageCut: pCut}
 	for i, id := range ids {
 		x.Row[id] = i
 	}
@@ -110,7 +110,7 @@ func (x *Index) logZ(q []float32) float64 {
 	s := make([]float64, n)
 	mx := math.Inf(-1)
 	for i := range n {
-		s[i] = float64(index.DotInOrder(q, x.Vecs[i*x.Dim:(i+1)*x.Dim])) / x.Tau
+		s[i] = float64(index.DotInOrder(q, x.Vecs[i*x.Dim:(i+1)*x.Dim])) / x.Temperature
 		mx = math.Max(mx, s[i])
 	}
 	var sum float64
@@ -286,9 +286,9 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 		if objective != "sequence" || mass != "renormalize" {
 			return nil, fmt.Errorf("rag: in-batch negatives need the sequence objective and candidate_mass = \"renormalize\"")
 		}
-		s, err = losses.BatchRetrievalLogits(q, d, x.Tau, sim)
+		s, err = losses.BatchRetrievalLogits(q, d, x.Temperature, sim)
 	} else {
-		s, err = losses.RetrievalLogits(q, d, K, x.Tau, sim)
+		s, err = losses.RetrievalLogits(q, d, K, x.Temperature, sim)
 	}
 	if err != nil {
 		return nil, err

@@ -277,7 +277,7 @@ func (s *GardenRun) restoreTokenizer(file string) error {
 // freshIndex encodes the datastore with the current passage tower.
 func (s *Study) freshIndex() (*Index, error) {
 	rec := s.Rec
-	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Tau, rec.Tokenizer.MaxLength)
+	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err == nil {
 		experiment.ReportTruncation(s.Opts.Out, "datastore index", x.L, experiment.TruncPart{Name: "passages", Count: &x.PassageCut})
 	}

@@ -171,7 +171,7 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index,
 		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
 		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("replug.candidates"))
 	}
-	s, err := losses.RetrievalLogits(q, d, K, x.Tau, o.Sim)
+	s, err := losses.RetrievalLogits(q, d, K, x.Temperature, o.Sim)
 	if err != nil {
 		return nil, err
 	}
