@@ -16,8 +16,8 @@
 // minilm-train, one all-MiniLM-L6-v2 retriever step (claims at L 32, a judged abstract and a BM25
 // hard negative each at L 256, masked InfoNCE, AdamW; B is -minilm-b, the 32 by
 // default); minilm-encode and bge-small-encode, 1,024
-// abstracts at max length 256 with the dynamic padding of dense.Encoder (the peers run the same
-// plan, dense.DynamicBatches); minilm-cross-train (lists of 8 pairs at L 320, listwise) and
+// abstracts at max length 256 with the dynamic padding of biencoder.Encoder (the peers run the same
+// plan, biencoder.DynamicBatches); minilm-cross-train (lists of 8 pairs at L 320, listwise) and
 // minilm-cross-score. Their peers: PyTorch 2 from the repository's venv (tools/pyenv/setup.sh),
 // eager and with torch.compile, sentence-transformers' own encode() for the encoding workloads,
 // and Debian's PyTorch 1.13 when installed; ratios are against the first peer that ran.

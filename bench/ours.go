@@ -10,7 +10,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -54,9 +54,9 @@ func newJob(name, dir string) (job, error) {
 	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
 	switch name {
 	case "bi-transformer-step":
-		return newBiJob(d.Bi, s.transformer(s.Vocab, s.L), dense.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
+		return newBiJob(d.Bi, s.transformer(s.Vocab, s.L), biencoder.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
 	case "bi-bow-step":
-		return newBiJob(d.Bi, s.bow(), dense.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
+		return newBiJob(d.Bi, s.bow(), biencoder.Lengths{Query: s.L, Passage: s.L}, s.Temperature, opt)
 	case "encode-transformer":
 		return newEncodeJob(d, s.transformer(s.Vocab, s.L))
 	case "encode-bow":
@@ -85,7 +85,7 @@ func newSciFactJob(name, dir string) (job, error) {
 	opt := optim{WD: s.WD, Clip: s.Clip, LR: s.LR}
 	switch name {
 	case "minilm-train":
-		return newBiJob(d.Bi, s.MiniLM.config(s.Dropout, s.MiniLM.Pooling), dense.Lengths{Query: s.QueryL, Passage: s.PassageL}, s.Temperature, opt)
+		return newBiJob(d.Bi, s.MiniLM.config(s.Dropout, s.MiniLM.Pooling), biencoder.Lengths{Query: s.QueryL, Passage: s.PassageL}, s.Temperature, opt)
 	case "minilm-encode":
 		return newDynamicEncodeJob(s.MiniLM.config(0, s.MiniLM.Pooling), d.Encode, s.EncodeL)
 	case "bge-small-encode":
@@ -118,10 +118,10 @@ func floats(v []int) []float32 {
 	return f
 }
 
-// biJob: one retriever training step (dense.BiStep: both towers, masked InfoNCE with cosine
+// biJob: one retriever training step (biencoder.BiStep: both towers, masked InfoNCE with cosine
 // similarity, clipping, AdamW) per run.
 type biJob struct {
-	s       *dense.BiStep
+	s       *biencoder.BiStep
 	q, p    []tokenize.Batch
 	keep    [][]float32
 	lr      float64
@@ -130,7 +130,7 @@ type biJob struct {
 	queries int
 }
 
-func newBiJob(batches []BiBatch, cfg model.EncoderConfig, lens dense.Lengths, tau float64, o optim) (*biJob, error) {
+func newBiJob(batches []BiBatch, cfg model.EncoderConfig, lens biencoder.Lengths, tau float64, o optim) (*biJob, error) {
 	if len(batches) == 0 {
 		return nil, fmt.Errorf("bench: no retriever batches")
 	}
@@ -139,7 +139,7 @@ func newBiJob(batches []BiBatch, cfg model.EncoderConfig, lens dense.Lengths, ta
 	if err != nil {
 		return nil, err
 	}
-	st, err := dense.NewBiStep(m, B, 2*B, lens, tau, losses.Cosine, true, o.WD, o.Clip, 42)
+	st, err := biencoder.NewBiStep(m, biencoder.BiStepOptions{B: B, N: 2 * B, Lengths: lens, Temperature: tau, Sim: losses.Cosine, Masked: true, WeightDecay: o.WD, GradClip: o.Clip, Seed: 42})
 	if err != nil {
 		return nil, err
 	}
@@ -194,10 +194,10 @@ func (j *encodeJob) check() (float64, string) { return j.sum, "" }
 func (j *encodeJob) close()                   { j.r.Close() }
 
 // dynamicEncodeJob: the passages of r through the project's inference Encoder with dynamic
-// padding (dense.Encoder.EncodeIDs: sorted by length, each batch padded to its longest, one graph
+// padding (biencoder.Encoder.EncodeIDs: sorted by length, each batch padded to its longest, one graph
 // per padded length, the large ones rebuilt on every call as Encode does) per run.
 type dynamicEncodeJob struct {
-	e   *dense.Encoder
+	e   *biencoder.Encoder
 	ids [][]int
 	sum float64
 }
@@ -207,7 +207,7 @@ func newDynamicEncodeJob(cfg model.EncoderConfig, r Ragged, maxLen int) (*dynami
 	if err != nil {
 		return nil, err
 	}
-	e, err := dense.NewEncoder(m.Passage, nil, maxLen, true)
+	e, err := biencoder.NewEncoder(m.Passage, nil, maxLen, true)
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
@@ -95,11 +95,11 @@ func DefaultSciFactShapes() SciFactShapes {
 }
 
 // Ragged is a set of texts tokenized without padding, with the dynamic-padding plan of the
-// project's encoder (dense.DynamicBatches) that every side runs.
+// project's encoder (biencoder.DynamicBatches) that every side runs.
 type Ragged struct {
-	IDs     [][]int              `json:"ids"`   // [CLS] ... [SEP], at most EncodeL tokens
-	Texts   []string             `json:"texts"` // the passages, for encoders that tokenize themselves
-	Batches []dense.DynamicBatch `json:"batches"`
+	IDs     [][]int                  `json:"ids"`   // [CLS] ... [SEP], at most EncodeL tokens
+	Texts   []string                 `json:"texts"` // the passages, for encoders that tokenize themselves
+	Batches []biencoder.DynamicBatch `json:"batches"`
 }
 
 // SciFactData is what every side reads for the pretrained-shape workloads (scifact.json).
@@ -249,7 +249,7 @@ func PrepareSciFact(dir, pretrained, out string, s SciFactShapes, seed uint64) (
 		}
 		d.Encode.IDs = append(d.Encode.IDs, b.IDs[:lengths[i]])
 	}
-	d.Encode.Batches = dense.DynamicBatches(lengths, s.EncodeL)
+	d.Encode.Batches = biencoder.DynamicBatches(lengths, s.EncodeL)
 
 	pairs := func(lists int) CrossBatch {
 		var qs, ps []string

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -57,7 +57,7 @@ func preparedSciFact(t *testing.T) (*SciFactData, string) {
 
 // TestPrepareSciFact checks the specs' shapes and token counts against the tokenizer itself:
 // every row is [CLS] text [SEP] cut to its length, the encoding plan covers each passage once,
-// longest first, each batch padded as dense.PaddedLen says.
+// longest first, each batch padded as biencoder.PaddedLen says.
 func TestPrepareSciFact(t *testing.T) {
 	d, path := preparedSciFact(t)
 	s := d.Shapes
@@ -134,7 +134,7 @@ func TestPrepareSciFact(t *testing.T) {
 	}
 	seen, prev := make([]bool, s.EncodeN), 1<<30
 	for _, b := range d.Encode.Batches {
-		if b.L > prev || b.L != dense.PaddedLen(len(d.Encode.IDs[b.Rows[0]]), 256) {
+		if b.L > prev || b.L != biencoder.PaddedLen(len(d.Encode.IDs[b.Rows[0]]), 256) {
 			t.Fatalf("batch padded to %d after %d (its longest passage: %d tokens)", b.L, prev, len(d.Encode.IDs[b.Rows[0]]))
 		}
 		prev = b.L
@@ -180,7 +180,7 @@ func TestSciFactFLOPs(t *testing.T) {
 		t.Fatalf("minilm-train: %.0f FLOPs, want %.0f", got, want)
 	}
 	enc, _ := Find("bge-small-encode")
-	d := &SciFactData{Shapes: s, Encode: Ragged{Batches: []dense.DynamicBatch{{L: 256, Rows: make([]int, 16)}, {L: 64, Rows: make([]int, 64)}}}}
+	d := &SciFactData{Shapes: s, Encode: Ragged{Batches: []biencoder.DynamicBatch{{L: 256, Rows: make([]int, 16)}, {L: 64, Rows: make([]int, 64)}}}}
 	if got, want := enc.SciFactFLOPs(d), 12*(layer(16, 256)+layer(64, 64)); got != want {
 		t.Fatalf("bge-small-encode: %.0f FLOPs, want %.0f (12 layers, each batch at its padded length)", got, want)
 	}

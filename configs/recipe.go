@@ -300,11 +300,11 @@ type Train struct {
 	// text, rounded up to a multiple of 32 tokens and at most the side's max length
 	// (tokenizer.query_max_length, tokenizer.max_length), instead of both sides to their max
 	// length; each padded shape (Lq, Lp) gets its own training graph, built once and cached
-	// (dense.BucketedBiTask: at most 4, holding together no more padded tokens than the one
+	// (biencoder.BucketedBiTask: at most 4, holding together no more padded tokens than the one
 	// fixed-padding graph). The loss and gradients are fixed padding's within float32 rounding
 	// (dropout masks differ, so the numbers are not fixed padding's bit for bit); the same seed
 	// gives the same numbers, and a resumed run continues exactly. With mini_batch_size, each
-	// chunk is padded to its own bucket instead (dense.CachedBiTask.Dynamic: one graph pair per
+	// chunk is padded to its own bucket instead (biencoder.CachedBiTask.Dynamic: one graph pair per
 	// chunk length, at most max_length/32 a side). The train phase only (pretrain pads to the
 	// max length); kind retriever. Default false (the shipped recipes pad every batch to the
 	// max length).

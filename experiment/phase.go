@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ragtrain/ragtrain/tokenize"
 	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -159,9 +160,9 @@ func (e *Env) RunPhase(ctx context.Context, ph Phase) (trainer.Result, float64, 
 	if res.StoppedAt > 0 {
 		fmt.Fprintf(e.Opts.Out, "%s: stopped early after step %d of %d\n", ph.Name, res.StoppedAt, ph.Steps)
 	}
-	if tr, ok := ph.Task.(TruncReporter); ok {
+	if tr, ok := ph.Task.(tokenize.TruncReporter); ok {
 		L, parts := tr.Truncation()
-		ReportTruncation(e.Opts.Out, ph.Name, L, parts...)
+		tokenize.ReportTruncation(e.Opts.Out, ph.Name, L, parts...)
 	}
 	return res, sec, nil
 }

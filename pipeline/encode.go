@@ -14,8 +14,8 @@ import (
 	// Prism, the default runner, embedded; a command registers the others it offers.
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/prism"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index/shard"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 func init() {
@@ -91,7 +91,7 @@ func (f *encodeShardFn) ProcessElement(ctx context.Context, t shardTask) (shardD
 	if err != nil {
 		return shardDone{}, err
 	}
-	var c experiment.TruncCount
+	var c tokenize.TruncCount
 	vecs, err := f.enc.EncodeCounting(passages, &c)
 	if err != nil {
 		return shardDone{}, fmt.Errorf("shard %d (%s lines from %d): %w", t.Index, f.Corpus, t.Line, err)

@@ -20,7 +20,6 @@ import (
 	"github.com/apache/beam/sdks/v2/go/pkg/beam"
 
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index/shard"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
@@ -182,7 +181,7 @@ func TestEncodeMatchesInProcess(t *testing.T) {
 			for i := range passages {
 				passages[i] = corpus.Passage(i, true)
 			}
-			var c experiment.TruncCount
+			var c tokenize.TruncCount
 			if _, err := pe.EncodeCounting(passages, &c); err != nil {
 				t.Fatal(err)
 			}

@@ -3,20 +3,20 @@ package pipeline
 import (
 	"fmt"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/export"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // PassageEncoder is one tower of a model directory with its tokenizer, ready to encode texts
-// as the retriever's evaluation does (dense.NewSearcher): a dense.Encoder cutting each text to
+// as the retriever's evaluation does (biencoder.NewSearcher): a biencoder.Encoder cutting each text to
 // MaxLength tokens, rows L2-normalised when the similarity is cosine. Hash is always the
 // passage tower's (the one the corpus embeddings carry), also for a query encoder.
 type PassageEncoder struct {
-	Enc        *dense.Encoder
+	Enc        *biencoder.Encoder
 	Hash       string // indexrefresh.HashParams of the passage tower's parameters
 	Dim        int    // H
 	Similarity string // "cosine" or "dot"
@@ -77,7 +77,7 @@ func openTower(dir string, query bool, maxLength int, similarity string, dynamic
 	if query {
 		tower = m.Query
 	}
-	enc, err := dense.NewEncoder(tower, tok, maxLength, dynamic)
+	enc, err := biencoder.NewEncoder(tower, tok, maxLength, dynamic)
 	if err != nil {
 		return nil, err
 	}
@@ -90,13 +90,13 @@ func (p *PassageEncoder) Encode(passages []string) ([]float32, error) {
 }
 
 // EncodeCounting is Encode that adds what truncation to MaxLength cut to c (when not nil).
-func (p *PassageEncoder) EncodeCounting(passages []string, c *experiment.TruncCount) ([]float32, error) {
+func (p *PassageEncoder) EncodeCounting(passages []string, c *tokenize.TruncCount) ([]float32, error) {
 	v, err := p.Enc.Encode(passages, c)
 	if err != nil {
 		return nil, err
 	}
 	if p.Similarity == "cosine" {
-		dense.NormalizeRows(v, p.Dim)
+		biencoder.NormalizeRows(v, p.Dim)
 	}
 	return v, nil
 }

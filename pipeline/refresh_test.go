@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/index"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/model"
@@ -54,7 +54,7 @@ func TestReencoderServesPipelineVectors(t *testing.T) {
 	queries := passages[:20] // passages as queries: each finds itself and its neighbours
 	check := func(step int) {
 		t.Helper()
-		enc, err := dense.NewEncoder(trained.Passage, tok, 32, false)
+		enc, err := biencoder.NewEncoder(trained.Passage, tok, 32, false)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -63,7 +63,7 @@ func TestReencoderServesPipelineVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dense.NormalizeRows(pv, 16)
+		biencoder.NormalizeRows(pv, 16)
 		flat, err := index.NewFlat(corpus.IDs, pv, 16)
 		if err != nil {
 			t.Fatal(err)
@@ -72,7 +72,7 @@ func TestReencoderServesPipelineVectors(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dense.NormalizeRows(qv, 16)
+		biencoder.NormalizeRows(qv, 16)
 		want := flat.SearchBatch(qv, 10)
 		got, v := r.SearchBatch(qv, 10)
 		hash, _ := indexrefresh.HashParams(params)

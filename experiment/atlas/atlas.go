@@ -137,7 +137,7 @@ type task struct {
 	pIn       *model.Inputs // B*K candidate passages (both towers)
 	teacher   *tensor.Dense // [B,K]
 	loss      *gorgonia.Node
-	experiment.GraphParams
+	trainer.GraphParams
 }
 
 func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
@@ -181,7 +181,7 @@ func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, n
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("atlas gradient graph: %w", err)
 	}
-	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	if o.Both {
 		ps := t.GraphParams.Params()
 		for i := range ps {
@@ -254,7 +254,7 @@ func (t *task) Step(step int) (float64, int, error) {
 	if err := t.Run(); err != nil {
 		return 0, 0, err
 	}
-	return experiment.ScalarValue(t.loss), t.B, nil
+	return trainer.ScalarValue(t.loss), t.B, nil
 }
 
 func (t *task) Close() { t.VM.Close() }

@@ -15,7 +15,6 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -89,8 +88,8 @@ func Score(m *model.CrossEncoder, enc tokenize.Batch, n, L int, progress io.Writ
 // buckets, workers graphs), with a progress bar described by desc on progress. It returns
 // the scores in the pairs' order and what truncation cut. The retriever's distillation (loss.teacher)
 // scores its training pairs with it.
-func Pairs(m *model.CrossEncoder, tok *tokenize.Tokenizer, queries, passages []string, L int, progress io.Writer, desc string) ([]float32, experiment.TruncCount, error) {
-	var cut experiment.TruncCount
+func Pairs(m *model.CrossEncoder, tok *tokenize.Tokenizer, queries, passages []string, L int, progress io.Writer, desc string) ([]float32, tokenize.TruncCount, error) {
+	var cut tokenize.TruncCount
 	if len(queries) == 0 {
 		return nil, cut, nil
 	}

@@ -3,6 +3,7 @@ package rag
 import (
 	"context"
 	"fmt"
+	"github.com/ragtrain/ragtrain/tokenize"
 	"path/filepath"
 	"time"
 
@@ -116,7 +117,7 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 	if err != nil {
 		return dir, err
 	}
-	experiment.ReportTruncation(o.Out, "datastore index", x.L, experiment.TruncPart{Name: "passages", Count: &x.PassageCut})
+	tokenize.ReportTruncation(o.Out, "datastore index", x.L, tokenize.TruncPart{Name: "passages", Count: &x.PassageCut})
 	if !fromStart {
 		if err := run.EvaluateStart(ev, x); err != nil {
 			return dir, err

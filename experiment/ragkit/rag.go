@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -46,7 +46,7 @@ type GardenRun struct {
 	Reader    *model.Reader
 	Encoder   *model.BiEncoder
 	RAGConfig model.RAGConfig
-	Loss      dense.ContrastiveLoss // the bi-encoder's [loss]
+	Loss      biencoder.ContrastiveLoss // the bi-encoder's [loss]
 	Metrics   map[string]float64
 	TrainSec  float64
 	// RetrievalNote, if set, replaces the training settings named above the retrieval table.
@@ -256,7 +256,7 @@ func (run *GardenRun) models() error {
 	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
 		FFN: rd.FFN, MaxPosition: rd.MaxLength, Dropout: rd.Dropout, Causal: true}
 	var err error
-	if run.Loss, err = dense.NewContrastiveLoss(rec); err != nil {
+	if run.Loss, err = biencoder.NewContrastiveLoss(rec); err != nil {
 		return err
 	}
 	if run.Reader, err = model.NewReader(rcfg, run.Seed); err != nil {
@@ -267,7 +267,7 @@ func (run *GardenRun) models() error {
 			return err
 		}
 	}
-	run.RAGConfig = model.RAGConfig{Kind: model.KindRAG, Reader: run.Reader.Cfg, Encoder: dense.EncoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
+	run.RAGConfig = model.RAGConfig{Kind: model.KindRAG, Reader: run.Reader.Cfg, Encoder: biencoder.EncoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
 	if run.Encoder, err = model.NewBiEncoder(run.RAGConfig.Encoder, rec.Model.SharedTowers, run.Seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)
@@ -388,12 +388,10 @@ func (run *GardenRun) WarmupRetriever(ctx context.Context, texts []string) error
 	if pt.Steps == 0 {
 		return nil
 	}
-	task, err := dense.NewBiTask(run.Encoder, run.Tok, pt.BatchSize, pt.BatchSize,
-		dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, run.Loss, false,
-		run.Seed, dense.StreamPretrain, func(step int) (dense.PairBatch, error) {
-			cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.Seed)
-			return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
-		})
+	task, err := biencoder.NewBiTask(run.Encoder, run.Tok, biencoder.TaskOptions{B: pt.BatchSize, N: pt.BatchSize, Lengths: biencoder.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, Loss: run.Loss, Seed: run.Seed, Stream: biencoder.StreamPretrain, Next: func(step int) (biencoder.PairBatch, error) {
+		cb, err := sampler.CropPairs(texts, pt.BatchSize, pt.CropMin, pt.CropMax, step, run.Seed)
+		return biencoder.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
+	}})
 	if err != nil {
 		return err
 	}

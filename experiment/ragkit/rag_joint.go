@@ -9,8 +9,7 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -30,20 +29,20 @@ type Index struct {
 	Row         map[string]int
 	cosine      bool
 	Temperature float64
-	L           int                   // tokens per query
-	PassageCut  experiment.TruncCount // what truncation to L cut of the passages encoded
+	L           int                 // tokens per query
+	PassageCut  tokenize.TruncCount // what truncation to L cut of the passages encoded
 }
 
 // NewIndex encodes every passage with the passage tower of m.
 func NewIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, bm25 *index.BM25, cosine bool, tau float64, L int) (*Index, error) {
-	var pCut experiment.TruncCount
-	vecs, err := dense.EncodeTexts(m.Passage, tok, texts, L, &pCut)
+	var pCut tokenize.TruncCount
+	vecs, err := biencoder.EncodeTexts(m.Passage, tok, texts, L, &pCut)
 	if err != nil {
 		return nil, err
 	}
 	dim := m.Passage.Dim()
 	if cosine {
-		dense.NormalizeRows(vecs, dim)
+		biencoder.NormalizeRows(vecs, dim)
 	}
 	flat, err := index.NewFlat(ids, vecs, dim)
 	if err != nil {
@@ -59,12 +58,12 @@ func NewIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, 
 // encodeQueries encodes questions with the current query tower (no dropout), normalised when
 // cosine.
 func (x *Index) encodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
-	qv, err := dense.EncodeTexts(m.Query, tok, texts, x.L, nil)
+	qv, err := biencoder.EncodeTexts(m.Query, tok, texts, x.L, nil)
 	if err != nil {
 		return nil, err
 	}
 	if x.cosine {
-		dense.NormalizeRows(qv, x.Dim)
+		biencoder.NormalizeRows(qv, x.Dim)
 	}
 	return qv, nil
 }
@@ -155,11 +154,11 @@ type JointBatch struct {
 	QueryIn  *model.Inputs
 	// qCut and pCut count what truncation to x.L cut of the queries and of the passages the
 	// passage tower reads, over the steps run.
-	qCut, PassageCut experiment.TruncCount
+	qCut, PassageCut tokenize.TruncCount
 }
 
-func (t *JointBatch) Truncation() (int, []experiment.TruncPart) {
-	return t.Index.L, []experiment.TruncPart{{Name: "queries", Count: &t.qCut}, {Name: "passages", Count: &t.PassageCut}}
+func (t *JointBatch) Truncation() (int, []tokenize.TruncPart) {
+	return t.Index.L, []tokenize.TruncPart{{Name: "queries", Count: &t.qCut}, {Name: "passages", Count: &t.PassageCut}}
 }
 
 // Draw returns step's questions (indices into qs), their query vectors qv [B*dim] and each
@@ -207,7 +206,7 @@ type Task struct {
 	logZ  *tensor.Dense // [B], "full" candidate mass only
 	drop  *tensor.Dense // [B,B*K], in-batch negatives only: 1 where a column repeats one counted
 	loss  *gorgonia.Node
-	experiment.GraphParams
+	trainer.GraphParams
 	trainable []trainer.Param
 
 	ids      []int
@@ -329,7 +328,7 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("rag gradient graph: %w", err)
 	}
-	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	t.trainable = t.GraphParams.Params()
 	if !o.UpdateReader {
 		t.trainable = t.GraphParams.Params()[:towerParams]
@@ -439,7 +438,7 @@ func (t *Task) Step(step int) (float64, int, error) {
 	if err := t.Run(); err != nil {
 		return 0, 0, err
 	}
-	return experiment.ScalarValue(t.loss), t.B, nil
+	return trainer.ScalarValue(t.loss), t.B, nil
 }
 
 func (t *Task) Close() { t.VM.Close() }

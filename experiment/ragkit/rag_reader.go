@@ -2,6 +2,7 @@ package ragkit
 
 import (
 	"fmt"
+	"github.com/ragtrain/ragtrain/trainer"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -10,7 +11,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/data/garden"
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -170,7 +170,7 @@ type ReaderTask struct {
 	tg           *model.Targets
 	masks        [numGroups]*tensor.Dense
 	loss         *gorgonia.Node
-	experiment.GraphParams
+	trainer.GraphParams
 
 	ids          []int
 	mask         []float32
@@ -219,7 +219,7 @@ func NewWeightedReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, re
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("reader gradient graph: %w", err)
 	}
-	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	return t, nil
 }
 
@@ -287,7 +287,7 @@ func (t *ReaderTask) Step(step int) (float64, int, error) {
 	if err := t.Run(); err != nil {
 		return 0, 0, err
 	}
-	return experiment.ScalarValue(t.loss), t.lastExamples, nil
+	return trainer.ScalarValue(t.loss), t.lastExamples, nil
 }
 
 func (t *ReaderTask) Close() { t.VM.Close() }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 
-	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/biencoder"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -92,7 +92,7 @@ func (s *Study) NewLiveIndex(ctx context.Context, phase string, mode indexrefres
 			}
 			v, err := runner.Encode(batch.IDs[lo*L:hi*L], batch.Mask[lo*L:hi*L], batch.Types[lo*L:hi*L], hi-lo)
 			if err == nil && x.cosine {
-				dense.NormalizeRows(v, x.Dim)
+				biencoder.NormalizeRows(v, x.Dim)
 			}
 			return v, err
 		}, nil

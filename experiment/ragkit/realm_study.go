@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -279,7 +279,7 @@ func (s *Study) freshIndex() (*Index, error) {
 	rec := s.Rec
 	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err == nil {
-		experiment.ReportTruncation(s.Opts.Out, "datastore index", x.L, experiment.TruncPart{Name: "passages", Count: &x.PassageCut})
+		tokenize.ReportTruncation(s.Opts.Out, "datastore index", x.L, tokenize.TruncPart{Name: "passages", Count: &x.PassageCut})
 	}
 	return x, err
 }
@@ -406,23 +406,22 @@ func (s *Study) supervised(ctx context.Context, name, phase string, startStep in
 	if len(qs) < B {
 		return fmt.Errorf("supervised: %d training questions with a gold entry, fewer than train.batch_size = %d", len(qs), B)
 	}
-	task, err := dense.NewBiTask(s.Encoder, s.Tok, B, B, dense.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, s.Loss, true, s.Seed, dense.StreamTrain,
-		func(step int) (dense.PairBatch, error) {
-			pb := dense.PairBatch{Mask: make([]float32, B*B)}
-			for _, j := range Cycle(len(qs), B, step, s.Seed^dense.StreamTrain) {
-				q := &s.World.Questions[qs[j]]
-				pb.Queries = append(pb.Queries, q.Trained)
-				pb.Passages = append(pb.Passages, s.d.Gold[qs[j]])
-			}
-			for i := range B {
-				for j := range B {
-					if i == j || pb.Passages[i] != pb.Passages[j] {
-						pb.Mask[i*B+j] = 1
-					}
+	task, err := biencoder.NewBiTask(s.Encoder, s.Tok, biencoder.TaskOptions{B: B, N: B, Lengths: biencoder.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, Loss: s.Loss, Masked: true, Seed: s.Seed, Stream: biencoder.StreamTrain, Next: func(step int) (biencoder.PairBatch, error) {
+		pb := biencoder.PairBatch{Mask: make([]float32, B*B)}
+		for _, j := range Cycle(len(qs), B, step, s.Seed^biencoder.StreamTrain) {
+			q := &s.World.Questions[qs[j]]
+			pb.Queries = append(pb.Queries, q.Trained)
+			pb.Passages = append(pb.Passages, s.d.Gold[qs[j]])
+		}
+		for i := range B {
+			for j := range B {
+				if i == j || pb.Passages[i] != pb.Passages[j] {
+					pb.Mask[i*B+j] = 1
 				}
 			}
-			return pb, nil
-		})
+		}
+		return pb, nil
+	}})
 	if err != nil {
 		return err
 	}

@@ -138,7 +138,7 @@ type replugTask struct {
 	lm    *tensor.Dense // [B,K]
 	loss  *gorgonia.Node
 	cache map[replugKey]float64
-	experiment.GraphParams
+	trainer.GraphParams
 
 	hits, misses int // cache hits and reader-scored pairs
 }
@@ -184,7 +184,7 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index,
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
 		return nil, fmt.Errorf("replug gradient graph: %w", err)
 	}
-	t.GraphParams = experiment.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
+	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	return t, nil
 }
 
@@ -244,7 +244,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 	if err := t.Run(); err != nil {
 		return 0, 0, err
 	}
-	return experiment.ScalarValue(t.loss), t.B, nil
+	return trainer.ScalarValue(t.loss), t.B, nil
 }
 
 func (t *replugTask) Close() { t.VM.Close() }

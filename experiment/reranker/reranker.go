@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"github.com/ragtrain/ragtrain/trainer"
 	"hash/fnv"
 	"io"
 	"math"
@@ -17,13 +18,13 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/crossenc"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
@@ -146,7 +147,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 	if err != nil {
 		return "", err
 	}
-	encCfg := dense.EncoderConfig(rec, tok.VocabSize())
+	encCfg := biencoder.EncoderConfig(rec, tok.VocabSize())
 	seedModel, err := model.NewCrossEncoder(encCfg, uint64(rec.Seed))
 	if err != nil {
 		return "", err
@@ -371,8 +372,8 @@ func denseFirstStage(runDir string, ds *data.Dataset, passages []string) (*first
 	if err != nil {
 		return nil, fmt.Errorf("rerank.first_stage: %s: %w", filepath.Join(ck.Dir, checkpoints.ConfigFile), err)
 	}
-	searcher, err := dense.NewSearcher(m, tok, dense.SearchOptions{
-		Len: dense.Lengths{Query: cfg.MaxLength, Passage: cfg.MaxLength}, Cosine: sim == losses.Cosine,
+	searcher, err := biencoder.NewSearcher(m, tok, biencoder.SearchOptions{
+		Len: biencoder.Lengths{Query: cfg.MaxLength, Passage: cfg.MaxLength}, Cosine: sim == losses.Cosine,
 	}, ds.Corpus.IDs, passages)
 	if err != nil {
 		return nil, err
@@ -531,13 +532,13 @@ type rerankTask struct {
 	in     *model.Inputs
 	out    *gorgonia.Node // the loss
 	labels *tensor.Dense  // [B,K] labels of a loss that reads them (graded or binary); else nil
-	experiment.GraphParams
-	cut   int                   // pairs whose passage was cut, over the steps run
-	pairs experiment.TruncCount // what truncation to L cut of the pairs, over the steps run
+	trainer.GraphParams
+	cut   int                 // pairs whose passage was cut, over the steps run
+	pairs tokenize.TruncCount // what truncation to L cut of the pairs, over the steps run
 }
 
-func (t *rerankTask) Truncation() (int, []experiment.TruncPart) {
-	return t.L, []experiment.TruncPart{{Name: "pairs", Count: &t.pairs}}
+func (t *rerankTask) Truncation() (int, []tokenize.TruncPart) {
+	return t.L, []tokenize.TruncPart{{Name: "pairs", Count: &t.pairs}}
 }
 
 // newRerankTask builds the training graph: the B*K pair scores and the loss of the losses
@@ -570,7 +571,7 @@ func newRerankTask(m *model.CrossEncoder, tok *tokenize.Tokenizer, loss string, 
 	}
 	model.ShareBuffers(g, t.out) // only the loss and the gradients are read after a run
 	t.vm = gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
-	t.GraphParams = experiment.NewGraphParams(b, t.vm)
+	t.GraphParams = trainer.NewGraphParams(b, t.vm)
 	return t, nil
 }
 
@@ -611,7 +612,7 @@ func (t *rerankTask) Step(step int) (float64, int, error) {
 	if err := t.Run(); err != nil {
 		return 0, 0, err
 	}
-	return experiment.ScalarValue(t.out), t.B * t.K, nil
+	return trainer.ScalarValue(t.out), t.B * t.K, nil
 }
 
 func (t *rerankTask) Close() { t.vm.Close() }
@@ -728,11 +729,11 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 			pp = append(pp, e.ds.Corpus.Passage(d, e.rec.Data.TitleField))
 		}
 	}
-	var pairs experiment.TruncCount
+	var pairs tokenize.TruncCount
 	enc := pairs.Add(e.tok.EncodePairBatch(pq, pp, L))
 	runs.pairs, runs.cut = len(pq), enc.Truncated
 	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs\n", split, len(qids), len(pq))
-	experiment.ReportTruncation(e.o.Out, "eval "+split, L, experiment.TruncPart{Name: "pairs", Count: &pairs})
+	tokenize.ReportTruncation(e.o.Out, "eval "+split, L, tokenize.TruncPart{Name: "pairs", Count: &pairs})
 	for _, loss := range e.rec.Rerank.Losses {
 		start := time.Now()
 		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))

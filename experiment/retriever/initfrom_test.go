@@ -13,11 +13,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
@@ -127,11 +127,11 @@ hidden = 48`
 	for i := range passages {
 		passages[i] = corpus.Passage(i, true)
 	}
-	pv, err := dense.EncodeTexts(m.Passage, tok, passages, 32, nil)
+	pv, err := biencoder.EncodeTexts(m.Passage, tok, passages, 32, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	dense.NormalizeRows(pv, 48)
+	biencoder.NormalizeRows(pv, 48)
 	if len(ids) != corpus.Len() || ids[0] != corpus.IDs[0] || len(vecs) != len(pv) || man.Dim != 48 || !man.Normalized ||
 		man.IndexVersion != "train-20" || man.ModelFile != "model.safetensors" {
 		t.Fatalf("embeddings: %d ids, %d values, manifest %+v", len(ids), len(vecs), man)

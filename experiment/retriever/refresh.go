@@ -11,9 +11,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
@@ -116,7 +116,7 @@ func (r *refreshMiner) refresh(step int) error {
 				}
 				v, err := runner.Encode(batch.IDs[lo*L:hi*L], batch.Mask[lo*L:hi*L], batch.Types[lo*L:hi*L], hi-lo)
 				if err == nil && cosine {
-					dense.NormalizeRows(v, cfg.Hidden)
+					biencoder.NormalizeRows(v, cfg.Hidden)
 				}
 				return v, err
 			}, nil
@@ -139,13 +139,13 @@ func (r *refreshMiner) refresh(step int) error {
 	for i, q := range qids {
 		texts[i], _ = r.ds.Queries.Text(q)
 	}
-	qv, err := dense.EncodeTexts(r.m.Query, r.tok, texts, r.rec.Tokenizer.QueryLength(), nil)
+	qv, err := biencoder.EncodeTexts(r.m.Query, r.tok, texts, r.rec.Tokenizer.QueryLength(), nil)
 	if err != nil {
 		return err
 	}
 	H := r.m.Query.Dim()
 	if r.cosine {
-		dense.NormalizeRows(qv, H)
+		biencoder.NormalizeRows(qv, H)
 	}
 	s := r.rec.Sampler
 	hits, v := r.ref.SearchBatch(qv, s.NegativeWindow[1])

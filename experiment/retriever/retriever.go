@@ -9,12 +9,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
@@ -43,7 +43,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	if d := rec.Loss.Dims; len(d) > 0 && d[0] > rec.Model.Hidden { // model.init_from's size is known now
 		return "", rec.KeyError("loss.dims", "dims[0] = %d exceeds the model's output dimension %d", d[0], rec.Model.Hidden)
 	}
-	loss, err := dense.NewContrastiveLoss(rec)
+	loss, err := biencoder.NewContrastiveLoss(rec)
 	if err != nil {
 		return "", err
 	}
@@ -149,7 +149,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		fmt.Fprintf(o.Out, "stream: tokenized %d passages into %s in %.1fs\n", stream.Tokens.Len(), filepath.Join(dir, StreamDir), time.Since(start).Seconds())
 	}
 
-	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: dense.EncoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
+	cfg := model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: biencoder.EncoderConfig(rec, tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
 	seed := uint64(rec.Seed)
 	m, err := model.NewBiEncoder(cfg.Encoder, cfg.SharedTowers, seed)
@@ -166,7 +166,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 	// The model before training ranks the corpus once: the "zeroshot" system, and the dense
 	// ranking that hard negatives are mined from.
-	var zeroShot *dense.Searcher
+	var zeroShot *biencoder.Searcher
 	var zeroShotRuns map[string]eval.Run // eval split -> ranking, queries encoded before training too
 	if needStart {
 		start := time.Now()
@@ -175,7 +175,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		}
 		fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", len(passages), time.Since(start).Seconds())
 		reportSearch(o.Out, "zeroshot", zeroShot)
-		experiment.ReportTruncation(o.Out, "zeroshot corpus", rec.Tokenizer.MaxLength, experiment.TruncPart{Name: "passages", Count: &zeroShot.PassageCut})
+		tokenize.ReportTruncation(o.Out, "zeroshot corpus", rec.Tokenizer.MaxLength, tokenize.TruncPart{Name: "passages", Count: &zeroShot.PassageCut})
 		zeroShotRuns = map[string]eval.Run{}
 		for _, split := range rec.Eval.Splits {
 			qids := ds.Qrels[split].QueryIDs()
@@ -279,7 +279,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 	// Queries are cut to tokenizer.query_max_length (max_length when unset), passages to
 	// max_length; the training graphs are fixed-shape per side.
-	lens := dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength}
+	lens := biencoder.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength}
 	phaseOrder := map[string]int{"": 0, "pretrain": 1, "train": 2, selectedPhase: 3}
 
 	// Phase 1: unsupervised independent cropping (Contriever).
@@ -292,11 +292,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 		if err != nil {
 			return dir, err
 		}
-		task, err := dense.NewBiTask(m, tok, pt.BatchSize, pt.BatchSize, lens, ptLoss, false, seed, dense.StreamPretrain,
-			func(step int) (dense.PairBatch, error) {
-				cb, err := sampler.CropPairsFunc(ds.Corpus.Len(), passageText, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
-				return dense.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
-			})
+		task, err := biencoder.NewBiTask(m, tok, biencoder.TaskOptions{B: pt.BatchSize, N: pt.BatchSize, Lengths: lens, Loss: ptLoss, Seed: seed, Stream: biencoder.StreamPretrain, Next: func(step int) (biencoder.PairBatch, error) {
+			cb, err := sampler.CropPairsFunc(ds.Corpus.Len(), passageText, pt.BatchSize, pt.CropMin, pt.CropMax, step, seed)
+			return biencoder.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
+		}})
 		if err != nil {
 			return dir, err
 		}
@@ -329,10 +328,10 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			defer miner.close()
 			deal = miner.batch
 		}
-		next := func(step int) (dense.PairBatch, error) {
+		next := func(step int) (biencoder.PairBatch, error) {
 			b, st, err := deal(step)
 			avoided += st.FalseNegativesAvoided + st.MaskedFalseNegatives
-			pb := dense.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
+			pb := biencoder.PairBatch{Queries: b.Queries, Passages: append(append([]string(nil), b.Positives...), b.Negatives...)}
 			if masked {
 				pb.Mask = b.Mask
 			}
@@ -341,7 +340,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			}
 			return pb, err
 		}
-		inner, err := newTrainTask(m, tok, tr, tr.BatchSize*(1+n), lens, loss, masked, seed, next)
+		// plain, length-bucketed (train.dynamic_padding) or gradient-cached (train.mini_batch_size)
+		inner, err := biencoder.New(m, tok, biencoder.TaskOptions{B: tr.BatchSize, N: tr.BatchSize * (1 + n), Lengths: lens, Loss: loss, Masked: masked,
+			Seed: seed, Stream: biencoder.StreamTrain, Next: next, MiniBatch: tr.MiniBatchSize, Dynamic: tr.DynamicPadding})
 		if err != nil {
 			return dir, err
 		}
@@ -360,14 +361,14 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			ph.State = func(done int, ts *checkpoints.TrainerState) { st(done, ts); sel.record(ts) }
 		}
 		_, _, err = env.RunPhase(ctx, ph)
-		if bt, ok := inner.(*dense.BucketedBiTask); ok {
+		if bt, ok := inner.(*biencoder.BucketedBiTask); ok {
 			var shapes []string
 			for _, l := range bt.Cached() {
 				shapes = append(shapes, fmt.Sprintf("%d/%d", l.Query, l.Passage))
 			}
 			fmt.Fprintf(o.Out, "train: dynamic padding: %d training graphs built; cached at the end: %s (query/passage tokens)\n", bt.Built(), strings.Join(shapes, ", "))
 		}
-		if ct, ok := inner.(*dense.CachedBiTask); ok && ct.Dynamic {
+		if ct, ok := inner.(*biencoder.CachedBiTask); ok && ct.Dynamic {
 			fmt.Fprintf(o.Out, "train: dynamic padding: %d chunk graph pairs built besides the maximum lengths'\n", ct.Built())
 		}
 		task.Close()
@@ -408,11 +409,7 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 }
 
 // trainTask is the supervised phase's bi-encoder task.
-type trainTask interface {
-	trainer.Task
-	experiment.TruncReporter
-	Close()
-}
+type trainTask = biencoder.Task
 
 // lossTap is the train task, keeping the loss of the batch of the last step run (the
 // train_loss of each dev evaluation's log line).
@@ -425,25 +422,6 @@ func (t *lossTap) Step(step int) (float64, int, error) {
 	loss, n, err := t.trainTask.Step(step)
 	t.last = loss
 	return loss, n, err
-}
-
-// newTrainTask builds the supervised phase's task for batches of tr.BatchSize queries and N
-// passages: one graph over the batch, one graph per padded shape (train.dynamic_padding), or
-// gradient caching over chunks of train.mini_batch_size.
-func newTrainTask(m *model.BiEncoder, tok *tokenize.Tokenizer, tr configs.Train, N int, lens dense.Lengths, loss dense.ContrastiveLoss,
-	masked bool, seed uint64, next func(step int) (dense.PairBatch, error)) (trainTask, error) {
-	if tr.MiniBatchSize > 0 {
-		t, err := dense.NewCachedBiTask(m, tok, tr.BatchSize, N, tr.MiniBatchSize, lens, loss, masked, seed, dense.StreamTrain, next)
-		if err != nil {
-			return nil, err
-		}
-		t.Dynamic = tr.DynamicPadding
-		return t, nil
-	}
-	if tr.DynamicPadding {
-		return dense.NewBucketedBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next, dense.BucketOptions{})
-	}
-	return dense.NewBiTask(m, tok, tr.BatchSize, N, lens, loss, masked, seed, dense.StreamTrain, next)
 }
 
 // rankFunc returns the ids of the n best passages for a query, best first.
@@ -518,10 +496,10 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 // the weights m now holds) serves instead of encoding the corpus again. A non-nil stream (the
 // corpus on disk; passages is then nil) is encoded into embedding shards in the run directory
 // and searched shard by shard, or, from index.ann_threshold passages on, read back into an HNSW
-// graph in memory (dense.NewShardSearcher).
+// graph in memory (biencoder.NewShardSearcher).
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, sel *selector, cosine bool,
 	bm25 *index.BM25, passages []string, stream *streamedCorpus, dir string, metrics map[string]float64, out, progress io.Writer) error {
-	var searcher *dense.Searcher
+	var searcher *biencoder.Searcher
 	var encodeSeconds float64
 	if sel != nil && sel.searcher != nil {
 		searcher, encodeSeconds = sel.searcher, sel.encodeSeconds
@@ -530,9 +508,9 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		start := time.Now()
 		var err error
 		if stream != nil {
-			opt := dense.SearchOptions{Len: dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+			opt := biencoder.SearchOptions{Len: biencoder.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
 				Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec)}
-			searcher, err = dense.NewShardSearcher(m, tok, opt, stream.Tokens, filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize)
+			searcher, err = biencoder.NewShardSearcher(m, tok, opt, stream.Tokens, filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize)
 		} else {
 			searcher, err = newEvalSearcher(rec, m, tok, cosine, ds.Corpus.IDs, passages, progress)
 		}
@@ -542,7 +520,7 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		encodeSeconds = time.Since(start).Seconds()
 	}
 	defer searcher.Close()
-	experiment.ReportTruncation(out, "eval corpus", searcher.Len.Passage, experiment.TruncPart{Name: "passages", Count: &searcher.PassageCut})
+	tokenize.ReportTruncation(out, "eval corpus", searcher.Len.Passage, tokenize.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	reportSearch(out, "dense", searcher)
 	if h := searcher.HNSW(); h != nil { // only then, so an exact run's metrics.json is unchanged
 		p := h.Params()
@@ -561,12 +539,12 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		for i, q := range qids {
 			texts[i], _ = ds.Queries.Text(q)
 		}
-		searcher.QueryCut = experiment.TruncCount{}
+		searcher.QueryCut = tokenize.TruncCount{}
 		denseHits, prefixHits, err := searcher.SearchPrefixes(texts, depth)
 		if err != nil {
 			return err
 		}
-		experiment.ReportTruncation(out, "eval "+split, searcher.Len.Query, experiment.TruncPart{Name: "queries", Count: &searcher.QueryCut})
+		tokenize.ReportTruncation(out, "eval "+split, searcher.Len.Query, tokenize.TruncPart{Name: "queries", Count: &searcher.QueryCut})
 		runs := map[string]eval.Run{"bm25": {}, "dense": {}}
 		for i, hits := range denseHits {
 			runs["dense"][qids[i]] = hits

@@ -9,12 +9,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
-	"github.com/ragtrain/ragtrain/experiment/dense"
 	"github.com/ragtrain/ragtrain/experiment/internal/curve"
 	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
@@ -43,9 +43,9 @@ const selectedPhase = "selected"
 // longest text with tokenizer.dynamic_padding (else to the maximum, as every recipe before
 // SciFact ran), with a progress bar on progress (nil: none). The caller closes it.
 // From index.ann_threshold passages on the corpus is searched with an HNSW graph (annParams).
-func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*dense.Searcher, error) {
-	return dense.NewSearcher(m, tok, dense.SearchOptions{
-		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+func newSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*biencoder.Searcher, error) {
+	return biencoder.NewSearcher(m, tok, biencoder.SearchOptions{
+		Len:    biencoder.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
 		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress,
 		ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec),
 	}, ids, passages)
@@ -61,7 +61,7 @@ func annParams(rec *configs.Recipe) ann.Params {
 // efSearch), built in X s; the ranking is approximate" on out, so a reader of the run knows;
 // exact search prints nothing (the output of every recipe without index.ann_threshold is
 // unchanged).
-func reportSearch(out io.Writer, what string, sr *dense.Searcher) {
+func reportSearch(out io.Writer, what string, sr *biencoder.Searcher) {
 	if sr.HNSW() != nil {
 		fmt.Fprintf(out, "%s: %s; the ranking is approximate (index.ann_threshold)\n", what, sr.Describe())
 	}
@@ -69,9 +69,9 @@ func reportSearch(out io.Writer, what string, sr *dense.Searcher) {
 
 // newEvalSearcher is newSearcher for the trained model, which also indexes the Matryoshka
 // prefixes evaluated (evalPrefixes).
-func newEvalSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*dense.Searcher, error) {
-	return dense.NewSearcher(m, tok, dense.SearchOptions{
-		Len:    dense.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
+func newEvalSearcher(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, ids, passages []string, progress io.Writer) (*biencoder.Searcher, error) {
+	return biencoder.NewSearcher(m, tok, biencoder.SearchOptions{
+		Len:    biencoder.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength},
 		Cosine: cosine, Dynamic: rec.Tokenizer.DynamicPadding, Progress: progress, Prefixes: evalPrefixes(rec, m.Query.Dim()),
 		ANNThreshold: rec.Index.ANNThreshold, ANN: annParams(rec),
 	}, ids, passages)
@@ -131,7 +131,7 @@ type selector struct {
 	// searcher is the corpus index of the best checkpoint when this segment of the run built it
 	// over the whole corpus (encodeSeconds its encoding time), so the final evaluation need not
 	// encode the corpus again.
-	searcher      *dense.Searcher
+	searcher      *biencoder.Searcher
 	encodeSeconds float64
 }
 

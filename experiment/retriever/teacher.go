@@ -327,7 +327,7 @@ func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset,
 		if err != nil {
 			return nil, fmt.Errorf("teacher: %w", err)
 		}
-		experiment.ReportTruncation(o.Out, "teacher pairs", L, experiment.TruncPart{Name: "pairs", Count: &cut})
+		tokenize.ReportTruncation(o.Out, "teacher pairs", L, tokenize.TruncPart{Name: "pairs", Count: &cut})
 		for i, p := range missing {
 			if s := scores[i]; math.IsNaN(float64(s)) || math.IsInf(float64(s), 0) {
 				return nil, fmt.Errorf("teacher: score %v of query %q, passage %q", s, p[0], p[1])

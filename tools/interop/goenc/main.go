@@ -19,7 +19,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/ragtrain/ragtrain/experiment/dense"
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
 )
@@ -94,12 +94,12 @@ func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
 	if idsOnly {
 		return nil
 	}
-	vecs, err := dense.EncodeTexts(t, tok, texts, L, nil)
+	vecs, err := biencoder.EncodeTexts(t, tok, texts, L, nil)
 	if err != nil {
 		return err
 	}
 	if d.Similarity == "cosine" || d.Normalize {
-		dense.NormalizeRows(vecs, t.Dim())
+		biencoder.NormalizeRows(vecs, t.Dim())
 	}
 	fmt.Fprintf(os.Stderr, "goenc: %d texts, L %d, %s tower of %s (%s layout, similarity %q, normalize %v)\n", len(texts), L, tower, dir, d.Layout, d.Similarity, d.Normalize)
 	return export.WriteNPYFloat32(filepath.Join(out, "vectors.npy"), vecs, len(texts), t.Dim())

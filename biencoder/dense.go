@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/ragtrain/ragtrain/configs"
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/index/shard"
@@ -85,7 +84,7 @@ type Searcher struct {
 	Len Lengths
 	// PassageCut counts what truncation to Len.Passage cut of the corpus, QueryCut what
 	// truncation to Len.Query cut of the queries searched.
-	PassageCut, QueryCut experiment.TruncCount
+	PassageCut, QueryCut tokenize.TruncCount
 }
 
 // NewSearcher encodes passages (ids their ids) with the passage tower of m into a Searcher, as
@@ -100,7 +99,7 @@ func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions,
 		return nil, fmt.Errorf("passages: %w", err)
 	}
 	pe.Progress, pe.Name = opt.Progress, fmt.Sprintf("encode %d passages", len(passages))
-	var pCut experiment.TruncCount
+	var pCut tokenize.TruncCount
 	pv, err := pe.Encode(passages, &pCut)
 	pe.Close()
 	if err != nil {
@@ -218,7 +217,7 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 		return nil, fmt.Errorf("passages: %w", err)
 	}
 	meta.Dim = m.Passage.Dim()
-	var pCut experiment.TruncCount
+	var pCut tokenize.TruncCount
 	_, err = EncodeStore(pe, store, dir, meta, shardSize, opt.Cosine, &pCut)
 	pe.Close()
 	if err != nil {

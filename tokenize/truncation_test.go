@@ -1,17 +1,15 @@
-package experiment
+package tokenize
 
 import (
 	"strings"
 	"testing"
-
-	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // TestTruncationCountsOnAHandMadeCorpus encodes three passages of known lengths (BERT's
 // uncased vocabulary: one token a word here) to L = 6, i.e. 4 tokens besides [CLS] and [SEP],
 // and checks the counts and the line a phase prints.
 func TestTruncationCountsOnAHandMadeCorpus(t *testing.T) {
-	tok, err := tokenize.Load("../testdata/tokenizers/bert-base-uncased/tokenizer.json")
+	tok, err := Load("../testdata/tokenizers/bert-base-uncased/tokenizer.json")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
+	"github.com/ragtrain/ragtrain/trainer"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -11,7 +12,6 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/configs"
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -40,9 +40,9 @@ type BiTask struct {
 	next   func(step int) (PairBatch, error)
 	biGraph
 	B, N    int
-	lastTru int                   // texts truncated in the last batch
-	qCut    experiment.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
-	pCut    experiment.TruncCount // and truncation to Len.Passage of the passages
+	lastTru int                 // texts truncated in the last batch
+	qCut    tokenize.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
+	pCut    tokenize.TruncCount // and truncation to Len.Passage of the passages
 }
 
 // biGraph is the training graph of a bi-encoder for one shape: B queries of qIn.L tokens and N
@@ -54,7 +54,7 @@ type biGraph struct {
 	pIn  *model.Inputs
 	head contrastiveHead
 	loss *gorgonia.Node
-	experiment.GraphParams
+	trainer.GraphParams
 }
 
 // newBiGraph builds the training graph of m for B queries of lens.Query tokens and N passages
@@ -84,23 +84,71 @@ func newBiGraph(m *model.BiEncoder, B, N int, lens Lengths, loss ContrastiveLoss
 	// lends its buffer once consumed (bit-identical, less memory).
 	model.ShareBuffers(t.g, t.loss)
 	t.vm = gorgonia.NewTapeMachine(t.g, gorgonia.BindDualValues(b.Nodes()...))
-	t.GraphParams = experiment.NewGraphParams(b, t.vm)
+	t.GraphParams = trainer.NewGraphParams(b, t.vm)
 	return t, nil
 }
 
-// NewBiTask builds the graph of m for B queries of lens.Query tokens and N passages of
-// lens.Passage tokens (each side padded to its length; Lengths{L, L} is the one shape of L tokens
-// the recipes train), InfoNCE by loss (with a B x N candidate mask when masked); next(step) gives
-// each step's batch in text, tok encodes it, and stream XORed into seed seeds the step's dropout
-// masks.
-func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengths, loss ContrastiveLoss, masked bool,
-	seed, stream uint64, next func(step int) (PairBatch, error)) (*BiTask, error) {
+// TaskOptions are the settings of a bi-encoder training task (NewBiTask, NewBucketedBiTask,
+// NewCachedBiTask, or New, which picks one of the three from them).
+type TaskOptions struct {
+	// B and N are the queries and passages of a step (passage i < B the positive of query i).
+	B, N int
+	// Lengths are each side's L: a fixed-shape task pads every batch to them, a bucketed or
+	// dynamic one cuts to them.
+	Lengths Lengths
+	// Loss is the recipe's contrastive loss (NewContrastiveLoss).
+	Loss ContrastiveLoss
+	// Masked adds a B x N candidate mask (false negatives removed from a query's softmax).
+	Masked bool
+	// Seed and Stream seed each step's dropout masks (Stream XORed into Seed).
+	Seed, Stream uint64
+	// Next gives each step's batch in text (tok encodes it); nil for a task run with
+	// StepTokens only.
+	Next func(step int) (PairBatch, error)
+	// MiniBatch is M, the rows a gradient-caching task (NewCachedBiTask) encodes at a time; it
+	// divides B and N. 0: no caching.
+	MiniBatch int
+	// Dynamic pads each batch to its own length bucket (NewBucketedBiTask; with MiniBatch,
+	// each chunk to its own), Buckets bounding the cached graphs.
+	Dynamic bool
+	Buckets BucketOptions
+}
+
+// Task is a bi-encoder training task: trainer.Task with the truncation it counted.
+type Task interface {
+	Step(step int) (float64, int, error)
+	Params() []trainer.Param
+	AfterUpdate()
+	Close()
+	Truncation() (int, []tokenize.TruncPart)
+}
+
+// New returns the training task o asks for: gradient caching when o.MiniBatch > 0 (its chunks
+// padded to their own buckets when o.Dynamic), else length-bucketed graphs when o.Dynamic, else
+// the one fixed-shape graph.
+func New(m *model.BiEncoder, tok *tokenize.Tokenizer, o TaskOptions) (Task, error) {
+	switch {
+	case o.MiniBatch > 0:
+		return NewCachedBiTask(m, tok, o)
+	case o.Dynamic:
+		return NewBucketedBiTask(m, tok, o)
+	}
+	return NewBiTask(m, tok, o)
+}
+
+// NewBiTask builds the graph of m for o.B queries of o.Lengths.Query tokens and o.N passages of
+// o.Lengths.Passage tokens (each side padded to its length; Lengths{L, L} is the one shape of L
+// tokens the recipes train), InfoNCE by o.Loss (with a B x N candidate mask when o.Masked);
+// o.Next(step) gives each step's batch in text, tok encodes it, and o.Stream XORed into o.Seed
+// seeds the step's dropout masks.
+func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, o TaskOptions) (*BiTask, error) {
+	lens := o.Lengths
 	if lens.Query < 2 || lens.Passage < 2 {
 		return nil, fmt.Errorf("bi-encoder task: lengths %d (queries) and %d (passages) leave no room for [CLS] and [SEP]", lens.Query, lens.Passage)
 	}
-	t := &BiTask{m: m, tok: tok, Len: lens, seed: seed, stream: stream, next: next, B: B, N: N}
+	t := &BiTask{m: m, tok: tok, Len: lens, seed: o.Seed, stream: o.Stream, next: o.Next, B: o.B, N: o.N}
 	var err error
-	if t.biGraph, err = newBiGraph(m, B, N, lens, loss, masked); err != nil {
+	if t.biGraph, err = newBiGraph(m, o.B, o.N, lens, o.Loss, o.Masked); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -110,7 +158,7 @@ func NewBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengt
 // against the B x N shape the graphs were built for, and its queries and passages tokenized to
 // the lengths l (each side's truncation added to its count).
 func nextBatch(next func(step int) (PairBatch, error), tok *tokenize.Tokenizer, step, B, N int, l Lengths,
-	qCut, pCut *experiment.TruncCount) (PairBatch, tokenize.Batch, tokenize.Batch, error) {
+	qCut, pCut *tokenize.TruncCount) (PairBatch, tokenize.Batch, tokenize.Batch, error) {
 	pb, err := next(step)
 	if err != nil {
 		return pb, tokenize.Batch{}, tokenize.Batch{}, err
@@ -150,7 +198,7 @@ func (g *biGraph) run(m *model.BiEncoder, seed uint64, step int, pb PairBatch, q
 	if err := g.Run(); err != nil {
 		return 0, err
 	}
-	return experiment.ScalarValue(g.loss), nil
+	return trainer.ScalarValue(g.loss), nil
 }
 
 func (t *BiTask) Close() { t.vm.Close() }
@@ -272,8 +320,8 @@ func (h *contrastiveHead) fill(pb PairBatch) error {
 
 // Truncation reports what truncation cut of the queries (to Len.Query) and of the passages (to
 // Len.Passage) over the steps run.
-func (t *BiTask) Truncation() (int, []experiment.TruncPart) {
-	return t.Len.Query, []experiment.TruncPart{
+func (t *BiTask) Truncation() (int, []tokenize.TruncPart) {
+	return t.Len.Query, []tokenize.TruncPart{
 		{Name: "queries", Count: &t.qCut, L: t.Len.Query},
 		{Name: "passages", Count: &t.pCut, L: t.Len.Passage},
 	}

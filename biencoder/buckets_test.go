@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"math"
@@ -7,7 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -60,12 +59,12 @@ func TestBucketedBiTaskMatchesFixed(t *testing.T) {
 			}
 			batch := pb
 			next := func(int) (PairBatch, error) { return batch, nil }
-			fixed, err := NewBiTask(newModel(), tok, 4, 8, lens, infonce, true, 1, StreamTrain, next)
+			fixed, err := NewBiTask(newModel(), tok, TaskOptions{B: 4, N: 8, Lengths: lens, Loss: infonce, Masked: true, Seed: 1, Stream: StreamTrain, Next: next})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer fixed.Close()
-			bucketed, err := NewBucketedBiTask(newModel(), tok, 4, 8, lens, infonce, true, 1, StreamTrain, next, BucketOptions{})
+			bucketed, err := NewBucketedBiTask(newModel(), tok, TaskOptions{B: 4, N: 8, Lengths: lens, Loss: infonce, Masked: true, Seed: 1, Stream: StreamTrain, Next: next})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,10 +118,10 @@ func TestBucketedBiTaskMatchesFixed(t *testing.T) {
 			if got := bucketed.Cached(); !slices.Equal(got, []Lengths{{32, 96}}) || bucketed.Built() != 2 {
 				t.Errorf("cached shapes %v (%d built), want [{32 96}] (2)", got, bucketed.Built())
 			}
-			report := func(tr experiment.TruncReporter) string {
+			report := func(tr tokenize.TruncReporter) string {
 				var out strings.Builder
 				L, parts := tr.Truncation()
-				experiment.ReportTruncation(&out, "train", L, parts...)
+				tokenize.ReportTruncation(&out, "train", L, parts...)
 				return out.String()
 			}
 			if got, want := report(bucketed), report(fixed); got != want || !strings.Contains(want, "passages to 96 tokens 1 of 16 cut") {
@@ -163,8 +162,7 @@ func TestBucketedBiTaskGraphCache(t *testing.T) {
 			s := shapes[string(c)]
 			batches = append(batches, PairBatch{Queries: wordTexts(t, tok, s[0], uint64(i)), Passages: wordTexts(t, tok, s[1], uint64(i+50))})
 		}
-		task, err := NewBucketedBiTask(m, tok, 2, 3, Lengths{128, 128}, infonce, false, 1, StreamTrain,
-			func(step int) (PairBatch, error) { return batches[step], nil }, opt)
+		task, err := NewBucketedBiTask(m, tok, TaskOptions{B: 2, N: 3, Lengths: Lengths{128, 128}, Loss: infonce, Seed: 1, Stream: StreamTrain, Next: func(step int) (PairBatch, error) { return batches[step], nil }, Buckets: opt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,8 +211,7 @@ func trainSteps(t *testing.T, m *model.BiEncoder, tok *tokenize.Tokenizer, batch
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewBucketedBiTask(m, tok, 2, 4, Lengths{64, 96}, infonce, false, 9, StreamTrain,
-		func(step int) (PairBatch, error) { return batches[step], nil }, BucketOptions{MaxGraphs: 2})
+	task, err := NewBucketedBiTask(m, tok, TaskOptions{B: 2, N: 4, Lengths: Lengths{64, 96}, Loss: infonce, Seed: 9, Stream: StreamTrain, Next: func(step int) (PairBatch, error) { return batches[step], nil }, Buckets: BucketOptions{MaxGraphs: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +290,7 @@ func TestBucketedBiTaskDeterministic(t *testing.T) {
 // random weights) on 16 queries of 10 tokens and 32 passages of 40, with every batch padded to
 // the maximum lengths 64 / 128 (fixed) or to its bucket 32 / 64 (bucketed):
 //
-//	nice -n 19 go test ./experiment/dense -run '^$' -bench BucketedStep
+//	nice -n 19 go test ./biencoder -run '^$' -bench BucketedStep
 func BenchmarkBucketedStep(b *testing.B) {
 	tok := bertTokenizer(b)
 	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 128, Layers: 2, Heads: 4, FFN: 512,
@@ -328,9 +325,9 @@ func BenchmarkBucketedStep(b *testing.B) {
 				Close()
 			}
 			if bucketed {
-				task, err = NewBucketedBiTask(m, tok, 16, 32, lens, infonce, false, 1, StreamTrain, next, BucketOptions{})
+				task, err = NewBucketedBiTask(m, tok, TaskOptions{B: 16, N: 32, Lengths: lens, Loss: infonce, Seed: 1, Stream: StreamTrain, Next: next})
 			} else {
-				task, err = NewBiTask(m, tok, 16, 32, lens, infonce, false, 1, StreamTrain, next)
+				task, err = NewBiTask(m, tok, TaskOptions{B: 16, N: 32, Lengths: lens, Loss: infonce, Seed: 1, Stream: StreamTrain, Next: next})
 			}
 			if err != nil {
 				b.Fatal(err)
@@ -377,7 +374,7 @@ func TestCachedBiTaskDynamic(t *testing.T) {
 		randomize(m, 0.3, 5)
 		return m
 	}
-	fixed, err := NewBiTask(newModel(0), tok, 4, 8, lens, infonce, true, 1, StreamTrain, next)
+	fixed, err := NewBiTask(newModel(0), tok, TaskOptions{B: 4, N: 8, Lengths: lens, Loss: infonce, Masked: true, Seed: 1, Stream: StreamTrain, Next: next})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -387,7 +384,7 @@ func TestCachedBiTaskDynamic(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, dropout := range []float64{0, 0.1} {
-		cached, err := NewCachedBiTask(newModel(dropout), tok, 4, 8, 2, lens, infonce, true, 1, StreamTrain, next)
+		cached, err := NewCachedBiTask(newModel(dropout), tok, TaskOptions{B: 4, N: 8, MiniBatch: 2, Lengths: lens, Loss: infonce, Masked: true, Seed: 1, Stream: StreamTrain, Next: next})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"io"
@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/model"
@@ -27,7 +26,7 @@ func TestEncodeStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer enc.Close()
-	var cText, cStore experiment.TruncCount
+	var cText, cStore tokenize.TruncCount
 	want, err := enc.Encode(texts, &cText)
 	if err != nil {
 		t.Fatal(err)
@@ -79,7 +78,7 @@ func TestEncodeStore(t *testing.T) {
 // 1-layer Transformer bi-encoder (H 32, seed 5) the shard tests encode them with.
 func cranfieldStore(t *testing.T, tok *tokenize.Tokenizer, n int) (*tokstore.Store, []string, []string, *model.BiEncoder) {
 	t.Helper()
-	cr, err := data.OpenCorpus("../../datasets/cranfield/corpus.jsonl")
+	cr, err := data.OpenCorpus("../datasets/cranfield/corpus.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}

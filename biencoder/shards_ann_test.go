@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"fmt"

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"cmp"
@@ -7,7 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/schollz/progressbar/v3"
@@ -114,7 +113,7 @@ func (e *Encoder) runner(L int) (*model.EncoderRunner, error) {
 // Encode returns the vectors of texts, len(texts) x H float32 values (H = the tower's Dim), row
 // i that of texts[i]. c, when not nil, counts what truncation to MaxLen cut (the same counts
 // with or without Dynamic).
-func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, error) {
+func (e *Encoder) Encode(texts []string, c *tokenize.TruncCount) ([]float32, error) {
 	return e.encode(len(texts), func(lo, hi int) tokenize.Batch { return e.tok.EncodeBatch(texts[lo:hi], e.maxLen) }, c)
 }
 
@@ -122,12 +121,12 @@ func (e *Encoder) Encode(texts []string, c *experiment.TruncCount) ([]float32, e
 // of text i (before [CLS], [SEP] and truncation), as a tokenized passage store
 // (tokenize/tokstore) keeps it. It returns Encode's vectors for those texts, bit for bit, and
 // the same truncation counts.
-func (e *Encoder) EncodeTokenized(tokens [][]int, c *experiment.TruncCount) ([]float32, error) {
+func (e *Encoder) EncodeTokenized(tokens [][]int, c *tokenize.TruncCount) ([]float32, error) {
 	return e.encode(len(tokens), func(lo, hi int) tokenize.Batch { return e.tok.BatchOf(tokens[lo:hi], e.maxLen) }, c)
 }
 
 // encode encodes n texts, batch(lo, hi) giving rows lo..hi-1 as EncodeBatch pads them to MaxLen.
-func (e *Encoder) encode(n int, batch func(lo, hi int) tokenize.Batch, c *experiment.TruncCount) ([]float32, error) {
+func (e *Encoder) encode(n int, batch func(lo, hi int) tokenize.Batch, c *tokenize.TruncCount) ([]float32, error) {
 	e.used = e.used[:0]
 	if !e.dynamic {
 		e.used = append(e.used, e.maxLen)
@@ -142,7 +141,7 @@ func (e *Encoder) encode(n int, batch func(lo, hi int) tokenize.Batch, c *experi
 }
 
 // encodeDynamic is encode with dynamic padding.
-func (e *Encoder) encodeDynamic(n int, batch func(lo, hi int) tokenize.Batch, c *experiment.TruncCount) ([]float32, error) {
+func (e *Encoder) encodeDynamic(n int, batch func(lo, hi int) tokenize.Batch, c *tokenize.TruncCount) ([]float32, error) {
 	// Each text as EncodeBatch encodes it (cut, [CLS] ... [SEP]), kept without its padding (the
 	// mask is 1 exactly there), types alike.
 	ids, types := make([][]int, n), make([][]int, n)
@@ -308,7 +307,7 @@ func (e *Encoder) Close() error {
 // EncodeTexts encodes texts with one tower, EncodeBatchSize at a time, each padded to L tokens,
 // and returns len(texts) x H values. c, when not nil, counts what truncation to L cut. It is an
 // Encoder without dynamic padding, used once.
-func EncodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *experiment.TruncCount) ([]float32, error) {
+func EncodeTexts(t *model.Tower, tok *tokenize.Tokenizer, texts []string, L int, c *tokenize.TruncCount) ([]float32, error) {
 	e, err := NewEncoder(t, tok, L, false)
 	if err != nil {
 		return nil, err

@@ -1,11 +1,9 @@
-package dense
+package biencoder
 
 import (
 	"math"
 	"strings"
 	"testing"
-
-	"github.com/ragtrain/ragtrain/experiment"
 
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -30,7 +28,7 @@ func TestBiTaskGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewBiTask(m, tok, 2, 3, Lengths{Query: 8, Passage: 8}, infonce, false, 1, 1, func(int) (PairBatch, error) { return pb, nil })
+	task, err := NewBiTask(m, tok, TaskOptions{B: 2, N: 3, Lengths: Lengths{Query: 8, Passage: 8}, Loss: infonce, Seed: 1, Stream: 1, Next: func(int) (PairBatch, error) { return pb, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,7 +115,7 @@ func TestBiTaskQueryAndPassageLengths(t *testing.T) {
 			t.Fatal(err)
 		}
 		randomize(m, 0.3, 2)
-		task, err := NewBiTask(m, tok, 2, 3, lens, infonce, false, 1, StreamTrain, func(int) (PairBatch, error) { return pb, nil })
+		task, err := NewBiTask(m, tok, TaskOptions{B: 2, N: 3, Lengths: lens, Loss: infonce, Seed: 1, Stream: StreamTrain, Next: func(int) (PairBatch, error) { return pb, nil }})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,7 +151,7 @@ func TestBiTaskQueryAndPassageLengths(t *testing.T) {
 	}
 	L, parts := split.Truncation()
 	var out strings.Builder
-	experiment.ReportTruncation(&out, "train", L, parts...)
+	tokenize.ReportTruncation(&out, "train", L, parts...)
 	want := "train: truncation: queries to 6 tokens 1 of 4 cut (16.7% of their tokens dropped); passages to 12 tokens 2 of 6 cut (4.0% of their tokens dropped)\n"
 	if out.String() != want {
 		t.Errorf("report %q, want %q", out.String(), want)

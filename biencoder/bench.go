@@ -1,11 +1,10 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
 	"math"
 	"math/rand/v2"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -23,20 +22,30 @@ type BiStep struct {
 	clip float64
 }
 
-// NewBiStep builds the training graph for B queries of lens.Query tokens and N passages of
-// lens.Passage tokens (passage i < B the positive of query i), InfoNCE with temperature tau and similarity sim (masked: with a B x N
-// candidate mask, as false_negatives = "mask"), and AdamW with that weight decay; gradClip <= 0
-// disables clipping. seed seeds the dropout masks of each step.
-func NewBiStep(m *model.BiEncoder, B, N int, lens Lengths, tau float64, sim losses.Similarity, masked bool, weightDecay, gradClip float64, seed uint64) (*BiStep, error) {
-	loss, err := infoNCE(tau, sim)
+// BiStepOptions are the settings of a timed bi-encoder step (NewBiStep).
+type BiStepOptions struct {
+	B, N        int     // queries and passages (passage i < B the positive of query i)
+	Lengths     Lengths // each side's L
+	Temperature float64 // InfoNCE's temperature
+	Sim         losses.Similarity
+	Masked      bool    // a B x N candidate mask, as false_negatives = "mask"
+	WeightDecay float64 // AdamW's
+	GradClip    float64 // the largest global gradient norm; <= 0 disables clipping
+	Seed        uint64  // seeds the dropout masks of each step
+}
+
+// NewBiStep builds the training graph of m for o.B queries of o.Lengths.Query tokens and o.N
+// passages of o.Lengths.Passage tokens, InfoNCE at o.Temperature and o.Sim, and AdamW.
+func NewBiStep(m *model.BiEncoder, o BiStepOptions) (*BiStep, error) {
+	loss, err := infoNCE(o.Temperature, o.Sim)
 	if err != nil {
 		return nil, err
 	}
-	t, err := NewBiTask(m, nil, B, N, lens, loss, masked, seed, StreamTrain, nil)
+	t, err := NewBiTask(m, nil, TaskOptions{B: o.B, N: o.N, Lengths: o.Lengths, Loss: loss, Masked: o.Masked, Seed: o.Seed, Stream: StreamTrain})
 	if err != nil {
 		return nil, err
 	}
-	return &BiStep{t: t, opt: trainer.NewAdamW(weightDecay), clip: gradClip}, nil
+	return &BiStep{t: t, opt: trainer.NewAdamW(o.WeightDecay), clip: o.GradClip}, nil
 }
 
 // Step runs step number step with learning rate lr on q (B sequences) and p (N sequences) and
@@ -69,7 +78,7 @@ func (s *BiStep) Step(step int, q, p tokenize.Batch, keep []float32, lr float64)
 	if err := t.Run(); err != nil {
 		return 0, err
 	}
-	loss := experiment.ScalarValue(t.loss)
+	loss := trainer.ScalarValue(t.loss)
 	params := t.Params()
 	trainer.ClipGlobalNorm(params, s.clip)
 	s.opt.Step(params, lr)

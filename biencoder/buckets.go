@@ -1,10 +1,9 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
 	"runtime"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -58,8 +57,8 @@ type BucketedBiTask struct {
 	active *bucketGraph   // the graph of the last Step
 	params []trainer.Param
 	built  int
-	qCut   experiment.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
-	pCut   experiment.TruncCount // and truncation to Len.Passage of the passages
+	qCut   tokenize.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
+	pCut   tokenize.TruncCount // and truncation to Len.Passage of the passages
 }
 
 // bucketGraph is one cached graph and its shape.
@@ -68,11 +67,11 @@ type bucketGraph struct {
 	len Lengths
 }
 
-// NewBucketedBiTask returns the bucketed task of m for B queries and N passages a step, cut to
-// lens, with NewBiTask's loss, mask, seed, stream and batches; opt bounds the cached graphs.
-// No graph is built before the first Step.
-func NewBucketedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, lens Lengths, loss ContrastiveLoss, masked bool,
-	seed, stream uint64, next func(step int) (PairBatch, error), opt BucketOptions) (*BucketedBiTask, error) {
+// NewBucketedBiTask returns the bucketed task of m for o.B queries and o.N passages a step, cut
+// to o.Lengths, with NewBiTask's loss, mask, seed, stream and batches; o.Buckets bounds the
+// cached graphs. No graph is built before the first Step.
+func NewBucketedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, o TaskOptions) (*BucketedBiTask, error) {
+	B, N, lens, opt := o.B, o.N, o.Lengths, o.Buckets
 	if lens.Query < 2 || lens.Passage < 2 {
 		return nil, fmt.Errorf("bi-encoder task: lengths %d (queries) and %d (passages) leave no room for [CLS] and [SEP]", lens.Query, lens.Passage)
 	}
@@ -85,7 +84,7 @@ func NewBucketedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N int, le
 	if opt.MaxTokens == 0 {
 		opt.MaxTokens = B*lens.Query + N*lens.Passage
 	}
-	return &BucketedBiTask{m: m, tok: tok, Len: lens, seed: seed, stream: stream, next: next, loss: loss, masked: masked,
+	return &BucketedBiTask{m: m, tok: tok, Len: lens, seed: o.Seed, stream: o.Stream, next: o.Next, loss: o.Loss, masked: o.Masked,
 		opt: opt, B: B, N: N}, nil
 }
 
@@ -252,8 +251,8 @@ func (t *BucketedBiTask) Cached() []Lengths {
 
 // Truncation reports what truncation cut of the queries (to Len.Query) and of the passages (to
 // Len.Passage) over the steps run, as BiTask reports it.
-func (t *BucketedBiTask) Truncation() (int, []experiment.TruncPart) {
-	return t.Len.Query, []experiment.TruncPart{
+func (t *BucketedBiTask) Truncation() (int, []tokenize.TruncPart) {
+	return t.Len.Query, []tokenize.TruncPart{
 		{Name: "queries", Count: &t.qCut, L: t.Len.Query},
 		{Name: "passages", Count: &t.pCut, L: t.Len.Passage},
 	}

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
@@ -7,7 +7,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -63,8 +62,8 @@ type CachedBiTask struct {
 	order   []*model.Param
 	params  []trainer.Param
 	lastTru int
-	qCut    experiment.TruncCount
-	pCut    experiment.TruncCount
+	qCut    tokenize.TruncCount
+	pCut    tokenize.TruncCount
 }
 
 // Salts of the dropout streams of the two sides, XORed into the step's seed.
@@ -191,18 +190,18 @@ func (t *CachedBiTask) letChunk(s *cachedSide, in *model.Inputs, cb tokenize.Bat
 // (Dynamic: one per other chunk length seen).
 func (t *CachedBiTask) Built() int { return t.built }
 
-// NewCachedBiTask is NewBiTask with gradient caching over chunks of M rows; M must divide B and
-// N. The arguments are those of NewBiTask; tok may be nil when the task is run with StepTokens
-// only.
-func NewCachedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, B, N, M int, lens Lengths, loss ContrastiveLoss, masked bool,
-	seed, stream uint64, next func(step int) (PairBatch, error)) (*CachedBiTask, error) {
+// NewCachedBiTask is NewBiTask with gradient caching over chunks of M = o.MiniBatch rows; M
+// must divide o.B and o.N; with o.Dynamic each chunk is padded to its own bucket. The other
+// options are those of NewBiTask; tok may be nil when the task is run with StepTokens only.
+func NewCachedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, o TaskOptions) (*CachedBiTask, error) {
+	B, N, M, lens, loss, masked := o.B, o.N, o.MiniBatch, o.Lengths, o.Loss, o.Masked
 	if lens.Query < 2 || lens.Passage < 2 {
 		return nil, fmt.Errorf("bi-encoder task: lengths %d (queries) and %d (passages) leave no room for [CLS] and [SEP]", lens.Query, lens.Passage)
 	}
 	if M < 1 || B%M != 0 || N%M != 0 {
 		return nil, fmt.Errorf("cached bi-encoder task: mini-batches of %d rows do not divide %d queries and %d passages", M, B, N)
 	}
-	t := &CachedBiTask{m: m, tok: tok, Len: lens, seed: seed, stream: stream, next: next, B: B, N: N, M: M, acc: map[*model.Param]*tensor.Dense{}}
+	t := &CachedBiTask{m: m, tok: tok, Len: lens, seed: o.Seed, stream: o.Stream, next: o.Next, B: B, N: N, M: M, Dynamic: o.Dynamic, acc: map[*model.Param]*tensor.Dense{}}
 	var err error
 	if t.query, err = newCachedSide(m.Query, M, lens.Query, "query", saltQuery); err != nil {
 		return nil, err
@@ -288,7 +287,7 @@ func (t *CachedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch) (
 	if err := t.lossVM.RunAll(); err != nil {
 		return 0, 0, err
 	}
-	loss := experiment.ScalarValue(t.head.loss)
+	loss := trainer.ScalarValue(t.head.loss)
 	// Step 3: each chunk again, back-propagating its rows of the cached gradient.
 	for k, sd := range sides {
 		g, err := sd.emb.Grad()
@@ -361,8 +360,8 @@ func (t *CachedBiTask) Close() {
 }
 
 // Truncation reports what truncation cut of the queries and of the passages over the steps run.
-func (t *CachedBiTask) Truncation() (int, []experiment.TruncPart) {
-	return t.Len.Query, []experiment.TruncPart{
+func (t *CachedBiTask) Truncation() (int, []tokenize.TruncPart) {
+	return t.Len.Query, []tokenize.TruncPart{
 		{Name: "queries", Count: &t.qCut, L: t.Len.Query},
 		{Name: "passages", Count: &t.pCut, L: t.Len.Passage},
 	}

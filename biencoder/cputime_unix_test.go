@@ -1,6 +1,6 @@
 //go:build unix
 
-package dense
+package biencoder
 
 import (
 	"syscall"

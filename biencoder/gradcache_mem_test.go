@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"bufio"
@@ -25,7 +25,7 @@ import (
 // AdamW, for N = 32, 128, 256, cached (train.mini_batch_size = 32) and uncached. VmHWM never
 // falls, so run one case per process:
 //
-//	nice -n 10 go test ./experiment/dense -run '^$' -bench 'GradCacheMemory/N=256/mini=32$' -benchtime 1x
+//	nice -n 10 go test ./biencoder -run '^$' -bench 'GradCacheMemory/N=256/mini=32$' -benchtime 1x
 func BenchmarkGradCacheMemory(b *testing.B) {
 	for _, n := range []int{32, 128, 256} {
 		for _, mini := range []int{0, 32} {
@@ -70,7 +70,7 @@ func gradCacheMemory(b *testing.B, n, mini int) {
 	}()
 	start := time.Now()
 	if mini == 0 {
-		s, err := NewBiStep(m, n, 2*n, Lengths{Query: L, Passage: L}, 0.05, losses.Cosine, false, 0.01, 1, 1)
+		s, err := NewBiStep(m, BiStepOptions{B: n, N: 2 * n, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Sim: losses.Cosine, WeightDecay: 0.01, GradClip: 1, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func gradCacheMemory(b *testing.B, n, mini int) {
 		}
 		s.Close()
 	} else {
-		task, err := NewCachedBiTask(m, nil, n, 2*n, mini, Lengths{Query: L, Passage: L}, loss, false, 1, StreamTrain, nil)
+		task, err := NewCachedBiTask(m, nil, TaskOptions{B: n, N: 2 * n, MiniBatch: mini, Lengths: Lengths{Query: L, Passage: L}, Loss: loss, Seed: 1, Stream: StreamTrain})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"math/rand/v2"
@@ -28,7 +28,7 @@ import (
 // and the seconds to build one more graph (without running it). VmHWM never falls, so run one
 // case per process:
 //
-//	nice -n 19 go test ./experiment/dense -run '^$' -bench 'BucketGraphsMemory/two$' -benchtime 1x
+//	nice -n 19 go test ./biencoder -run '^$' -bench 'BucketGraphsMemory/two$' -benchtime 1x
 func BenchmarkBucketGraphsMemory(b *testing.B) {
 	for _, c := range []string{"one", "two", "bounded"} {
 		b.Run(c, func(b *testing.B) { bucketGraphsMemory(b, c) })
@@ -67,7 +67,7 @@ func bucketGraphsMemory(b *testing.B, c string) {
 	if c == "bounded" {
 		opt = BucketOptions{}
 	}
-	task, err := NewBucketedBiTask(m, nil, B, N, lens, loss, false, 1, StreamTrain, nil, opt)
+	task, err := NewBucketedBiTask(m, nil, TaskOptions{B: B, N: N, Lengths: lens, Loss: loss, Seed: 1, Stream: StreamTrain, Buckets: opt})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,9 +1,9 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
+	"github.com/ragtrain/ragtrain/tokenize"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/tokenize/tokstore"
 )
@@ -16,7 +16,7 @@ import (
 // each chunk is length-sorted on its own (the same vectors to float32 rounding). c, when not
 // nil, counts truncation. It fails when meta.Dim is not the tower's H or shardSize < 1, or as
 // WriteShard and CommitManifest do.
-func EncodeStore(enc *Encoder, s *tokstore.Store, dir string, meta shard.Meta, shardSize int, cosine bool, c *experiment.TruncCount) (*shard.Manifest, error) {
+func EncodeStore(enc *Encoder, s *tokstore.Store, dir string, meta shard.Meta, shardSize int, cosine bool, c *tokenize.TruncCount) (*shard.Manifest, error) {
 	h := enc.tower.Dim()
 	if meta.Dim != h {
 		return nil, fmt.Errorf("dense: encode store into %s: dim %d, the tower's is %d", dir, meta.Dim, h)

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"fmt"
@@ -9,7 +9,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/index/ann"
 	"github.com/ragtrain/ragtrain/model"
@@ -18,7 +17,7 @@ import (
 
 func bertTokenizer(t testing.TB) *tokenize.Tokenizer {
 	t.Helper()
-	tok, err := tokenize.Load("../../testdata/tokenizers/bert-base-uncased/tokenizer.json")
+	tok, err := tokenize.Load("../testdata/tokenizers/bert-base-uncased/tokenizer.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +119,7 @@ func TestEncoderDynamicMatchesFixed(t *testing.T) {
 				t.Fatal(err)
 			}
 			randomize(m, 0.3, 7)
-			var fixedCut, dynCut experiment.TruncCount
+			var fixedCut, dynCut tokenize.TruncCount
 			fixed, err := EncodeTexts(m.Passage, tok, texts, maxLen, &fixedCut)
 			if err != nil {
 				t.Fatal(err)
@@ -437,7 +436,7 @@ func TestEncodeTokenizedMatchesEncode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			var cText, cTok experiment.TruncCount
+			var cText, cTok tokenize.TruncCount
 			want, err := enc.Encode(texts, &cText)
 			if err != nil {
 				t.Fatal(err)

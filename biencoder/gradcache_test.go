@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"encoding/json"
@@ -36,7 +36,7 @@ func newCachedTask(t *testing.T, cfg model.EncoderConfig, seed uint64, B, N, M i
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewCachedBiTask(m, nil, B, N, M, lens, loss, false, 1, StreamTrain, nil)
+	task, err := NewCachedBiTask(m, nil, TaskOptions{B: B, N: N, MiniBatch: M, Lengths: lens, Loss: loss, Seed: 1, Stream: StreamTrain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +147,7 @@ func TestCachedBiTaskMatchesFullBatch(t *testing.T) {
 					pb.Mask[0*N+3], pb.Mask[5*N+12] = 0, 0 // two false negatives
 				}
 				wantLoss, want := fullBatchGradients(t, m, lens, loss, masked, pb, q, p)
-				task, err := NewCachedBiTask(m, nil, B, N, M, lens, loss, masked, 1, StreamTrain, nil)
+				task, err := NewCachedBiTask(m, nil, TaskOptions{B: B, N: N, MiniBatch: M, Lengths: lens, Loss: loss, Masked: masked, Seed: 1, Stream: StreamTrain})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -190,7 +190,7 @@ func TestCachedBiTaskMatchesFullBatch(t *testing.T) {
 // golden loss and the word embeddings' gradient rows are the golden grad_q, grad_d_pos and
 // grad_d_neg (1e-6 relative, float64).
 func TestCachedBiTaskGolden(t *testing.T) {
-	raw, err := os.ReadFile("../../losses/testdata/losses.json")
+	raw, err := os.ReadFile("../losses/testdata/losses.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,7 +258,7 @@ func TestCachedBiTaskGolden(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewCachedBiTask(m, nil, B, N, 4, Lengths{Query: 2, Passage: 2}, loss, false, 1, StreamTrain, nil)
+	task, err := NewCachedBiTask(m, nil, TaskOptions{B: B, N: N, MiniBatch: 4, Lengths: Lengths{Query: 2, Passage: 2}, Loss: loss, Seed: 1, Stream: StreamTrain})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,12 +325,12 @@ func TestCachedBiTaskDropout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ct, err := NewCachedBiTask(m, nil, B, N, 2, lens, loss, false, 1, StreamTrain, nil)
+	ct, err := NewCachedBiTask(m, nil, TaskOptions{B: B, N: N, MiniBatch: 2, Lengths: lens, Loss: loss, Seed: 1, Stream: StreamTrain})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ct.Close()
-	bt, err := NewBiTask(m, nil, B, N, lens, loss, false, 1, StreamTrain, nil)
+	bt, err := NewBiTask(m, nil, TaskOptions{B: B, N: N, Lengths: lens, Loss: loss, Seed: 1, Stream: StreamTrain})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,21 +1,19 @@
-package experiment
+package tokenize
 
 import (
 	"fmt"
 	"io"
 	"strings"
-
-	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // TruncCount counts what encoding texts to a fixed length cut: the texts encoded and cut, and
-// their tokens before truncation and dropped (tokenize.Batch's Truncated, Tokens, Dropped).
+// their tokens before truncation and dropped (Batch's Truncated, Tokens, Dropped).
 type TruncCount struct {
 	texts, cut, tokens, dropped int
 }
 
 // Add counts b and returns it.
-func (c *TruncCount) Add(b tokenize.Batch) tokenize.Batch {
+func (c *TruncCount) Add(b Batch) Batch {
 	if c == nil {
 		return b
 	}

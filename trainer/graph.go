@@ -1,4 +1,4 @@
-package experiment
+package trainer
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"gorgonia.org/gorgonia"
 
 	"github.com/ragtrain/ragtrain/model"
-	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // GraphParams is the trainer's side of a training graph: the parameters bound in it, with the
@@ -14,15 +13,15 @@ import (
 type GraphParams struct {
 	VM     gorgonia.VM
 	bound  []model.Bound
-	params []trainer.Param
+	params []Param
 }
 
 // NewGraphParams takes the parameters bound by b in the graph that vm runs.
 func NewGraphParams(b *model.Binder, vm gorgonia.VM) GraphParams {
 	gp := GraphParams{VM: vm, bound: b.Bound()}
-	gp.params = make([]trainer.Param, len(gp.bound))
+	gp.params = make([]Param, len(gp.bound))
 	for i, bd := range gp.bound {
-		gp.params[i] = trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)}
+		gp.params[i] = Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)}
 	}
 	return gp
 }
@@ -44,7 +43,7 @@ func (gp *GraphParams) Run() error {
 }
 
 // Params are the bound parameters with their gradients of the last run.
-func (gp *GraphParams) Params() []trainer.Param { return gp.params }
+func (gp *GraphParams) Params() []Param { return gp.params }
 
 // AfterUpdate zeroes the gradients (a TapeMachine adds each run's gradients to the previous
 // ones) and resets the machine for the next step.

@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	task, err := NewBiTask(ref, tok, B, N, Lengths{Query: L, Passage: L}, loss, true, seed, StreamTrain, func(int) (PairBatch, error) { return pb, nil })
+	task, err := NewBiTask(ref, tok, TaskOptions{B: B, N: N, Lengths: Lengths{Query: L, Passage: L}, Loss: loss, Masked: true, Seed: seed, Stream: StreamTrain, Next: func(int) (PairBatch, error) { return pb, nil }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewBiStep(m, B, N, Lengths{Query: L, Passage: L}, 0.05, losses.Cosine, true, 0.01, 1, seed)
+	s, err := NewBiStep(m, BiStepOptions{B: B, N: N, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Sim: losses.Cosine, Masked: true, WeightDecay: 0.01, GradClip: 1, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

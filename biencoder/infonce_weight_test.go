@@ -1,4 +1,4 @@
-package dense
+package biencoder
 
 import (
 	"math"
@@ -72,7 +72,7 @@ func TestInfoNCEWeight(t *testing.T) {
 				}
 			}
 		}
-		task, err := NewCachedBiTask(m, nil, B, N, 2, lens, combined, true, 1, StreamTrain, nil)
+		task, err := NewCachedBiTask(m, nil, TaskOptions{B: B, N: N, MiniBatch: 2, Lengths: lens, Loss: combined, Masked: true, Seed: 1, Stream: StreamTrain})
 		if err != nil {
 			t.Fatal(err)
 		}
