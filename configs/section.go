@@ -25,6 +25,16 @@ type Section struct {
 	Check func(c *Checker, r *Recipe, sec any)
 }
 
+// NewSection returns the Section of a kind's table name whose struct is T: defaults returns
+// its defaults, check (nil for none) validates it within the recipe.
+func NewSection[T any](name string, defaults func() T, check func(c *Checker, r *Recipe, sec *T)) Section {
+	s := Section{Name: name, New: func() any { v := defaults(); return &v }}
+	if check != nil {
+		s.Check = func(c *Checker, r *Recipe, sec any) { check(c, r, sec.(*T)) }
+	}
+	return s
+}
+
 var (
 	sectionsMu sync.RWMutex
 	sections   []Section // every kind's own sections, in registration order

@@ -9,7 +9,7 @@ import (
 
 // section is the [atlas] table of the recipe, which this kind owns (configs.Section): Load
 // decodes it with Config's defaults and checks it with check.
-var section = configs.Section{Name: "atlas", New: func() any { c := defaultConfig(); return &c }, Check: check}
+var section = configs.NewSection("atlas", defaultConfig, check)
 
 // Of returns the [atlas] section of a recipe.
 func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "atlas") }
@@ -82,8 +82,7 @@ func System(name string) (objective, towers string, ok bool) {
 }
 
 // check validates [atlas] within the recipe r.
-func check(v *configs.Checker, r *configs.Recipe, sec any) {
-	a := sec.(*Config)
+func check(v *configs.Checker, r *configs.Recipe, a *Config) {
 	if len(a.Systems) == 0 {
 		v.Fail("atlas.systems", `must name at least one system ("supervised" or "<objective>_<towers>")`)
 	}

@@ -4,7 +4,7 @@ import "github.com/ragtrain/ragtrain/configs"
 
 // section is the [replug] table of the recipe, which this kind owns (configs.Section): Load
 // decodes it with Config's defaults and checks it with check.
-var section = configs.Section{Name: "replug", New: func() any { c := defaultConfig(); return &c }, Check: check}
+var section = configs.NewSection("replug", defaultConfig, check)
 
 // Of returns the [replug] section of a recipe.
 func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "replug") }
@@ -46,8 +46,7 @@ func defaultConfig() Config {
 }
 
 // check validates [replug] within the recipe r.
-func check(v *configs.Checker, r *configs.Recipe, sec any) {
-	p := sec.(*Config)
+func check(v *configs.Checker, r *configs.Recipe, p *Config) {
 	if len(p.Systems) == 0 {
 		v.Fail("replug.systems", "must name at least one of %s", configs.QuoteList(replugSystems))
 	}

@@ -30,19 +30,16 @@ type toy struct {
 func init() {
 	experiment.Register("toy", runToy, configs.KindSpec{
 		Sections: []string{"tokenizer", "train"},
-		Own: []configs.Section{{
-			Name: "toy",
-			New:  func() any { return &toy{Steps: 3, Scale: 0.5, Words: []string{"a", "b"}} },
-			Check: func(c *configs.Checker, r *configs.Recipe, sec any) {
-				t := sec.(*toy)
+		Own: []configs.Section{configs.NewSection("toy",
+			func() toy { return toy{Steps: 3, Scale: 0.5, Words: []string{"a", "b"}} },
+			func(c *configs.Checker, r *configs.Recipe, t *toy) {
 				configs.AtLeast(c, "toy.steps", t.Steps, 1)
 				c.Positive("toy.scale", t.Scale)
 				c.Distinct("toy.words", t.Words)
 				if t.Steps > r.Train.Steps {
 					c.Fail(c.SetOf("toy.steps", "train.steps"), "toy.steps = %d exceeds train.steps = %d", t.Steps, r.Train.Steps)
 				}
-			},
-		}},
+			})},
 	})
 }
 
