@@ -18,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/ragtrain/ragtrain/configs"
 	"io/fs"
 	"math"
 	"os"
@@ -104,29 +105,8 @@ func load(dir, system string) (row, error) {
 	} else if v, ok := m["select/dev/nDCG@10"]; ok { // the chosen checkpoint's, when dev is not an eval split
 		r.dev = v
 	}
-	var rec struct {
-		Name string
-		Loss struct {
-			Name          string
-			Teacher       string
-			Dims          []int
-			InfoNCEWeight float64 `toml:"infonce_weight"`
-			BM25Weight    float64 `toml:"teacher_bm25_weight"`
-		}
-		Sampler struct {
-			NegativeSource   string  `toml:"negative_source"`
-			HardNegatives    int     `toml:"hard_negatives"`
-			RefreshEvery     int     `toml:"refresh_every"`
-			NegativeMargin   float64 `toml:"negative_margin"`
-			NegativeRelative float64 `toml:"negative_relative"`
-		}
-		Train struct {
-			BatchSize     int `toml:"batch_size"`
-			MiniBatchSize int `toml:"mini_batch_size"`
-			Steps         int
-			LR            float64 `toml:"lr"`
-		}
-	}
+	// The recipe's own type, not a copy of some of its keys: a key missing from the file is zero.
+	var rec configs.Recipe
 	p := filepath.Join(dir, "recipe.resolved.toml")
 	if _, err := toml.DecodeFile(p, &rec); err != nil {
 		return r, fmt.Errorf("%s: %w", p, err)
@@ -135,7 +115,7 @@ func load(dir, system string) (row, error) {
 	if w := rec.Loss.InfoNCEWeight; w > 0 {
 		r.loss += fmt.Sprintf(" + %g infonce", w)
 	}
-	if w := rec.Loss.BM25Weight; w > 0 {
+	if w := rec.Loss.TeacherBM25Weight; w > 0 {
 		r.loss += fmt.Sprintf(" (teacher + %g bm25)", w)
 	}
 	r.negatives = rec.Sampler.NegativeSource
