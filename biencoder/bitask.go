@@ -2,7 +2,6 @@ package biencoder
 
 import (
 	"fmt"
-	"github.com/ragtrain/ragtrain/trainer"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // PairBatch is one contrastive batch in text: B queries and N >= B passages, passage i < B the

@@ -2,9 +2,9 @@ package biencoder
 
 import (
 	"fmt"
-	"github.com/ragtrain/ragtrain/tokenize"
 
 	"github.com/ragtrain/ragtrain/index/shard"
+	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/tokenize/tokstore"
 )
 

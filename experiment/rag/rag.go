@@ -3,7 +3,6 @@ package rag
 import (
 	"context"
 	"fmt"
-	"github.com/ragtrain/ragtrain/tokenize"
 	"path/filepath"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // kind = "rag": the garden world, a generative reader and joint retriever-reader training.

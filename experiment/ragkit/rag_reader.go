@@ -2,7 +2,6 @@ package ragkit
 
 import (
 	"fmt"
-	"github.com/ragtrain/ragtrain/trainer"
 	"io"
 	"math/rand/v2"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // Reader sequences. A reader reads one passage and a question and writes the answer:

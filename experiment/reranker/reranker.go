@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"github.com/ragtrain/ragtrain/trainer"
 	"hash/fnv"
 	"io"
 	"math"
@@ -31,6 +30,7 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // The reranker recipe (kind = "reranker") trains one cross-encoder per loss of rerank.losses,

@@ -18,7 +18,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/ragtrain/ragtrain/configs"
 	"io/fs"
 	"math"
 	"os"
@@ -27,6 +26,8 @@ import (
 	"strings"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ragtrain/ragtrain/configs"
 )
 
 type row struct {
