@@ -27,11 +27,14 @@
 //
 // # Kinds
 //
-// kind says what a recipe trains. Kinds are registered with RegisterKind
-// (package experiment registers the six below in its init), each with the
-// sections it reads and the losses it trains; Load rejects an unregistered
-// kind, a section the file sets that the kind does not read, and a loss the
-// kind cannot train:
+// kind says what a recipe trains. Kinds are registered with RegisterKind (each
+// kind's package calls experiment.Register, which does, in its init), each with
+// the shared sections it reads, the losses it trains, the keys of shared sections
+// only some kinds read (KindSpec.Keys) and the sections it owns (KindSpec.Own:
+// struct, defaults, validation and key table in the kind's package, e.g. [atlas]
+// and [replug]); this package names no kind. Load rejects an unregistered kind, a
+// section the file sets that the kind does not read, a key it does not read set
+// away from off, and a loss the kind cannot train:
 //
 //	recipes/x.toml:12: section [selfrag] is not read by kind "retriever" (it reads: data, tokenizer, ...)
 //	recipes/x.toml:20: loss.name: kind "retriever" cannot train "pointwise" (valid: "infonce")

@@ -3,10 +3,11 @@
 //
 //	import _ "github.com/ragtrain/ragtrain/experiment/kinds"
 //
-// as a program using database/sql imports its drivers. Each kind lives in its own package
-// over the shared base (package experiment) and registers itself in an init: its RunFunc with
-// experiment.Register, the recipe sections and losses it reads with configs.RegisterKind.
-// Adding a kind is a new package and one line here.
+// as a program using database/sql imports its drivers. Each kind lives in its own package over the
+// shared base (package experiment) and registers itself in an init with one experiment.Register
+// call: its run and what it reads (shared sections, losses, keys, its own sections). Adding a kind
+// is a new package and one line here (experiment/internal/toykind: configs and experiment need
+// none).
 package kinds
 
 import (

@@ -24,7 +24,7 @@ import (
 // Sections are the recipe sections every garden kind reads, then extra: the garden kinds share
 // the rag pipeline: world, tokenizer, reader, the bi-encoder ([model], [loss]), its label-free
 // warm-up ([pretrain]), the optimiser settings ([train]), BM25 ([index]) and the datastore
-// ([rag]). A kind passes them to configs.RegisterKind.
+// ([rag]). A kind passes them to experiment.Register.
 func Sections(extra ...string) []string {
 	return append([]string{"world", "tokenizer", "reader", "model", "loss", "pretrain", "train", "index", "rag"}, extra...)
 }
