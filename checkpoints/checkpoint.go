@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
@@ -188,7 +189,7 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 	tok := ck.Tokenizer
 	if ck.TokenizerPath != "" {
 		var err error
-		if tok, err = os.ReadFile(ck.TokenizerPath); err != nil {
+		if tok, err = bounded.ReadFile(ck.TokenizerPath, bounded.Tokenizer); err != nil {
 			return err
 		}
 	}
@@ -276,7 +277,7 @@ func Load(dir string) (*Checkpoint, error) {
 
 func readLatest(dir string) (string, error) {
 	path := filepath.Join(dir, LatestFile)
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.SmallFile)
 	if err != nil {
 		return "", err
 	}
@@ -297,7 +298,7 @@ func LoadDir(path string) (*Checkpoint, error) {
 		return nil, err
 	}
 	cfgPath := filepath.Join(path, ConfigFile)
-	cfg, err := os.ReadFile(cfgPath)
+	cfg, err := bounded.ReadFile(cfgPath, bounded.ConfigJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +307,7 @@ func LoadDir(path string) (*Checkpoint, error) {
 	}
 	ck.Config = json.RawMessage(bytes.TrimSpace(cfg))
 
-	if ck.Tokenizer, err = os.ReadFile(filepath.Join(path, TokenizerFile)); err != nil {
+	if ck.Tokenizer, err = bounded.ReadFile(filepath.Join(path, TokenizerFile), bounded.Tokenizer); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -323,7 +324,7 @@ func LoadDir(path string) (*Checkpoint, error) {
 	}
 
 	tsPath := filepath.Join(path, TrainerFile)
-	b, err := os.ReadFile(tsPath)
+	b, err := bounded.ReadFile(tsPath, bounded.ConfigJSON)
 	if err != nil {
 		return nil, err
 	}

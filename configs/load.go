@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Load reads the recipe at path: it decodes the TOML over Defaults(), rejects
@@ -25,7 +27,7 @@ import (
 // The line is left out when the key is not in the file (a required key, or a
 // default that conflicts with another key).
 func Load(path string) (*Recipe, error) {
-	src, err := os.ReadFile(path)
+	src, err := bounded.ReadFile(path, bounded.Recipe)
 	if err != nil {
 		return nil, fmt.Errorf("recipe: %w", err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Files of a run directory.
@@ -43,7 +44,7 @@ func LockRunDir(dir string) (unlock func(), err error) {
 		return nil, fmt.Errorf("run directory %s: lock: %w", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
+		b, _ := bounded.ReadFile(path, bounded.SmallFile)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			holder := "another process"
@@ -226,7 +227,7 @@ func WriteMetrics(dir string, m map[string]float64) error {
 
 // ReadMetrics reads a metrics.json written by WriteMetrics.
 func ReadMetrics(dir string) (map[string]float64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MetricsFile))
+	b, err := bounded.ReadFile(filepath.Join(dir, MetricsFile), bounded.SmallFile)
 	if err != nil {
 		return nil, err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -105,7 +106,7 @@ func ReadEmbeddings(dir string) ([]string, []float32, EmbeddingsManifest, error)
 		return nil, nil, man, fmt.Errorf("%s: shape %v, %s says [%d, %d]", filepath.Join(dir, EmbeddingsFile), shape, manPath, man.Count, man.Dim)
 	}
 	idPath := filepath.Join(dir, IDsFile)
-	f, err := os.Open(idPath)
+	f, err := bounded.OpenRegular(idPath)
 	if err != nil {
 		return nil, nil, man, err
 	}
@@ -182,7 +183,7 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 }
 
 func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return "", err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -221,7 +222,7 @@ func writeJSON(path string, v any) error {
 
 // readJSON decodes the JSON file at path into v; unknown fields are an error when strict.
 func readJSON(path string, v any, strict bool) error {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ConfigJSON)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -180,7 +181,7 @@ func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string,
 	if err := tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(filepath.Join(tmp, "tokenizer.json"))
+	b, err := bounded.ReadFile(filepath.Join(tmp, "tokenizer.json"), bounded.Tokenizer)
 	if err != nil {
 		return "", err
 	}
@@ -200,7 +201,7 @@ func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string,
 // readTeacherCache reads a TeacherScoresFile into scores; a missing file is no error. A file of
 // another teacher hash is refused.
 func readTeacherCache(path, hash string, scores map[[2]string]float32) (int, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if os.IsNotExist(err) {
 		return 0, nil
 	} else if err != nil {

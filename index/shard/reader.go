@@ -18,6 +18,7 @@ import (
 	"github.com/edsrzf/mmap-go"
 
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Reader searches the version of a shard directory that was committed when it was opened. It
@@ -44,7 +45,7 @@ func Open(dir string) (*Reader, error) {
 	r := &Reader{dir: dir, m: *m, meta: meta}
 	for i, e := range m.Shards {
 		path := filepath.Join(dir, e.File)
-		f, err := os.Open(path)
+		f, err := bounded.OpenRegular(path)
 		if err != nil {
 			r.Close()
 			if os.IsNotExist(err) {
