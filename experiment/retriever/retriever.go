@@ -130,6 +130,9 @@ func runRetriever(ctx context.Context, rec *configs.Recipe, o experiment.Options
 			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
 		}
 	}
+	if err := experiment.CheckMemory(rec, dense.EncoderConfig(rec, tok.VocabSize()), o.Out); err != nil {
+		return "", err
+	}
 	dir, err := experiment.PrepareRunDir(rec, o)
 	if err != nil {
 		return "", err
