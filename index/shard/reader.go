@@ -122,6 +122,20 @@ func (r *Reader) Verify() error {
 	return nil
 }
 
+// OpenVerified is Open followed by Verify: the committed version with every shard's sha256
+// checked against the manifest before a vector is read; the error names the shard that differs.
+func OpenVerified(dir string) (*Reader, error) {
+	r, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Verify(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
+}
+
 // view is one mapped shard.
 type view struct {
 	h      header
