@@ -221,6 +221,9 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
 		return err
 	}
+	if err := writeChecksums(tmp); err != nil {
+		return err
+	}
 	return atomicfile.SyncDir(tmp)
 }
 
@@ -263,13 +266,29 @@ func writeOptimizer(path string, o *OptimizerState, params []Tensor) error {
 }
 
 // Load loads the checkpoint that dir/latest names (see Save). A missing latest, a latest naming
-// no directory, and any missing or malformed file are errors naming the file.
+// no directory, and any missing or malformed file are errors naming the file. When a file of
+// that checkpoint fails its checksum (ErrCorrupt), Load falls back to the newest intact
+// checkpoint directory of dir (Save keeps the one before the latest) and writes one line to
+// Warnings naming the damaged file and the checkpoint used; with none intact the error names
+// the damaged file. LoadLatest does not fall back.
 func Load(dir string) (*Checkpoint, error) {
 	name, err := readLatest(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no complete checkpoint (%s is missing)", dir, LatestFile)
-		}
+		return nil, err
+	}
+	ck, err := LoadDir(filepath.Join(dir, name))
+	if err != nil && errors.Is(err, ErrCorrupt) {
+		return fallback(dir, name, err)
+	}
+	return ck, err
+}
+
+// LoadLatest is Load without the fall-back: exactly the checkpoint dir/latest names, or the
+// error naming its damaged file (for an export, which must not silently export an older
+// checkpoint).
+func LoadLatest(dir string) (*Checkpoint, error) {
+	name, err := readLatest(dir)
+	if err != nil {
 		return nil, err
 	}
 	return LoadDir(filepath.Join(dir, name))
@@ -278,6 +297,9 @@ func Load(dir string) (*Checkpoint, error) {
 func readLatest(dir string) (string, error) {
 	path := filepath.Join(dir, LatestFile)
 	b, err := bounded.ReadFile(path, bounded.SmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: no complete checkpoint (%s is missing): %w", dir, LatestFile, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -291,8 +313,14 @@ func readLatest(dir string) (string, error) {
 // LoadDir loads one checkpoint directory (e.g. run/checkpoint-train-500). model.safetensors,
 // config.json and trainer_state.json are required; tokenizer.json, optimizer.safetensors and
 // state.safetensors are read when present.
+//
+// Every file the directory's ChecksumFile lists is checked first (VerifyDir): a damaged one is
+// an error naming it, wrapping ErrCorrupt.
 func LoadDir(path string) (*Checkpoint, error) {
 	ck := &Checkpoint{Dir: path}
+	if err := VerifyDir(path); err != nil {
+		return nil, err
+	}
 	var err error
 	if ck.Params, _, err = ReadSafetensors(filepath.Join(path, ModelFile)); err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -63,11 +64,15 @@ func OpenRun(path string) (*Run, error) {
 	r := &Run{Dir: path}
 	var err error
 	recipeDir := path
-	if _, serr := os.Stat(filepath.Join(path, checkpoints.LatestFile)); serr == nil {
-		r.Checkpoint, err = checkpoints.Load(path)
-	} else if _, serr := os.Stat(filepath.Join(path, checkpoints.TrainerFile)); serr == nil {
+	_, latestErr := os.Stat(filepath.Join(path, checkpoints.LatestFile))
+	_, stateErr := os.Stat(filepath.Join(path, checkpoints.TrainerFile))
+	if latestErr == nil {
+		r.Checkpoint, err = checkpoints.LoadLatest(path) // an export never falls back to an older checkpoint
+	} else if stateErr == nil {
 		r.Checkpoint, err = checkpoints.LoadDir(path)
 		recipeDir = filepath.Dir(path)
+	} else if e := cmp.Or(notMissing(latestErr), notMissing(stateErr)); e != nil {
+		return nil, fmt.Errorf("%s: cannot read the directory: %w", path, e) // e.g. permission denied, not "no latest"
 	} else {
 		var models []string
 		if sub, _ := filepath.Glob(filepath.Join(path, "*", checkpoints.LatestFile)); len(sub) > 0 {
@@ -97,6 +102,14 @@ func OpenRun(path string) (*Run, error) {
 		r.Recipe = nil
 	}
 	return r, nil
+}
+
+// notMissing is err unless it says the file does not exist.
+func notMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // Tokenizer loads the checkpoint's tokenizer.json.
