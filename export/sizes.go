@@ -20,14 +20,20 @@ var (
 	runFields = sizeFields{"encoder.Vocab", "encoder.Hidden", "encoder.Layers", "encoder.FFN", "encoder.MaxPosition"}
 )
 
-// checkSizes compares every size the directory's config states (vocabulary V, hidden size H,
-// layers, feed-forward width, max_position) with the tensors its weights file holds, before a
-// model of that size is built: the word embeddings must be [V,H], the position embeddings
-// [max_position,H], layer 0's feed-forward input [FFN,H], and the file must hold exactly
-// Layers blocks (counted by probing layer.0, layer.1, ... up to the first one missing, so at
-// most as many probes as the file has tensors). The weights were themselves checked against
-// the file's size when read, so after checkSizes a model built from the config is no larger
-// than the file. The error names the config file, its field and value, and the tensor.
+// sizeSlack is how many values more than its weights file holds a directory's config may
+// describe before checkSizes refuses it: a few tensors missing is Init's to report (a
+// MismatchError), a model gigabytes larger than the file is refused before it is built.
+const sizeSlack = 1 << 20
+
+// checkSizes compares the model the directory's config describes (vocabulary V, hidden size H,
+// layers, feed-forward width, max_position; model.ParamCount) with the values its weights file
+// holds, before a model of that size is built. When the config describes more than sizeSlack
+// values beyond the file's, the error names the config file, the field whose size no tensor
+// bears out and that tensor: the word embeddings must be [V,H], the position embeddings
+// [max_position,H], layer 0's feed-forward input [FFN,H], and the file must hold Layers blocks
+// (counted by probing layer.0, layer.1, ... up to the first missing, at most as many probes as
+// the file has tensors). The weights were checked against the file's size when read, so a
+// model built after checkSizes is no larger than the file plus sizeSlack values.
 func (d *BiEncoderDir) checkSizes() error {
 	f := hfFields
 	if d.Layout == LayoutRun {
@@ -40,6 +46,15 @@ func (d *BiEncoderDir) checkSizes() error {
 	c := d.Encoder
 	for _, src := range srcs {
 		cfgPath := filepath.Join(filepath.Dir(src.set.file), ConfigFile)
+		have := 0.0
+		for _, t := range src.set.byName {
+			have += float64(len(t.Data))
+		}
+		need := model.ParamCount(c)
+		if need <= have+sizeSlack {
+			continue
+		}
+		tooLarge := fmt.Errorf("%s: its sizes describe %.0f parameters, but %s holds %.0f values", cfgPath, need, src.set.file, have)
 		expect := func(field string, v int, rest string, want ...int) error {
 			name := src.name(rest)
 			t, ok := src.set.byName[name]
@@ -59,7 +74,7 @@ func (d *BiEncoderDir) checkSizes() error {
 			return err
 		}
 		if c.Encoder != model.EncoderTransformer || c.Arch == model.ArchGPT2 {
-			continue
+			return tooLarge
 		}
 		if err := expect(f.maxPos, c.MaxPosition, "embeddings.position", c.MaxPosition, c.Hidden); err != nil {
 			return err
@@ -77,6 +92,7 @@ func (d *BiEncoderDir) checkSizes() error {
 		if n != c.Layers {
 			return fmt.Errorf("%s: %s = %d, but %s holds %d layers", cfgPath, f.layers, c.Layers, src.set.file, n)
 		}
+		return tooLarge
 	}
 	return nil
 }
