@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -50,6 +51,11 @@ type BiEncoderMeta struct {
 	// TruncateDim, when > 0, serves the first TruncateDim coordinates of every embedding
 	// (sentence-transformers' truncate_dim, after its Normalize module); 0 = all.
 	TruncateDim int
+	// Carried are tensors written unchanged beside a transformer tower's parameters in its
+	// model.safetensors: those of an imported checkpoint that training does not touch (BertModel's
+	// pooler; Run.carriedTensors), so that transformers' BertModel finds them. A name the tower's
+	// parameters already use is an error.
+	Carried []checkpoints.RawTensor
 }
 
 // BiEncoder rebuilds the run's bi-encoder from its checkpoint: the architecture from
@@ -87,6 +93,7 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 		return err
 	}
 	meta.TruncateDim = o.TruncateDim
+	meta.Carried = r.carriedTensors(m.Cfg, o.Log)
 	tok, err := r.Tokenizer()
 	if err != nil {
 		return err
@@ -200,7 +207,17 @@ func writeTransformerTower(dir string, t *model.Tower, tok *tokenize.Tokenizer, 
 	if err != nil {
 		return err
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
+	raw := make([]checkpoints.RawTensor, 0, len(ts)+len(meta.Carried))
+	for _, t := range ts {
+		raw = append(raw, checkpoints.F32Raw(t))
+	}
+	for _, c := range meta.Carried {
+		if slices.ContainsFunc(ts, func(t checkpoints.Tensor) bool { return t.Name == c.Name }) {
+			return fmt.Errorf("export: carried tensor %q is also a trained parameter", c.Name)
+		}
+		raw = append(raw, c)
+	}
+	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
