@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -262,7 +263,13 @@ func writeOptimizer(path string, o *OptimizerState, params []Tensor) error {
 			ts = append(ts, Tensor{Name: kind.prefix + name, Shape: shape, Data: data})
 		}
 	}
-	return WriteSafetensors(path, ts, map[string]string{"step": strconv.Itoa(o.Step)})
+	meta := map[string]string{"step": strconv.Itoa(o.Step)}
+	if w := o.Window; w.Steps > 0 { // the loop's partial log window (trainer.OptimizerState.Window)
+		meta["log_window_loss"] = strconv.FormatFloat(w.Loss, 'g', -1, 64)
+		meta["log_window_steps"] = strconv.Itoa(w.Steps)
+		meta["log_window_examples"] = strconv.Itoa(w.Examples)
+	}
+	return WriteSafetensors(path, ts, meta)
 }
 
 // Load loads the checkpoint that dir/latest names (see Save). A missing latest, a latest naming
@@ -382,6 +389,16 @@ func readOptimizer(path string, params []Tensor) (*OptimizerState, error) {
 		size[p.Name] = len(p.Data)
 	}
 	o := &OptimizerState{Step: step, M: map[string][]float32{}, V: map[string][]float32{}}
+	if meta["log_window_steps"] != "" {
+		w := &o.Window
+		var errs [3]error
+		w.Loss, errs[0] = strconv.ParseFloat(meta["log_window_loss"], 64)
+		w.Steps, errs[1] = strconv.Atoi(meta["log_window_steps"])
+		w.Examples, errs[2] = strconv.Atoi(meta["log_window_examples"])
+		if errors.Join(errs[:]...) != nil || w.Steps < 0 || w.Examples < 0 || math.IsNaN(w.Loss) || math.IsInf(w.Loss, 0) {
+			return nil, fmt.Errorf("%s: metadata log_window_loss/steps/examples = %q/%q/%q, want a finite sum and counts >= 0", path, meta["log_window_loss"], meta["log_window_steps"], meta["log_window_examples"])
+		}
+	}
 	for _, t := range ts {
 		kind, name, _ := strings.Cut(t.Name, ".")
 		var dst map[string][]float32

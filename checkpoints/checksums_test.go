@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // flipBit flips one bit in the middle of the file at path.
@@ -109,4 +111,22 @@ func FuzzParseChecksums(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestLogWindowRoundTrip: the loop's partial log window travels in optimizer.safetensors'
+// metadata, exactly.
+func TestLogWindowRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	ck := sample(t, "train", 7)
+	ck.Optimizer.Window = trainer.LogWindow{Loss: 2.5510000000000001e-3 / 3, Steps: 2, Examples: 64}
+	if err := Save(dir, ck); err != nil {
+		t.Fatal(err)
+	}
+	got, err := LoadLatest(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Optimizer.Window != ck.Optimizer.Window {
+		t.Errorf("window %+v, saved %+v", got.Optimizer.Window, ck.Optimizer.Window)
+	}
 }
