@@ -2,6 +2,7 @@ package export
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -93,6 +94,9 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 		return err
 	}
 	meta.TruncateDim = o.TruncateDim
+	if d := o.TruncateDim; d > 0 {
+		warnUntrainedPrefix(r, d, o.Log)
+	}
 	meta.Carried = r.carriedTensors(m.Cfg, o.Log)
 	tok, err := r.Tokenizer()
 	if err != nil {
@@ -122,6 +126,19 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 	}
 	fmt.Fprintf(o.Log, "export: %s bi-encoder (%s towers%s) from %s\n", m.Cfg.Encoder, towersWord(m.Shared), trunc, src.Checkpoint)
 	return nil
+}
+
+// warnUntrainedPrefix warns when the run was not trained to serve its first d coordinates
+// alone: only Matryoshka training (loss.name "matryoshka_infonce") with d among loss.dims does.
+func warnUntrainedPrefix(r *Run, d int, log io.Writer) {
+	switch {
+	case r.Recipe == nil:
+		fmt.Fprintf(log, "export: warning: truncate_dim %d: the run's recipe is unreadable (%v), so whether its first %d coordinates were trained to stand alone (Matryoshka) is unknown\n", d, r.RecipeErr, d)
+	case r.Recipe.Loss.Name != "matryoshka_infonce":
+		fmt.Fprintf(log, "export: warning: truncate_dim %d: the model was trained with loss.name = %q, not Matryoshka (\"matryoshka_infonce\"): its first %d coordinates were not trained to stand alone, expect a worse ranking than the full vectors'\n", d, r.Recipe.Loss.Name, d)
+	case !slices.Contains(r.Recipe.Loss.Dims, d):
+		fmt.Fprintf(log, "export: warning: truncate_dim %d is not among the trained Matryoshka prefixes loss.dims = %v\n", d, r.Recipe.Loss.Dims)
+	}
 }
 
 func towersWord(shared bool) string {

@@ -12,6 +12,28 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 )
 
+// savedRun saves src as the checkpoint of a run directory (tokenizer tokPath) and opens it,
+// with an empty recipe for the caller to fill.
+func savedRun(t *testing.T, src *model.BiEncoder, tokPath string) *Run {
+	t.Helper()
+	var ts []checkpoints.Tensor
+	for _, p := range src.Params() {
+		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: slices.Clone([]int(p.Value.Shape())), Data: p.Value.Data().([]float32)})
+	}
+	run := filepath.Join(t.TempDir(), "run")
+	cfg := model.BiEncoderConfig{Kind: KindBiEncoder, Encoder: src.Cfg, SharedTowers: src.Shared, Similarity: "cosine", Temperature: 0.05, MaxLength: 16}
+	if err := checkpoints.Save(run, &checkpoints.Checkpoint{Params: ts, Config: cfg, TokenizerPath: tokPath,
+		Trainer: checkpoints.TrainerState{Phase: "train", Step: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenRun(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Recipe = &configs.Recipe{}
+	return r
+}
+
 // TestExportCarriesUntrainedTensors: issue 37's all-MiniLM-L6-v2 fine-tuned and exported lost
 // pooler.dense.weight and pooler.dense.bias (transformers then initialised them at random).
 // A run whose model.init_from is a BERT directory with a pooler and a position_ids buffer now
@@ -40,21 +62,7 @@ func TestExportCarriesUntrainedTensors(t *testing.T) {
 	}
 
 	// A run fine-tuned from dir: its checkpoint holds the trained parameters only.
-	var ts []checkpoints.Tensor
-	for _, p := range src.Params() {
-		ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: slices.Clone([]int(p.Value.Shape())), Data: p.Value.Data().([]float32)})
-	}
-	run := filepath.Join(t.TempDir(), "run")
-	cfg := model.BiEncoderConfig{Kind: KindBiEncoder, Encoder: src.Cfg, SharedTowers: true, Similarity: "cosine", Temperature: 0.05, MaxLength: 16}
-	if err := checkpoints.Save(run, &checkpoints.Checkpoint{Params: ts, Config: cfg, TokenizerPath: filepath.Join(dir, TokenizerFile),
-		Trainer: checkpoints.TrainerState{Phase: "train", Step: 3}}); err != nil {
-		t.Fatal(err)
-	}
-	r, err := OpenRun(run)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r.Recipe = &configs.Recipe{}
+	r := savedRun(t, src, filepath.Join(dir, TokenizerFile))
 	r.Recipe.Model.InitFrom = dir
 	out := filepath.Join(t.TempDir(), "export")
 	var log strings.Builder

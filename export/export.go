@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -205,7 +206,10 @@ func writeDir(out string, fill func(tmp string) error) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err := removeStale(out); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, tmpPrefix(out)+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return err
 	}

@@ -118,6 +118,9 @@ func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
 // directory is returned (checkSizes), so that a model built from d.Encoder is no larger than
 // the file.
 func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
+	if err := checkUnfinished(dir); err != nil {
+		return nil, err
+	}
 	d, err := openBiEncoder(dir)
 	if err != nil {
 		return nil, err
