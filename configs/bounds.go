@@ -19,7 +19,8 @@ const (
 
 // validateBounds fails the first size key above its maximum, and a train.warmup_steps that the
 // recipe sets above train.steps (a retriever's train phase warms up over train.warmup_steps
-// as given; the default is left alone for short test recipes).
+// as given; the default, and a resolved recipe that writes every default out, are left alone
+// for short test recipes).
 func validateBounds(v *checker, r *Recipe) {
 	for _, k := range []struct {
 		key      string
@@ -46,7 +47,7 @@ func validateBounds(v *checker, r *Recipe) {
 	if t := r.Loss.Temperature; t > MaxTemperature {
 		v.fail("loss.temperature", "must be <= %g: at %g every score divided by it is 0 to float32 precision and nothing trains", MaxTemperature, t)
 	}
-	if tr := r.Train; r.Kind == "retriever" && v.l.isSet("train.warmup_steps") && tr.Steps > 0 && tr.WarmupSteps > tr.Steps {
+	if tr := r.Train; r.Kind == "retriever" && !v.l.resolved && v.l.isSet("train.warmup_steps") && tr.Steps > 0 && tr.WarmupSteps > tr.Steps {
 		v.fail(v.setOf("train.warmup_steps", "train.steps"), "train.warmup_steps = %d exceeds train.steps = %d: the learning rate would never reach train.lr", tr.WarmupSteps, tr.Steps)
 	}
 }

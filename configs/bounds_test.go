@@ -31,3 +31,22 @@ func TestLoadBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestResolvedShortRunLoads: a short run's recipe.resolved.toml writes the default
+// warmup_steps out; it must load again (resume, export), the warm-up rule being the user's.
+func TestResolvedShortRunLoads(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "short.toml")
+	writeRecipe(t, path, "[train]\nsteps = 4\n"+base)
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resolved := filepath.Join(dir, "short.resolved.toml")
+	if err := r.WriteResolved(resolved); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(resolved); err != nil {
+		t.Fatalf("resolved short recipe: %v", err)
+	}
+}

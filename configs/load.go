@@ -43,7 +43,8 @@ func Load(path string) (*Recipe, error) {
 	if undecoded := md.Undecoded(); len(undecoded) > 0 {
 		return nil, l.unknownKey(undecoded)
 	}
-	if err := l.checkKind(r, strings.HasPrefix(string(src), resolvedHeader)); err != nil {
+	l.resolved = strings.HasPrefix(string(src), resolvedHeader)
+	if err := l.checkKind(r, l.resolved); err != nil {
 		return nil, err
 	}
 	if r.Name == "" {
@@ -68,9 +69,10 @@ func Load(path string) (*Recipe, error) {
 
 // loader carries what error messages need: the path as given and key lines.
 type loader struct {
-	path    string
-	lines   map[string]int
-	defined func(key ...string) bool
+	path     string
+	lines    map[string]int
+	defined  func(key ...string) bool
+	resolved bool // a recipe.resolved.toml (every default written out)
 }
 
 // lineOf returns the line defining key, else that of its nearest enclosing
