@@ -1,7 +1,6 @@
 package checkpoints
 
 import (
-	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -43,26 +42,13 @@ func writeChecksums(dir string) error {
 		if !e.Type().IsRegular() || e.Name() == ChecksumFile || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		sum, err := fileSHA256(filepath.Join(dir, e.Name()))
+		sum, err := bounded.SHA256(filepath.Join(dir, e.Name()))
 		if err != nil {
 			return err
 		}
 		fmt.Fprintf(&b, "%s  %s\n", sum, e.Name())
 	}
 	return atomicfile.WriteFile(filepath.Join(dir, ChecksumFile), []byte(b.String()))
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := bounded.OpenRegular(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // ParseChecksums parses a ChecksumFile (name names it in errors): "<64 hex>  <file name>"
@@ -115,7 +101,7 @@ func VerifyDir(dir string) error {
 		}
 	})
 	for _, n := range names {
-		got, err := fileSHA256(filepath.Join(dir, n))
+		got, err := bounded.SHA256(filepath.Join(dir, n))
 		if errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("%s: missing (listed in %s): %w", filepath.Join(dir, n), ChecksumFile, ErrCorrupt)
 		} else if err != nil {

@@ -2,8 +2,6 @@ package export
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -162,11 +160,11 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 	if cosine {
 		index.NormalizeRows(vecs, dim)
 	}
-	modelSum, err := fileSHA256(modelPath)
+	modelSum, err := bounded.SHA256(modelPath)
 	if err != nil {
 		return err
 	}
-	corpusSum, err := fileSHA256(corpusPath)
+	corpusSum, err := bounded.SHA256(corpusPath)
 	if err != nil {
 		return err
 	}
@@ -180,17 +178,4 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 		ModelSHA256: modelSum, ModelFile: filepath.ToSlash(filepath.Clean(modelRel)), IndexVersion: version,
 		Corpus: corpusPath, CorpusSHA256: corpusSum, TitleField: r.Recipe.Data.TitleField, MaxLength: meta.MaxLength,
 	})
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := bounded.OpenRegular(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

@@ -8,6 +8,8 @@
 package bounded
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -104,4 +106,18 @@ func kind(m os.FileMode) string {
 func OpenRegular(path string) (*os.File, error) {
 	f, _, err := Open(path, NoLimit)
 	return f, err
+}
+
+// SHA256 returns the hex SHA-256 of the regular file at path, read as a stream.
+func SHA256(path string) (string, error) {
+	f, err := OpenRegular(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
