@@ -227,7 +227,7 @@ func WriteMetrics(dir string, m map[string]float64) error {
 
 // ReadMetrics reads a metrics.json written by WriteMetrics.
 func ReadMetrics(dir string) (map[string]float64, error) {
-	b, err := bounded.ReadFile(filepath.Join(dir, MetricsFile), bounded.SmallFile)
+	b, err := bounded.ReadFile(filepath.Join(dir, MetricsFile), bounded.RunState)
 	if err != nil {
 		return nil, err
 	}

@@ -50,7 +50,7 @@ type Progress struct {
 // ReadProgress reads rag.json of a run directory (none: no stage finished).
 func ReadProgress(dir string) (*Progress, error) {
 	p := &Progress{Dir: dir}
-	b, err := bounded.ReadFile(filepath.Join(dir, ProgressFile), bounded.SmallFile)
+	b, err := bounded.ReadFile(filepath.Join(dir, ProgressFile), bounded.RunState)
 	if errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}

@@ -286,7 +286,7 @@ func (s *Study) freshIndex() (*Index, error) {
 
 // readDone reads study.json, if any: the systems an earlier segment finished.
 func (s *Study) readDone() error {
-	b, err := bounded.ReadFile(filepath.Join(s.Dir, studyFile), bounded.SmallFile)
+	b, err := bounded.ReadFile(filepath.Join(s.Dir, studyFile), bounded.RunState)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

@@ -237,7 +237,7 @@ func miningPath(dir string, step int) string {
 
 func readMining(path string) (miningFile, error) {
 	var f miningFile
-	b, err := bounded.ReadFile(path, bounded.SmallFile)
+	b, err := bounded.ReadFile(path, bounded.RunState)
 	if err == nil {
 		err = json.Unmarshal(b, &f)
 	}

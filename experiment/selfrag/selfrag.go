@@ -421,7 +421,7 @@ func (s *selfragRun) writeLabels(labels map[int]bool) error {
 // readLabels reads the Retrieve labels writeLabels wrote; every training question must have one.
 func (s *selfragRun) readLabels() (map[int]bool, error) {
 	path := filepath.Join(s.Dir, labelsFile)
-	b, err := bounded.ReadFile(path, bounded.SmallFile)
+	b, err := bounded.ReadFile(path, bounded.RunState)
 	if err != nil {
 		return nil, err
 	}

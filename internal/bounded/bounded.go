@@ -25,7 +25,8 @@ const (
 
 	Recipe       = 1 * MiB   // recipe TOML
 	ConfigJSON   = 1 * MiB   // config.json, modules.json, sentence-transformers' small JSON files, trainer_state.json
-	SmallFile    = 1 * MiB   // one-line pointer files (latest, .lock), progress and metrics files
+	SmallFile    = 1 * MiB   // one-line pointer files (latest, .lock), done markers
+	RunState     = 1 * GiB   // what a run writes and reads back: metrics, progress, mined examples, labels
 	Tokenizer    = 512 * MiB // tokenizer.json, vocab.txt
 	TeacherCache = 4 * GiB   // teacher_scores.tsv
 	Weights      = 256 * GiB // model.safetensors, optimizer.safetensors, pytorch_model.bin, .npy: their headers are checked against the file size
