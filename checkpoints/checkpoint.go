@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +16,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
@@ -188,7 +190,7 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 	tok := ck.Tokenizer
 	if ck.TokenizerPath != "" {
 		var err error
-		if tok, err = os.ReadFile(ck.TokenizerPath); err != nil {
+		if tok, err = bounded.ReadFile(ck.TokenizerPath, bounded.Tokenizer); err != nil {
 			return err
 		}
 	}
@@ -218,6 +220,9 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 		}
 	}
 	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
+		return err
+	}
+	if err := writeChecksums(tmp); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(tmp)
@@ -258,17 +263,39 @@ func writeOptimizer(path string, o *OptimizerState, params []Tensor) error {
 			ts = append(ts, Tensor{Name: kind.prefix + name, Shape: shape, Data: data})
 		}
 	}
-	return WriteSafetensors(path, ts, map[string]string{"step": strconv.Itoa(o.Step)})
+	meta := map[string]string{"step": strconv.Itoa(o.Step)}
+	if w := o.Window; w.Steps > 0 { // the loop's partial log window (trainer.OptimizerState.Window)
+		meta["log_window_loss"] = strconv.FormatFloat(w.Loss, 'g', -1, 64)
+		meta["log_window_steps"] = strconv.Itoa(w.Steps)
+		meta["log_window_examples"] = strconv.Itoa(w.Examples)
+	}
+	return WriteSafetensors(path, ts, meta)
 }
 
 // Load loads the checkpoint that dir/latest names (see Save). A missing latest, a latest naming
-// no directory, and any missing or malformed file are errors naming the file.
+// no directory, and any missing or malformed file are errors naming the file. When a file of
+// that checkpoint fails its checksum (ErrCorrupt), Load falls back to the newest intact
+// checkpoint directory of dir (Save keeps the one before the latest) and writes one line to
+// Warnings naming the damaged file and the checkpoint used; with none intact the error names
+// the damaged file. LoadLatest does not fall back.
 func Load(dir string) (*Checkpoint, error) {
 	name, err := readLatest(dir)
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, fmt.Errorf("%s: no complete checkpoint (%s is missing)", dir, LatestFile)
-		}
+		return nil, err
+	}
+	ck, err := LoadDir(filepath.Join(dir, name))
+	if err != nil && errors.Is(err, ErrCorrupt) {
+		return fallback(dir, name, err)
+	}
+	return ck, err
+}
+
+// LoadLatest is Load without the fall-back: exactly the checkpoint dir/latest names, or the
+// error naming its damaged file (for an export, which must not silently export an older
+// checkpoint).
+func LoadLatest(dir string) (*Checkpoint, error) {
+	name, err := readLatest(dir)
+	if err != nil {
 		return nil, err
 	}
 	return LoadDir(filepath.Join(dir, name))
@@ -276,7 +303,10 @@ func Load(dir string) (*Checkpoint, error) {
 
 func readLatest(dir string) (string, error) {
 	path := filepath.Join(dir, LatestFile)
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.SmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("%s: no complete checkpoint (%s is missing): %w", dir, LatestFile, err)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -290,14 +320,20 @@ func readLatest(dir string) (string, error) {
 // LoadDir loads one checkpoint directory (e.g. run/checkpoint-train-500). model.safetensors,
 // config.json and trainer_state.json are required; tokenizer.json, optimizer.safetensors and
 // state.safetensors are read when present.
+//
+// Every file the directory's ChecksumFile lists is checked first (VerifyDir): a damaged one is
+// an error naming it, wrapping ErrCorrupt.
 func LoadDir(path string) (*Checkpoint, error) {
 	ck := &Checkpoint{Dir: path}
+	if err := VerifyDir(path); err != nil {
+		return nil, err
+	}
 	var err error
 	if ck.Params, _, err = ReadSafetensors(filepath.Join(path, ModelFile)); err != nil {
 		return nil, err
 	}
 	cfgPath := filepath.Join(path, ConfigFile)
-	cfg, err := os.ReadFile(cfgPath)
+	cfg, err := bounded.ReadFile(cfgPath, bounded.ConfigJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -306,7 +342,7 @@ func LoadDir(path string) (*Checkpoint, error) {
 	}
 	ck.Config = json.RawMessage(bytes.TrimSpace(cfg))
 
-	if ck.Tokenizer, err = os.ReadFile(filepath.Join(path, TokenizerFile)); err != nil {
+	if ck.Tokenizer, err = bounded.ReadFile(filepath.Join(path, TokenizerFile), bounded.Tokenizer); err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -323,7 +359,7 @@ func LoadDir(path string) (*Checkpoint, error) {
 	}
 
 	tsPath := filepath.Join(path, TrainerFile)
-	b, err := os.ReadFile(tsPath)
+	b, err := bounded.ReadFile(tsPath, bounded.ConfigJSON)
 	if err != nil {
 		return nil, err
 	}
@@ -353,6 +389,16 @@ func readOptimizer(path string, params []Tensor) (*OptimizerState, error) {
 		size[p.Name] = len(p.Data)
 	}
 	o := &OptimizerState{Step: step, M: map[string][]float32{}, V: map[string][]float32{}}
+	if meta["log_window_steps"] != "" {
+		w := &o.Window
+		var errs [3]error
+		w.Loss, errs[0] = strconv.ParseFloat(meta["log_window_loss"], 64)
+		w.Steps, errs[1] = strconv.Atoi(meta["log_window_steps"])
+		w.Examples, errs[2] = strconv.Atoi(meta["log_window_examples"])
+		if errors.Join(errs[:]...) != nil || w.Steps < 0 || w.Examples < 0 || math.IsNaN(w.Loss) || math.IsInf(w.Loss, 0) {
+			return nil, fmt.Errorf("%s: metadata log_window_loss/steps/examples = %q/%q/%q, want a finite sum and counts >= 0", path, meta["log_window_loss"], meta["log_window_steps"], meta["log_window_examples"])
+		}
+	}
 	for _, t := range ts {
 		kind, name, _ := strings.Cut(t.Name, ".")
 		var dst map[string][]float32

@@ -10,12 +10,12 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // DType is a safetensors element type, spelled as in the header ("F32", "I64", ...).
@@ -362,7 +362,7 @@ func ReadSafetensors(path string) ([]Tensor, map[string]string, error) {
 // that do not match the shape, run past the data (a truncated file), overlap another tensor's or
 // leave a gap, and bytes after the last tensor.
 func ReadSafetensorsRaw(path string) ([]RawTensor, map[string]string, error) {
-	buf, err := os.ReadFile(path)
+	buf, err := bounded.ReadFile(path, bounded.Weights)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,8 @@ import (
 	"unicode"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Load reads the recipe at path: it decodes the TOML over Defaults(), rejects
@@ -25,7 +27,7 @@ import (
 // The line is left out when the key is not in the file (a required key, or a
 // default that conflicts with another key).
 func Load(path string) (*Recipe, error) {
-	src, err := os.ReadFile(path)
+	src, err := bounded.ReadFile(path, bounded.Recipe)
 	if err != nil {
 		return nil, fmt.Errorf("recipe: %w", err)
 	}
@@ -45,7 +47,8 @@ func Load(path string) (*Recipe, error) {
 	if len(undecoded) > 0 {
 		return nil, l.unknownKey(undecoded)
 	}
-	if err := l.checkKind(r, strings.HasPrefix(string(src), resolvedHeader)); err != nil {
+	l.resolved = strings.HasPrefix(string(src), resolvedHeader)
+	if err := l.checkKind(r, l.resolved); err != nil {
 		return nil, err
 	}
 	l.keepOwn(r)
@@ -130,10 +133,11 @@ func (l *loader) keepOwn(r *Recipe) {
 
 // loader carries what error messages need: the path as given and key lines.
 type loader struct {
-	dir     string // the recipe file's directory, absolute
-	path    string
-	lines   map[string]int
-	defined func(key ...string) bool
+	dir      string // the recipe file's directory, absolute
+	path     string
+	lines    map[string]int
+	defined  func(key ...string) bool
+	resolved bool // a recipe.resolved.toml (every default written out)
 }
 
 // lineOf returns the line defining key, else that of its nearest enclosing

@@ -43,6 +43,8 @@ func (l *loader) validate(r *Recipe) error {
 		v.Fail(v.SetOf("tokenizer.query_max_length", "tokenizer.max_length"), "must be 0 (max_length) or in [4, tokenizer.max_length = %d], got %d", t.MaxLength, q)
 	}
 
+	validateBounds(v, r)
+
 	m := r.Model
 	v.OneOf("model.encoder", m.Encoder, encoders)
 	AtLeast(v, "model.hidden", m.Hidden, 1)

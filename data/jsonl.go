@@ -11,6 +11,8 @@ import (
 	"os"
 	"slices"
 	"unicode/utf8"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // record is one JSON line of corpus.jsonl or queries.jsonl.
@@ -57,7 +59,7 @@ type jsonlReader struct {
 }
 
 func openJSONL(path string, allowed ...string) (*jsonlReader, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Qrels are relevance judgements: query id -> document id -> graded score.
@@ -28,7 +29,7 @@ var qrelsHeader = []string{"query-id", "corpus-id", "score"}
 // and field. Blank lines are skipped; surrounding spaces of a field are
 // trimmed.
 func LoadQrels(path string, corpus *Corpus, queries *Queries) (Qrels, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

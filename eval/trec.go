@@ -5,13 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // WriteTREC writes run to path in the TREC run format, one line per hit:
@@ -93,7 +93,7 @@ func SortQueryIDs(qids []string) {
 // rank that is not a positive integer, a score that is not a finite number, or a doc id
 // listed twice for one query.
 func ReadTREC(path string) (Run, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("eval: ReadTREC: %w", err)
 	}

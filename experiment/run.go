@@ -35,6 +35,8 @@ type Options struct {
 	// OnEncode, when set, is called by every index-refresh worker before it encodes a shard
 	// (tests that interrupt a run mid-refresh).
 	OnEncode func()
+
+	created *string // set by Run: the run directory PrepareRunDir created (RemoveIfUntrained)
 }
 
 // Run runs the recipe and returns its run directory.
@@ -47,7 +49,14 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err e
 	if err != nil {
 		return "", err
 	}
-	defer func() { release(dir) }()
+	var created string
+	o.created = &created
+	defer func() {
+		if err != nil && created != "" {
+			RemoveIfUntrained(created) // a run failing before its first step leaves no directory
+		}
+		release(dir)
+	}()
 	if o.Out == nil {
 		o.Out = io.Discard
 	}
@@ -60,7 +69,11 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err e
 // PrepareRunDir creates a new run directory, or checks the one to resume.
 func PrepareRunDir(rec *configs.Recipe, o Options) (string, error) {
 	if o.ResumeDir == "" {
-		return NewRunDir(rec)
+		dir, err := NewRunDir(rec)
+		if dir != "" && o.created != nil {
+			*o.created = dir
+		}
+		return dir, err
 	}
 	if _, err := os.Stat(filepath.Join(o.ResumeDir, ResolvedRecipeFile)); err != nil {
 		return "", fmt.Errorf("-resume %s: not a run directory: %w", o.ResumeDir, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Files of a run directory.
@@ -43,7 +44,7 @@ func LockRunDir(dir string) (unlock func(), err error) {
 		return nil, fmt.Errorf("run directory %s: lock: %w", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		b, _ := os.ReadFile(path)
+		b, _ := bounded.ReadFile(path, bounded.SmallFile)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
 			holder := "another process"
@@ -226,7 +227,7 @@ func WriteMetrics(dir string, m map[string]float64) error {
 
 // ReadMetrics reads a metrics.json written by WriteMetrics.
 func ReadMetrics(dir string) (map[string]float64, error) {
-	b, err := os.ReadFile(filepath.Join(dir, MetricsFile))
+	b, err := bounded.ReadFile(filepath.Join(dir, MetricsFile), bounded.RunState)
 	if err != nil {
 		return nil, err
 	}
@@ -274,4 +275,33 @@ func EvaluateSystems(dir, split string, primary bool, qrels map[string]map[strin
 		rows = append(rows, eval.Row{System: s.Name, Scores: scores})
 	}
 	return rows, nil
+}
+
+// untrainedFiles are what a run directory holds before its first step: the resolved recipe, the
+// lock, the tokenizer, the empty runs/, an empty log, the training examples dealt, the
+// streamed corpus and the teacher's scores (all rebuilt by a new run).
+var untrainedFiles = map[string]bool{ResolvedRecipeFile: true, LockFile: true, "tokenizer.json": true, RunsDir: true,
+	LogFile: true, "corpus": true, "teacher_scores.tsv": true, "train_examples.jsonl": true}
+
+// RemoveIfUntrained removes the run directory dir when it holds nothing of a step: no
+// checkpoint, no metrics, an empty log.jsonl, no file beyond untrainedFiles and nothing in
+// runs/. Run calls it when a fresh run fails, so that a run failing before its first step (on
+// a bad teacher cache, init_from, memory) leaves no directory that looks resumable.
+func RemoveIfUntrained(dir string) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !untrainedFiles[e.Name()] {
+			return
+		}
+	}
+	if st, err := os.Stat(filepath.Join(dir, LogFile)); err == nil && st.Size() > 0 {
+		return
+	}
+	if runs, err := os.ReadDir(filepath.Join(dir, RunsDir)); err != nil && !os.IsNotExist(err) || len(runs) > 0 {
+		return
+	}
+	os.RemoveAll(dir)
 }

@@ -2,8 +2,10 @@ package export
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -50,6 +52,11 @@ type BiEncoderMeta struct {
 	// TruncateDim, when > 0, serves the first TruncateDim coordinates of every embedding
 	// (sentence-transformers' truncate_dim, after its Normalize module); 0 = all.
 	TruncateDim int
+	// Carried are tensors written unchanged beside a transformer tower's parameters in its
+	// model.safetensors: those of an imported checkpoint that training does not touch (BertModel's
+	// pooler; Run.carriedTensors), so that transformers' BertModel finds them. A name the tower's
+	// parameters already use is an error.
+	Carried []checkpoints.RawTensor
 }
 
 // BiEncoder rebuilds the run's bi-encoder from its checkpoint: the architecture from
@@ -87,6 +94,10 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 		return err
 	}
 	meta.TruncateDim = o.TruncateDim
+	if d := o.TruncateDim; d > 0 {
+		warnUntrainedPrefix(r, d, o.Log)
+	}
+	meta.Carried = r.carriedTensors(m.Cfg, o.Log)
 	tok, err := r.Tokenizer()
 	if err != nil {
 		return err
@@ -115,6 +126,19 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 	}
 	fmt.Fprintf(o.Log, "export: %s bi-encoder (%s towers%s) from %s\n", m.Cfg.Encoder, towersWord(m.Shared), trunc, src.Checkpoint)
 	return nil
+}
+
+// warnUntrainedPrefix warns when the run was not trained to serve its first d coordinates
+// alone: only Matryoshka training (loss.name "matryoshka_infonce") with d among loss.dims does.
+func warnUntrainedPrefix(r *Run, d int, log io.Writer) {
+	switch {
+	case r.Recipe == nil:
+		fmt.Fprintf(log, "export: warning: truncate_dim %d: the run's recipe is unreadable (%v), so whether its first %d coordinates were trained to stand alone (Matryoshka) is unknown\n", d, r.RecipeErr, d)
+	case r.Recipe.Loss.Name != "matryoshka_infonce":
+		fmt.Fprintf(log, "export: warning: truncate_dim %d: the model was trained with loss.name = %q, not Matryoshka (\"matryoshka_infonce\"): its first %d coordinates were not trained to stand alone, expect a worse ranking than the full vectors'\n", d, r.Recipe.Loss.Name, d)
+	case !slices.Contains(r.Recipe.Loss.Dims, d):
+		fmt.Fprintf(log, "export: warning: truncate_dim %d is not among the trained Matryoshka prefixes loss.dims = %v\n", d, r.Recipe.Loss.Dims)
+	}
 }
 
 func towersWord(shared bool) string {
@@ -200,7 +224,17 @@ func writeTransformerTower(dir string, t *model.Tower, tok *tokenize.Tokenizer, 
 	if err != nil {
 		return err
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
+	raw := make([]checkpoints.RawTensor, 0, len(ts)+len(meta.Carried))
+	for _, t := range ts {
+		raw = append(raw, checkpoints.F32Raw(t))
+	}
+	for _, c := range meta.Carried {
+		if slices.ContainsFunc(ts, func(t checkpoints.Tensor) bool { return t.Name == c.Name }) {
+			return fmt.Errorf("export: carried tensor %q is also a trained parameter", c.Name)
+		}
+		raw = append(raw, c)
+	}
+	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {

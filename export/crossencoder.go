@@ -258,6 +258,9 @@ func InitCrossEncoder(m *model.CrossEncoder, dir string) (*CrossEncoderDir, erro
 //
 // Errors name the file and field at fault.
 func OpenCrossEncoder(dir string) (*CrossEncoderDir, error) {
+	if err := checkUnfinished(dir); err != nil {
+		return nil, err
+	}
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
 		return openRunCrossEncoder(dir)

@@ -2,8 +2,6 @@ package export
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +12,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -105,7 +104,7 @@ func ReadEmbeddings(dir string) ([]string, []float32, EmbeddingsManifest, error)
 		return nil, nil, man, fmt.Errorf("%s: shape %v, %s says [%d, %d]", filepath.Join(dir, EmbeddingsFile), shape, manPath, man.Count, man.Dim)
 	}
 	idPath := filepath.Join(dir, IDsFile)
-	f, err := os.Open(idPath)
+	f, err := bounded.OpenRegular(idPath)
 	if err != nil {
 		return nil, nil, man, err
 	}
@@ -161,11 +160,11 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 	if cosine {
 		index.NormalizeRows(vecs, dim)
 	}
-	modelSum, err := fileSHA256(modelPath)
+	modelSum, err := bounded.SHA256(modelPath)
 	if err != nil {
 		return err
 	}
-	corpusSum, err := fileSHA256(corpusPath)
+	corpusSum, err := bounded.SHA256(corpusPath)
 	if err != nil {
 		return err
 	}
@@ -179,17 +178,4 @@ func writeCorpusEmbeddings(dir string, r *Run, t *model.Tower, tok *tokenize.Tok
 		ModelSHA256: modelSum, ModelFile: filepath.ToSlash(filepath.Clean(modelRel)), IndexVersion: version,
 		Corpus: corpusPath, CorpusSHA256: corpusSum, TitleField: r.Recipe.Data.TitleField, MaxLength: meta.MaxLength,
 	})
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }

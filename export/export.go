@@ -1,6 +1,7 @@
 package export
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -62,11 +65,15 @@ func OpenRun(path string) (*Run, error) {
 	r := &Run{Dir: path}
 	var err error
 	recipeDir := path
-	if _, serr := os.Stat(filepath.Join(path, checkpoints.LatestFile)); serr == nil {
-		r.Checkpoint, err = checkpoints.Load(path)
-	} else if _, serr := os.Stat(filepath.Join(path, checkpoints.TrainerFile)); serr == nil {
+	_, latestErr := os.Stat(filepath.Join(path, checkpoints.LatestFile))
+	_, stateErr := os.Stat(filepath.Join(path, checkpoints.TrainerFile))
+	if latestErr == nil {
+		r.Checkpoint, err = checkpoints.LoadLatest(path) // an export never falls back to an older checkpoint
+	} else if stateErr == nil {
 		r.Checkpoint, err = checkpoints.LoadDir(path)
 		recipeDir = filepath.Dir(path)
+	} else if e := cmp.Or(notMissing(latestErr), notMissing(stateErr)); e != nil {
+		return nil, fmt.Errorf("%s: cannot read the directory: %w", path, e) // e.g. permission denied, not "no latest"
 	} else {
 		var models []string
 		if sub, _ := filepath.Glob(filepath.Join(path, "*", checkpoints.LatestFile)); len(sub) > 0 {
@@ -96,6 +103,14 @@ func OpenRun(path string) (*Run, error) {
 		r.Recipe = nil
 	}
 	return r, nil
+}
+
+// notMissing is err unless it says the file does not exist.
+func notMissing(err error) error {
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
 }
 
 // Tokenizer loads the checkpoint's tokenizer.json.
@@ -191,7 +206,10 @@ func writeDir(out string, fill func(tmp string) error) error {
 	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return err
 	}
-	tmp, err := os.MkdirTemp(parent, "."+filepath.Base(out)+".tmp-")
+	if err := removeStale(out); err != nil {
+		return err
+	}
+	tmp, err := os.MkdirTemp(parent, tmpPrefix(out)+strconv.Itoa(os.Getpid())+"-")
 	if err != nil {
 		return err
 	}
@@ -221,7 +239,7 @@ func writeJSON(path string, v any) error {
 
 // readJSON decodes the JSON file at path into v; unknown fields are an error when strict.
 func readJSON(path string, v any, strict bool) error {
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ConfigJSON)
 	if err != nil {
 		return err
 	}

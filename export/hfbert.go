@@ -120,8 +120,11 @@ func (c bertConfig) encoderConfig(path string) (model.EncoderConfig, error) {
 // writeSafetensorsPT writes tensors as transformers' save_pretrained does: F32, with the
 // metadata {"format": "pt"} that from_pretrained checks.
 func writeSafetensorsPT(path string, ts []checkpoints.Tensor) error {
-	return checkpoints.WriteSafetensors(path, ts, map[string]string{"format": "pt"})
+	return checkpoints.WriteSafetensors(path, ts, ptMetadata)
 }
+
+// ptMetadata is the safetensors metadata transformers' save_pretrained writes.
+var ptMetadata = map[string]string{"format": "pt"}
 
 // towerTensors returns the tower's parameters under the names name(param) gives.
 func towerTensors(t *model.Tower, name func(string) (string, error)) ([]checkpoints.Tensor, error) {

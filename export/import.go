@@ -113,7 +113,25 @@ func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
 // "dot", a max_seq_length below 1, a config.json this toolkit does not compute
 // (bertConfig.encoderConfig's list), and a modules.json listing other modules than Transformer,
 // Pooling (mean or cls) and Normalize are errors.
+//
+// Every size config.json states is compared with the tensors of the weights file before the
+// directory is returned (checkSizes), so that a model built from d.Encoder is no larger than
+// the file.
 func OpenBiEncoder(dir string) (*BiEncoderDir, error) {
+	if err := checkUnfinished(dir); err != nil {
+		return nil, err
+	}
+	d, err := openBiEncoder(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := d.checkSizes(); err != nil {
+		return nil, err
+	}
+	return d, nil
+}
+
+func openBiEncoder(dir string) (*BiEncoderDir, error) {
 	switch {
 	case exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)):
 		return openRunBiEncoder(dir)
@@ -569,19 +587,28 @@ func (e *MismatchError) err(dir string) error {
 	return e
 }
 
+// Error lists the first maxListed tensors of each kind and counts the rest.
 func (e *MismatchError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s does not fit the model: %d missing, %d unexpected, %d wrongly shaped tensors",
 		e.Dir, len(e.Missing), len(e.Unexpected), len(e.WrongShape))
-	for _, t := range e.Missing {
+	more := func(n int) {
+		if n > maxListed {
+			fmt.Fprintf(&b, "\n  ... and %d more", n-maxListed)
+		}
+	}
+	for _, t := range e.Missing[:min(len(e.Missing), maxListed)] {
 		fmt.Fprintf(&b, "\n  missing: %s %v for parameter %s, not in %s", t.Name, t.Shape, t.Param, t.File)
 	}
-	for _, t := range e.Unexpected {
+	more(len(e.Missing))
+	for _, t := range e.Unexpected[:min(len(e.Unexpected), maxListed)] {
 		fmt.Fprintf(&b, "\n  unexpected: %s %v in %s", t.Name, t.Shape, t.File)
 	}
-	for _, t := range e.WrongShape {
+	more(len(e.Unexpected))
+	for _, t := range e.WrongShape[:min(len(e.WrongShape), maxListed)] {
 		fmt.Fprintf(&b, "\n  wrong shape: %s in %s is %v, parameter %s is %v", t.Name, t.File, t.Have, t.Param, t.Want)
 	}
+	more(len(e.WrongShape))
 	return b.String()
 }
 

@@ -6,12 +6,12 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
 	"regexp"
 	"strconv"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // The .npy format, version 1.0 (numpy/lib/format.py, NEP 1):
@@ -129,7 +129,7 @@ var (
 
 // readNPY reads a .npy file of versions 1.0 to 3.0 and returns its descr, shape and data bytes.
 func readNPY(path string) (string, []int, []byte, error) {
-	buf, err := os.ReadFile(path)
+	buf, err := bounded.ReadFile(path, bounded.Weights)
 	if err != nil {
 		return "", nil, nil, err
 	}

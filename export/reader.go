@@ -493,6 +493,9 @@ func InitReader(rd *model.Reader, dir string) (*ReaderDir, error) {
 // must all be special tokens with rows in the reader, and a selfrag export's ragtrain.json must
 // list the same ids (an error names the token and both ids otherwise).
 func OpenReader(dir string) (*ReaderDir, error) {
+	if err := checkUnfinished(dir); err != nil {
+		return nil, err
+	}
 	if exists(filepath.Join(dir, checkpoints.LatestFile)) || exists(filepath.Join(dir, checkpoints.TrainerFile)) {
 		return openRunReader(dir)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nlpodyssey/gopickle/types"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // PyTorch state dicts (pytorch_model.bin): what transformers' save_pretrained wrote before
@@ -50,7 +51,7 @@ const torchMaxLongBytes = 16
 // entry. Every size the file states is compared with the file's size before anything is
 // allocated from it.
 func readTorchStateDict(path string) ([]checkpoints.RawTensor, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

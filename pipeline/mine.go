@@ -67,7 +67,8 @@ type MinePlan struct {
 
 // PlanMine checks a mining job before any worker starts: the queries load (data.LoadQueries's
 // errors), the embeddings are committed, and the model's passage tower is the one that encoded
-// them (same parameter hash), so its query tower belongs with them.
+// them (same parameter hash), so its query tower belongs with them; every shard's sha256 is
+// checked against the manifest (shard.OpenVerified), naming the shard that differs.
 func PlanMine(cfg MineConfig) (*MinePlan, error) {
 	if cfg.Block == 0 {
 		cfg.Block = DefaultQueryBlock
@@ -94,6 +95,11 @@ func PlanMine(cfg MineConfig) (*MinePlan, error) {
 	if enc.Hash != e.ModelHash || enc.Dim != e.Dim {
 		return nil, fmt.Errorf("pipeline: mine: %s's passage tower hashes to %s (dim %d); %s was encoded by %s (dim %d)", cfg.Model, enc.Hash, enc.Dim, cfg.Embeddings, e.ModelHash, e.Dim)
 	}
+	r, err := shard.OpenVerified(cfg.Embeddings) // as compare does: a corrupted shard stops the job before any worker
+	if err != nil {
+		return nil, fmt.Errorf("pipeline: mine: %w", err)
+	}
+	r.Close()
 	q, err := data.LoadQueries(cfg.Queries)
 	if err != nil {
 		return nil, err

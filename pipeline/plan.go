@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/index/shard"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // DefaultShardRows is the number of passages in a shard when EncodeConfig.ShardRows is 0.
@@ -126,7 +126,7 @@ func Plan(cfg EncodeConfig) (*EncodePlan, error) {
 // checksums reads the corpus file once more: the SHA-256 of each shard's bytes (the last
 // shard's run to the end of the file) and of the whole file.
 func (p *EncodePlan) checksums() (string, error) {
-	f, err := os.Open(p.Config.Corpus)
+	f, err := bounded.OpenRegular(p.Config.Corpus)
 	if err != nil {
 		return "", err
 	}
@@ -154,7 +154,7 @@ func (p *EncodePlan) checksums() (string, error) {
 // readShard reads the passages of t from the corpus, after checking that its bytes are the
 // ones planned (a corpus changed since Plan is an error, not a mixed encoding).
 func readShard(corpus string, t shardTask, withTitle bool) ([]string, []string, error) {
-	f, err := os.Open(corpus)
+	f, err := bounded.OpenRegular(corpus)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Encoding says what encoded a committed output and how: the file encoding-<version>.json
@@ -146,7 +147,7 @@ func (s dirStore) Write(e Encoding, k int, ids []string, vecs []float32, t Trunc
 
 func (s dirStore) Existing(e Encoding, k int) (doneRecord, bool) {
 	var rec doneRecord
-	b, err := os.ReadFile(s.doneFile(e, k))
+	b, err := bounded.ReadFile(s.doneFile(e, k), bounded.SmallFile)
 	if err != nil || json.Unmarshal(b, &rec) != nil || rec.Entry.File != shard.ShardFile(e.Version(), k) || rec.Entry.Count != int64(e.Rows(k)) {
 		return doneRecord{}, false
 	}
@@ -209,7 +210,7 @@ func readEncodingFile(dir string) (*shard.Manifest, encodingFile, error) {
 	}
 	var f encodingFile
 	path := filepath.Join(dir, EncodingFile(man.Version))
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ConfigJSON)
 	if err != nil {
 		return nil, encodingFile{}, err
 	}
@@ -256,7 +257,7 @@ func ReadEmbeddings(dir string) ([]string, []float32, Encoding, error) {
 }
 
 func fileSHA256(path string) (string, int64, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return "", 0, err
 	}

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // The tokenizer files of a Hugging Face model directory.
@@ -147,7 +149,7 @@ func fileExists(path string) bool {
 
 // readConfigJSON decodes the JSON file at path into v; errors name the file and the line.
 func readConfigJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, bounded.ConfigJSON)
 	if err != nil {
 		return fmt.Errorf("tokenize: %w", err)
 	}

@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"sort"
 	"strconv"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // The tokenizer.json layout, as written by Hugging Face tokenizers 0.13+.
@@ -115,7 +115,7 @@ type postJSON struct {
 // truncation and padding settings is not used: EncodeBatch fixes both per
 // call. Every error names the file, and the line for malformed JSON.
 func Load(path string) (*Tokenizer, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, bounded.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}

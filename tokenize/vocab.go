@@ -3,10 +3,11 @@ package tokenize
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // VocabOptions are the settings of a BERT WordPiece tokenizer that a vocab.txt does not hold:
@@ -54,7 +55,7 @@ func LoadVocab(path string, o VocabOptions) (*Tokenizer, error) {
 
 // readVocab returns the tokens of a vocab.txt, in id order.
 func readVocab(path string) ([]string, error) {
-	data, err := os.ReadFile(path)
+	data, err := bounded.ReadFile(path, bounded.Tokenizer)
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: %w", err)
 	}

@@ -92,11 +92,16 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 	var res Result
 	start := time.Now()
 	winStart, winLoss, winN, winEx := time.Now(), 0.0, 0, 0
+	if o.StartStep > 0 { // resumed: the log window the checkpoint's optimizer state recorded
+		winLoss, winN, winEx = opt.window.Loss, opt.window.Steps, opt.window.Examples
+	}
+	keepWindow := func() { opt.window = LogWindow{Loss: winLoss, Steps: winN, Examples: winEx} }
 	first := true
 	lastSaved := o.StartStep
 	for step := o.StartStep; step < o.Steps; step++ {
 		if err := ctx.Err(); err != nil {
 			fmt.Fprintln(o.Progress)
+			keepWindow()
 			if o.Checkpoint != nil && step > lastSaved {
 				if cerr := o.Checkpoint(step); cerr != nil {
 					return res, fmt.Errorf("%w at step %d; checkpoint failed: %v", ErrInterrupted, step, cerr)
@@ -145,6 +150,7 @@ func Run(ctx context.Context, task Task, opt *AdamW, o Options) (Result, error) 
 		}
 		_ = bar.Add(1)
 		if o.Checkpoint != nil && ((o.CheckpointEvery > 0 && done%o.CheckpointEvery == 0) || (o.EvalEvery > 0 && done%o.EvalEvery == 0) || done == o.Steps) {
+			keepWindow()
 			err := o.Checkpoint(done)
 			if errors.Is(err, ErrStop) && done < o.Steps {
 				res.StoppedAt = done

@@ -33,6 +33,7 @@ type AdamW struct {
 	Beta1, Beta2, Eps, WeightDecay float64
 	step                           int
 	m, v                           map[string][]float32
+	window                         LogWindow // Run's log window, for State
 }
 
 // NewAdamW returns AdamW with β1 = 0.9, β2 = 0.999, ε = 1e-8 and the given decoupled weight decay.
@@ -90,17 +91,31 @@ func (o *AdamW) Step(params []Param, lr float64) {
 type OptimizerState struct {
 	Step int
 	M, V map[string][]float32
+	// Window is the training loop's log window when the state was taken (Run keeps it in the
+	// optimizer it drives): the steps since the last log line, restored with the optimizer so
+	// that a run resumed from a step that is not a multiple of LogEvery logs the mean over the
+	// same steps as an uninterrupted one.
+	Window LogWindow
+}
+
+// LogWindow is the part of a log window the loop has run: the sum of the losses, the steps and
+// the examples since the last log line.
+type LogWindow struct {
+	Loss            float64
+	Steps, Examples int
 }
 
 // State returns the optimizer state (the slices are the optimizer's own; copy before mutating).
-func (o *AdamW) State() OptimizerState { return OptimizerState{Step: o.step, M: o.m, V: o.v} }
+func (o *AdamW) State() OptimizerState {
+	return OptimizerState{Step: o.step, M: o.m, V: o.v, Window: o.window}
+}
 
 // SetState restores a state saved by State.
 func (o *AdamW) SetState(s OptimizerState) error {
 	if len(s.M) != len(s.V) {
 		return fmt.Errorf("adamw: state has %d first moments but %d second moments", len(s.M), len(s.V))
 	}
-	o.step, o.m, o.v = s.Step, map[string][]float32{}, map[string][]float32{}
+	o.step, o.m, o.v, o.window = s.Step, map[string][]float32{}, map[string][]float32{}, s.Window
 	for k, m := range s.M {
 		v, ok := s.V[k]
 		if !ok || len(v) != len(m) {

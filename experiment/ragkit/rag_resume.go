@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Resume of a rag run. The start every objective trains from (every parameter after the
@@ -50,7 +50,7 @@ type Progress struct {
 // ReadProgress reads rag.json of a run directory (none: no stage finished).
 func ReadProgress(dir string) (*Progress, error) {
 	p := &Progress{Dir: dir}
-	b, err := os.ReadFile(filepath.Join(dir, ProgressFile))
+	b, err := bounded.ReadFile(filepath.Join(dir, ProgressFile), bounded.RunState)
 	if errors.Is(err, fs.ErrNotExist) {
 		return p, nil
 	}

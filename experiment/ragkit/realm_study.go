@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -21,6 +20,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -286,7 +286,7 @@ func (s *Study) freshIndex() (*Index, error) {
 
 // readDone reads study.json, if any: the systems an earlier segment finished.
 func (s *Study) readDone() error {
-	b, err := os.ReadFile(filepath.Join(s.Dir, studyFile))
+	b, err := bounded.ReadFile(filepath.Join(s.Dir, studyFile), bounded.RunState)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}

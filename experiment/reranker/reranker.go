@@ -26,6 +26,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/crossenc"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
@@ -393,7 +394,7 @@ func readFirstStageRun(path string, ds *data.Dataset) (eval.Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, err
 	}

@@ -126,7 +126,7 @@ func TestMarginMSEDistillsTheTeacher(t *testing.T) {
 	// Another teacher's cache is refused, naming the file.
 	b, _ := os.ReadFile(cache)
 	other := filepath.Join(dir, "other.tsv")
-	h := headerField(strings.SplitN(string(b), "\n", 2)[0], "teacher_sha256")
+	_, h, _ := strings.Cut(strings.SplitN(string(b), "; ", 3)[1], " ") // teacher_sha256 <hex>
 	os.WriteFile(other, []byte(strings.Replace(string(b), h, strings.Repeat("0", len(h)), 1)), 0o644)
 	bad := testkit.RecipeFile(t, lossRecipe(t, dir, "mmse3", keys+fmt.Sprintf("teacher_cache = %q\n", other), noPretrain...))
 	if _, out3, err := runOut(t, bad, experiment.Options{}); err == nil || !strings.Contains(err.Error(), other) || !strings.Contains(err.Error(), "refused") {

@@ -16,6 +16,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -236,7 +237,7 @@ func miningPath(dir string, step int) string {
 
 func readMining(path string) (miningFile, error) {
 	var f miningFile
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.RunState)
 	if err == nil {
 		err = json.Unmarshal(b, &f)
 	}

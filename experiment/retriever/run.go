@@ -203,6 +203,9 @@ func (r *retrieverRun) bm25Ranking(q, text string, n int) ([]string, error) {
 // the run needs them).
 func (r *retrieverRun) open() error {
 	rec, o := r.rec, r.o
+	if err := experiment.CheckMemory(rec, biencoder.EncoderConfig(rec, r.tok.VocabSize()), o.Out); err != nil {
+		return err
+	}
 	var err error
 	if r.dir, err = experiment.PrepareRunDir(rec, o); err != nil {
 		return err

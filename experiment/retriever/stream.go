@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index/shard"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/tokenize/tokstore"
@@ -53,7 +54,7 @@ func streaming(rec *configs.Recipe) (bool, int, error) {
 
 // countLines counts the lines of path that hold something other than spaces, tabs and CRs.
 func countLines(path string) (int, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return 0, err
 	}
@@ -227,7 +228,7 @@ func writeStreamedCorpus(rec *configs.Recipe, tok *tokenize.Tokenizer, ids []str
 	if off[len(off)-1] == 0 { // nothing to map: every passage is empty
 		return c, nil
 	}
-	if c.f, err = os.Open(textPath); err != nil {
+	if c.f, err = bounded.OpenRegular(textPath); err != nil {
 		store.Close()
 		return nil, err
 	}

@@ -1,18 +1,13 @@
 package retriever
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -21,7 +16,8 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/crossenc"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
+	"github.com/ragtrain/ragtrain/internal/teachercache"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -32,15 +28,11 @@ import (
 // passage id, teacher hash), so that a resumed run, or a rerun naming the file in
 // loss.teacher_cache, scores nothing again.
 
-// TeacherScoresFile is the run directory's cache of the teacher's scores: a header line
-//
-//	# ragtrain teacher scores; teacher_sha256 <hex>; max_length <L>; teacher <dir>
-//
-// then one line per pair, "query-id TAB passage-id TAB score" (float32, shortest round-trip
-// form), sorted. A file whose teacher_sha256 is not the teacher's is refused.
+// TeacherScoresFile is the run directory's cache of the teacher's scores, in the format of
+// internal/teachercache (a header with the teacher's sha256, the pairs count and the content's
+// sha256, then one "query-id TAB passage-id TAB score" line per pair). A file of another
+// teacher, cut short, edited, or holding a pair twice is refused.
 const TeacherScoresFile = "teacher_scores.tsv"
-
-const teacherHeader = "# ragtrain teacher scores"
 
 // teacherScores are a teacher's scores of the training pairs.
 type teacherScores struct {
@@ -180,7 +172,7 @@ func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string,
 	if err := tok.Save(filepath.Join(tmp, "tokenizer.json")); err != nil {
 		return "", err
 	}
-	b, err := os.ReadFile(filepath.Join(tmp, "tokenizer.json"))
+	b, err := bounded.ReadFile(filepath.Join(tmp, "tokenizer.json"), bounded.Tokenizer)
 	if err != nil {
 		return "", err
 	}
@@ -195,86 +187,6 @@ func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string,
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
-}
-
-// readTeacherCache reads a TeacherScoresFile into scores; a missing file is no error. A file of
-// another teacher hash is refused.
-func readTeacherCache(path, hash string, scores map[[2]string]float32) (int, error) {
-	f, err := os.Open(path)
-	if os.IsNotExist(err) {
-		return 0, nil
-	} else if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<16), 1<<20)
-	n, line := 0, 0
-	for sc.Scan() {
-		line++
-		text := sc.Text()
-		if line == 1 {
-			got := headerField(text, "teacher_sha256")
-			if !strings.HasPrefix(text, teacherHeader) || got == "" {
-				return 0, fmt.Errorf("%s:1: not a teacher scores file (want %q)", path, teacherHeader+"; teacher_sha256 ...")
-			}
-			if got != hash {
-				return 0, fmt.Errorf("%s: holds the scores of teacher sha256 %s, but loss.teacher has sha256 %s (another teacher, tokenizer or max_length): refused; remove the file or name the teacher it was scored with", path, got, hash)
-			}
-			continue
-		}
-		parts := strings.Split(text, "\t")
-		if len(parts) != 3 {
-			return 0, fmt.Errorf("%s:%d: want query-id TAB passage-id TAB score", path, line)
-		}
-		v, err := strconv.ParseFloat(parts[2], 32)
-		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("%s:%d: score %q is not a finite number", path, line, parts[2])
-		}
-		if _, dup := scores[[2]string{parts[0], parts[1]}]; !dup {
-			n++
-		}
-		scores[[2]string{parts[0], parts[1]}] = float32(v)
-	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("%s: %w", path, err)
-	}
-	if line == 0 {
-		return 0, fmt.Errorf("%s: empty teacher scores file", path)
-	}
-	return n, nil
-}
-
-// headerField returns the value after "key " in a "; "-separated header line.
-func headerField(line, key string) string {
-	for _, f := range strings.Split(line, "; ") {
-		if v, ok := strings.CutPrefix(f, key+" "); ok {
-			return v
-		}
-	}
-	return ""
-}
-
-// writeTeacherCache writes every score to path (atomically), sorted by query and passage id.
-func writeTeacherCache(path, hash, teacher string, L int, scores map[[2]string]float32) error {
-	keys := make([][2]string, 0, len(scores))
-	for k := range scores {
-		keys = append(keys, k)
-	}
-	slices.SortFunc(keys, func(a, b [2]string) int {
-		if c := strings.Compare(a[0], b[0]); c != 0 {
-			return c
-		}
-		return strings.Compare(a[1], b[1])
-	})
-	return atomicfile.Write(path, func(w io.Writer) error {
-		bw := bufio.NewWriter(w)
-		fmt.Fprintf(bw, "%s; teacher_sha256 %s; max_length %d; teacher %s\n", teacherHeader, hash, L, teacher)
-		for _, k := range keys {
-			fmt.Fprintf(bw, "%s\t%s\t%s\n", k[0], k[1], strconv.FormatFloat(float64(scores[k]), 'g', -1, 32))
-		}
-		return bw.Flush()
-	})
 }
 
 // prepareTeacher returns the teacher's scores of every training pair of the run's batches:
@@ -300,7 +212,7 @@ func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset,
 		files = append(files, c)
 	}
 	for _, f := range files {
-		if _, err := readTeacherCache(f, hash, t.scores); err != nil {
+		if _, err := teachercache.Read(f, hash, t.scores); err != nil {
 			return nil, err
 		}
 	}
@@ -339,7 +251,7 @@ func prepareTeacher(rec *configs.Recipe, smp *sampler.Sampler, ds *data.Dataset,
 	}
 	if t.Scored > 0 || t.Cached > 0 {
 		for _, f := range files {
-			if err := writeTeacherCache(f, hash, d.Dir, L, t.scores); err != nil {
+			if err := teachercache.Write(f, teachercache.Header{TeacherSHA256: hash, MaxLength: L, Teacher: d.Dir}, t.scores); err != nil {
 				return nil, err
 			}
 		}

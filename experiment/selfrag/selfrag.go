@@ -19,6 +19,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -419,7 +420,7 @@ func (s *selfragRun) writeLabels(labels map[int]bool) error {
 // readLabels reads the Retrieve labels writeLabels wrote; every training question must have one.
 func (s *selfragRun) readLabels() (map[int]bool, error) {
 	path := filepath.Join(s.Dir, labelsFile)
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.RunState)
 	if err != nil {
 		return nil, err
 	}

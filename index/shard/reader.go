@@ -18,6 +18,7 @@ import (
 	"github.com/edsrzf/mmap-go"
 
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Reader searches the version of a shard directory that was committed when it was opened. It
@@ -44,7 +45,7 @@ func Open(dir string) (*Reader, error) {
 	r := &Reader{dir: dir, m: *m, meta: meta}
 	for i, e := range m.Shards {
 		path := filepath.Join(dir, e.File)
-		f, err := os.Open(path)
+		f, err := bounded.OpenRegular(path)
 		if err != nil {
 			r.Close()
 			if os.IsNotExist(err) {
@@ -119,6 +120,20 @@ func (r *Reader) Verify() error {
 		}
 	}
 	return nil
+}
+
+// OpenVerified is Open followed by Verify: the committed version with every shard's sha256
+// checked against the manifest before a vector is read; the error names the shard that differs.
+func OpenVerified(dir string) (*Reader, error) {
+	r, err := Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.Verify(); err != nil {
+		r.Close()
+		return nil, err
+	}
+	return r, nil
 }
 
 // view is one mapped shard.

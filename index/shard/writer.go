@@ -17,6 +17,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // FormatName is the manifest's "format" member.
@@ -295,7 +296,7 @@ func checkShard(dir string, meta Meta, i, nShards int, owner map[string]int) (Sh
 	fail := func(format string, args ...any) (ShardEntry, error) {
 		return ShardEntry{}, fmt.Errorf("shard: %s: %s", path, fmt.Sprintf(format, args...))
 	}
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		if os.IsNotExist(err) {
 			return fail("missing (shard %d of the %d of version %q)", i, nShards, meta.Version)
@@ -390,7 +391,7 @@ func RemoveStale(dir string) ([]string, error) {
 // ReadManifest reads and checks dir/manifest.json.
 func ReadManifest(dir string) (*Manifest, error) {
 	path := filepath.Join(dir, ManifestFile)
-	b, err := os.ReadFile(path)
+	b, err := bounded.ReadFile(path, bounded.ConfigJSON)
 	if err != nil {
 		return nil, fmt.Errorf("shard: %w", err)
 	}

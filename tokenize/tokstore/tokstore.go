@@ -30,6 +30,7 @@ import (
 	"github.com/edsrzf/mmap-go"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 const (
@@ -208,7 +209,7 @@ type Store struct {
 // Open maps the store at path and checks its header, section offsets and size; a truncated
 // or foreign file is an error naming it.
 func Open(path string) (*Store, error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, fmt.Errorf("tokstore: %w", err)
 	}

@@ -14,9 +14,9 @@ import (
 	"image/color"
 	"io"
 	"math"
-	"os"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
@@ -137,7 +137,7 @@ func Write(path string, c Curves) error {
 // order. A line that is not a JSON object, or whose value there is not a number, is an error
 // naming the file and line.
 func FromLog(path, lossPhase, devPhase, devKey string) (loss, dev []Point, err error) {
-	f, err := os.Open(path)
+	f, err := bounded.OpenRegular(path)
 	if err != nil {
 		return nil, nil, err
 	}

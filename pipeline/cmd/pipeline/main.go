@@ -13,8 +13,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -36,6 +34,7 @@ import (
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/spark"
 	_ "github.com/apache/beam/sdks/v2/go/pkg/beam/runners/universal"
 
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/pipeline"
 )
 
@@ -209,7 +208,7 @@ func compare(flags pipeline.EncodeConfig, out io.Writer) error {
 	if flags.Corpus != "" {
 		cfg.Corpus = flags.Corpus
 	}
-	if sum, err := fileSHA256(cfg.Corpus); err != nil {
+	if sum, err := bounded.SHA256(cfg.Corpus); err != nil {
 		return err
 	} else if sum != man.CorpusSHA256 {
 		return fmt.Errorf("%s has sha256 %s; %s was encoded from %s", cfg.Corpus, sum, flags.Out, man.CorpusSHA256)
@@ -250,17 +249,4 @@ func compare(flags pipeline.EncodeConfig, out io.Writer) error {
 	}
 	fmt.Fprintf(out, "compare: %d rows x %d of %s (model hash %s, version %s) are bit-identical to the in-process encoding of %s with %s (%.1f s in process)\n", len(ids), man.Dim, cfg.Out, man.ModelHash, man.Version(), cfg.Corpus, cfg.Model, secs)
 	return nil
-}
-
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("%s: %w", path, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
