@@ -17,11 +17,8 @@ const (
 	MaxTemperature = 1000.0  // loss.temperature: above it every softmax is uniform to float32 and nothing trains
 )
 
-// validateBounds fails the first size key above its maximum, and a train.warmup_steps that the
-// recipe sets above train.steps (a retriever's train phase warms up over train.warmup_steps
-// as given; the default, and a resolved recipe that writes every default out, are left alone
-// for short test recipes).
-func validateBounds(v *checker, r *Recipe) {
+// validateBounds fails the first size key above its maximum.
+func validateBounds(v *Checker, r *Recipe) {
 	for _, k := range []struct {
 		key      string
 		val, max int
@@ -41,13 +38,20 @@ func validateBounds(v *checker, r *Recipe) {
 		{"sampler.hard_negatives", r.Sampler.HardNegatives, MaxNegatives},
 	} {
 		if k.val > k.max {
-			v.fail(k.key, "must be <= %d (configs.Max*, the documented bound), got %d", k.max, k.val)
+			v.Fail(k.key, "must be <= %d (configs.Max*, the documented bound), got %d", k.max, k.val)
 		}
 	}
 	if t := r.Loss.Temperature; t > MaxTemperature {
-		v.fail("loss.temperature", "must be <= %g: at %g every score divided by it is 0 to float32 precision and nothing trains", MaxTemperature, t)
+		v.Fail("loss.temperature", "must be <= %g: at %g every score divided by it is 0 to float32 precision and nothing trains", MaxTemperature, t)
 	}
-	if tr := r.Train; r.Kind == "retriever" && !v.l.resolved && v.l.isSet("train.warmup_steps") && tr.Steps > 0 && tr.WarmupSteps > tr.Steps {
-		v.fail(v.setOf("train.warmup_steps", "train.steps"), "train.warmup_steps = %d exceeds train.steps = %d: the learning rate would never reach train.lr", tr.WarmupSteps, tr.Steps)
+}
+
+// WarmupWithinSteps fails a train.warmup_steps that the recipe file sets above train.steps: for
+// kinds whose train phase warms up over train.warmup_steps as given (the retriever; the other
+// kinds shorten the warm-up to their phases). The default, and a resolved recipe that writes
+// every default out, are left alone for short test recipes.
+func WarmupWithinSteps(v *Checker, r *Recipe) {
+	if tr := r.Train; !v.Resolved() && v.IsSet("train.warmup_steps") && tr.Steps > 0 && tr.WarmupSteps > tr.Steps {
+		v.Fail(v.SetOf("train.warmup_steps", "train.steps"), "train.warmup_steps = %d exceeds train.steps = %d: the learning rate would never reach train.lr", tr.WarmupSteps, tr.Steps)
 	}
 }

@@ -28,6 +28,9 @@ type KindSpec struct {
 	// index.stream_above, ...; see readsKey) which this kind reads; another kind's recipe that
 	// sets one away from off is refused, naming the key.
 	Keys []string
+	// Check, when set, validates what the kind alone requires of the shared sections (run after
+	// every section's own check), e.g. the retriever's train.warmup_steps within train.steps.
+	Check func(c *Checker, r *Recipe)
 }
 
 var (
@@ -63,7 +66,7 @@ func RegisterKind(name string, spec KindSpec) {
 	if _, dup := kindSpecs[name]; dup {
 		panic(fmt.Sprintf("configs: RegisterKind called twice for kind %q", name))
 	}
-	kindSpecs[name] = KindSpec{Sections: spec.Sections, Losses: slices.Clone(spec.Losses), Own: slices.Clone(spec.Own), Keys: slices.Clone(spec.Keys)}
+	kindSpecs[name] = KindSpec{Sections: spec.Sections, Losses: slices.Clone(spec.Losses), Own: slices.Clone(spec.Own), Keys: slices.Clone(spec.Keys), Check: spec.Check}
 }
 
 // Kinds returns the registered kinds, sorted.

@@ -230,6 +230,9 @@ func (l *loader) validate(r *Recipe) error {
 				s.Check(v, r, r.sections[s.Name])
 			}
 		}
+		if spec.Check != nil {
+			spec.Check(v, r)
+		}
 	}
 	return v.err
 }
@@ -265,6 +268,12 @@ func (v *Checker) Fail(key, format string, args ...any) {
 		v.err = v.l.errf(key, format, args...)
 	}
 }
+
+// IsSet reports whether the recipe file sets key (a default does not count).
+func (v *Checker) IsSet(key string) bool { return v.l.isSet(key) }
+
+// Resolved reports whether the file is a recipe.resolved.toml, which writes every default out.
+func (v *Checker) Resolved() bool { return v.l.resolved }
 
 // SetOf returns the first of keys that the file sets, so that a conflict
 // between two keys is reported at the line the user wrote; else keys[0].

@@ -29,6 +29,7 @@ func init() {
 		// the bi-encoder's keys of the shared sections, which the other kinds do not read
 		Keys: []string{"train.mini_batch_size", "train.dynamic_padding", "train.eval_every", "train.patience",
 			"eval.dev_corpus_sample", "index.stream_above", "index.ann_threshold", configs.DenseRefreshKey},
+		Check: configs.WarmupWithinSteps,
 	})
 }
 
