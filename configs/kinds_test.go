@@ -16,6 +16,7 @@ func init() {
 		Losses:   []string{"infonce"},
 		Keys: []string{"train.mini_batch_size", "train.dynamic_padding", "train.eval_every", "train.patience",
 			"eval.dev_corpus_sample", "index.stream_above", "index.ann_threshold", DenseRefreshKey},
+		Check: WarmupWithinSteps,
 	})
 	RegisterKind("reranker", KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
