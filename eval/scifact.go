@@ -295,20 +295,8 @@ func ReadSciFactGold(path string) ([]SciFactClaim, error) {
 		CitedDocIDs []int           `json:"cited_doc_ids"`
 	}
 	var out []SciFactClaim
-	ids := map[int]int{}
-	err := readJSONLines(path, func(n int, b []byte) error {
-		var l line
-		if err := strictUnmarshal(b, &l); err != nil {
-			return err
-		}
-		if l.ID == nil {
-			return fmt.Errorf("field id missing")
-		}
-		if prev, dup := ids[*l.ID]; dup {
-			return fmt.Errorf("id: claim %d already on line %d", *l.ID, prev)
-		}
-		ids[*l.ID] = n
-		c := SciFactClaim{ID: *l.ID, Evidence: map[int]SciFactGoldAbstract{}}
+	err := readClaimLines(path, func(l *line) *int { return l.ID }, func(l *line, id int) error {
+		c := SciFactClaim{ID: id, Evidence: map[int]SciFactGoldAbstract{}}
 		err := docObject(l.Evidence, func(doc int, raw json.RawMessage) error {
 			var sets []set
 			if err := strictUnmarshal(raw, &sets); err != nil {
@@ -363,23 +351,11 @@ func ReadSciFactPredictions(path string, gold []SciFactClaim) ([]SciFactPredicti
 		known[c.ID] = true
 	}
 	var out []SciFactPrediction
-	ids := map[int]int{}
-	err := readJSONLines(path, func(n int, b []byte) error {
-		var l line
-		if err := strictUnmarshal(b, &l); err != nil {
-			return err
+	err := readClaimLines(path, func(l *line) *int { return l.ID }, func(l *line, id int) error {
+		if gold != nil && !known[id] {
+			return fmt.Errorf("id: claim %d is not a gold claim", id)
 		}
-		if l.ID == nil {
-			return fmt.Errorf("field id missing")
-		}
-		if gold != nil && !known[*l.ID] {
-			return fmt.Errorf("id: claim %d is not a gold claim", *l.ID)
-		}
-		if prev, dup := ids[*l.ID]; dup {
-			return fmt.Errorf("id: claim %d already on line %d", *l.ID, prev)
-		}
-		ids[*l.ID] = n
-		p := SciFactPrediction{ID: *l.ID, Evidence: map[int]SciFactPredAbstract{}}
+		p := SciFactPrediction{ID: id, Evidence: map[int]SciFactPredAbstract{}}
 		err := docObject(l.Evidence, func(doc int, raw json.RawMessage) error {
 			var a abs
 			if err := strictUnmarshal(raw, &a); err != nil {
@@ -405,6 +381,27 @@ func ReadSciFactPredictions(path string, gold []SciFactClaim) ([]SciFactPredicti
 		return nil
 	})
 	return out, err
+}
+
+// readClaimLines reads path's lines strictly as T (readJSONLines, strictUnmarshal), each with
+// a claim id (id gives its field) present and unique in the file, and calls f on each.
+func readClaimLines[T any](path string, id func(*T) *int, f func(l *T, id int) error) error {
+	lines := map[int]int{}
+	return readJSONLines(path, func(n int, b []byte) error {
+		var l T
+		if err := strictUnmarshal(b, &l); err != nil {
+			return err
+		}
+		p := id(&l)
+		if p == nil {
+			return fmt.Errorf("field id missing")
+		}
+		if prev, dup := lines[*p]; dup {
+			return fmt.Errorf("id: claim %d already on line %d", *p, prev)
+		}
+		lines[*p] = n
+		return f(&l, *p)
+	})
 }
 
 // readJSONLines reads a bounded regular file and calls f on each non-blank line, numbered from
