@@ -16,6 +16,10 @@
 //     the run scores 0 on every metric and counts in the mean (-c).
 //   - Every hit of the run is used (no depth cut besides the metric's own @k).
 //
+// It also scores SciFact claim verification (ScoreSciFact, scifact.go): the four metrics of
+// SciFact's official evaluator over predicted abstracts, labels and rationale sentences, with
+// readers of SciFact's claims and prediction files.
+//
 // Not for: significance testing, unjudged-aware metrics (bpref, condensed lists), or
 // loading qrels files (package data does that; eval takes the plain map).
 package eval
