@@ -6,6 +6,8 @@ import (
 	"math"
 
 	"github.com/pkg/errors"
+	"gonum.org/v1/gonum/blas"
+	"gonum.org/v1/gonum/blas/gonum"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 )
@@ -68,7 +70,8 @@ type TokenMasks struct {
 // attains its max, the first such token when several tie (as torch.max(dim) returns the first
 // maximal index and routes the gradient to it); a query token whose max is a masked token
 // under MaskZero, or a masked query token, passes no gradient. Cost O(B N Lq Ld D) in the
-// forward pass and again in each of the two backward kernels, float64 inside.
+// forward pass (one [Lq,D]x[D,Ld] GEMM per scored pair) and once more in the backward kernel,
+// which recomputes the argmax and returns both gradients; float64 inside, deterministic.
 func MaxSim(q, p *G.Node, tm TokenMasks) (*G.Node, error) {
 	return maxSim("MaxSim", q, p, tm, nil, 0)
 }
@@ -182,31 +185,29 @@ func (m maxSimKernel) argmax(in []arr, f func(b, kk, nIdx, i, j int, v float64))
 		return err
 	}
 	q, p, qm, pm := in[0].data, in[1].data, in[2].data, in[3].data
+	sims := make([]float64, lq*ld) // q_b p_n^T, one GEMM per scored pair
 	for bi := 0; bi < b; bi++ {
 		for kk := 0; kk < k; kk++ {
 			nIdx := kk
 			if m.cand != nil {
 				nIdx = m.cand[bi*k+kk]
 			}
+			if lq > 0 && ld > 0 && d > 0 {
+				gonum.Implementation{}.Dgemm(blas.NoTrans, blas.Trans, lq, ld, d, 1,
+					q[bi*lq*d:(bi+1)*lq*d], d, p[nIdx*ld*d:(nIdx+1)*ld*d], d, 0, sims, ld)
+			}
 			for i := 0; i < lq; i++ {
 				if qm[bi*lq+i] == 0 {
 					continue
 				}
-				qi := q[(bi*lq+i)*d : (bi*lq+i+1)*d]
 				best, arg, seen := math.Inf(-1), -1, false
 				for j := 0; j < ld; j++ {
-					var v float64
-					jj := j
+					v, jj := sims[i*ld+j], j
 					if pm[nIdx*ld+j] == 0 {
 						if m.mode != MaskZero {
 							continue
 						}
 						v, jj = 0, -1
-					} else {
-						pj := p[(nIdx*ld+j)*d : (nIdx*ld+j+1)*d]
-						for c, x := range qi {
-							v += x * pj[c]
-						}
 					}
 					if !seen || v > best { // strict: the first maximal token wins a tie
 						best, arg, seen = v, jj, true
@@ -232,41 +233,33 @@ func newMaxSimOp(cand []int, k int, mode TokenMasking) *fop {
 	if cand == nil {
 		name = fmt.Sprintf("MaxSim(mask=%v)", mode)
 	}
-	gradOp := func(wrt int) *fop {
-		return &fop{
-			name:    fmt.Sprintf("%sGrad%d", name, wrt),
-			inDims:  []int{3, 3, 2, 2, 2},
-			outDims: 3,
-			shape: func(in []tensor.Shape) (tensor.Shape, error) {
-				return in[wrt].Clone(), nil
-			},
-			fwd: func(in []arr) ([]float64, error) {
-				d := in[0].shape[2]
-				out := make([]float64, len(in[wrt].data))
-				q, p, g := in[0].data, in[1].data, in[4].data
-				k := in[4].shape[1]
-				err := m.argmax(in[:4], func(b, kk, nIdx, i, j int, _ float64) {
-					gv := g[b*k+kk]
-					if j < 0 || gv == 0 {
-						return
-					}
-					ld := in[1].shape[1]
-					qi, pj := (b*in[0].shape[1]+i)*d, (nIdx*ld+j)*d
-					if wrt == 0 {
-						for c := 0; c < d; c++ {
-							out[qi+c] += gv * p[pj+c]
-						}
-					} else {
-						for c := 0; c < d; c++ {
-							out[pj+c] += gv * q[qi+c]
-						}
-					}
-				})
-				return out, err
-			},
-		}
+	// One backward kernel computes the argmax once and returns dq and dp flattened end to end.
+	gradOp := &fop{
+		name:    name + "Grad",
+		inDims:  []int{3, 3, 2, 2, 2},
+		outDims: 1,
+		shape: func(in []tensor.Shape) (tensor.Shape, error) {
+			return tensor.Shape{in[0].TotalSize() + in[1].TotalSize()}, nil
+		},
+		fwd: func(in []arr) ([]float64, error) {
+			lq, d, ld, k := in[0].shape[1], in[0].shape[2], in[1].shape[1], in[4].shape[1]
+			q, p, g := in[0].data, in[1].data, in[4].data
+			out := make([]float64, len(q)+len(p))
+			gq, gp := out[:len(q)], out[len(q):]
+			err := m.argmax(in[:4], func(b, kk, nIdx, i, j int, _ float64) {
+				gv := g[b*k+kk]
+				if j < 0 || gv == 0 {
+					return
+				}
+				qi, pj := (b*lq+i)*d, (nIdx*ld+j)*d
+				for c := 0; c < d; c++ {
+					gq[qi+c] += gv * p[pj+c]
+					gp[pj+c] += gv * q[qi+c]
+				}
+			})
+			return out, err
+		},
 	}
-	dq, dp := gradOp(0), gradOp(1)
 	return &fop{
 		name:    name,
 		inDims:  []int{3, 3, 2, 2},
@@ -297,15 +290,23 @@ func newMaxSimOp(cand []int, k int, mode TokenMasking) *fop {
 		},
 		diff: []bool{true, true, false, false},
 		grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
-			gq, err := dq.apply(in[0], in[1], in[2], in[3], g)
+			flat, err := gradOp.apply(in[0], in[1], in[2], in[3], g)
 			if err != nil {
 				return nil, err
 			}
-			gp, err := dp.apply(in[0], in[1], in[2], in[3], g)
-			if err != nil {
-				return nil, err
+			nq, np := in[0].Shape().TotalSize(), in[1].Shape().TotalSize()
+			var grads G.Nodes
+			for w, r := range [][2]int{{0, nq}, {nq, nq + np}} {
+				part, err := G.Slice(flat, G.S(r[0], r[1]))
+				if err != nil {
+					return nil, errors.Wrapf(err, "%s: gradient slice", name)
+				}
+				if part, err = G.Reshape(part, in[w].Shape().Clone()); err != nil {
+					return nil, errors.Wrapf(err, "%s: gradient reshape", name)
+				}
+				grads = append(grads, part)
 			}
-			return G.Nodes{gq, gp, nil, nil}, nil
+			return append(grads, nil, nil), nil
 		},
 	}
 }
