@@ -63,8 +63,6 @@ func TestColBERTContrastiveGolden(t *testing.T) {
 		tau := c.num(t, "temperature")
 		ins := lateInputs(t, c)
 		wantS, _ := c.array(t, "scores")
-		wantGQ, _ := c.array(t, "grad_q")
-		wantGP, _ := c.array(t, "grad_p")
 		for _, dt := range dtypes {
 			rtol, atol := tolerances(dt)
 			t.Run(fmt.Sprintf("case%d/%v", ci, dt), func(t *testing.T) {
@@ -80,9 +78,7 @@ func TestColBERTContrastiveGolden(t *testing.T) {
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
 					return ColBERTContrastive(in["q"], in["p"], withMasks(tm, in), tau, sim)
 				}, ins...)
-				wantLoss(t, loss, c.num(t, "loss"), rtol)
-				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
-				assertClose(t, "grad_p", grads["p"], wantGP, rtol, atol)
+				wantLateGolden(t, c, loss, grads, rtol, atol)
 			})
 			t.Run(fmt.Sprintf("registered/case%d/%v", ci, dt), func(t *testing.T) {
 				spec, err := Lookup("colbert_contrastive")
@@ -93,9 +89,7 @@ func TestColBERTContrastiveGolden(t *testing.T) {
 					return spec.Build(Inputs{Q: in["q"], P: in["p"], Tau: tau, Sim: sim, TokenMasking: tm.Mode,
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
-				wantLoss(t, loss, c.num(t, "loss"), rtol)
-				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
-				assertClose(t, "grad_p", grads["p"], wantGP, rtol, atol)
+				wantLateGolden(t, c, loss, grads, rtol, atol)
 			})
 		}
 	}
@@ -114,8 +108,6 @@ func TestColBERTKLDistillGolden(t *testing.T) {
 		te, ts := c.array(t, "teacher")
 		ins = append(ins, input{"teacher", ts, te, false})
 		wantS, _ := c.array(t, "scores")
-		wantGQ, _ := c.array(t, "grad_q")
-		wantGP, _ := c.array(t, "grad_p")
 		b, k := ts[0], ts[1]
 		for _, dt := range dtypes {
 			rtol, atol := tolerances(dt)
@@ -135,9 +127,7 @@ func TestColBERTKLDistillGolden(t *testing.T) {
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
 					return ColBERTKLDistill(in["q"], in["p"], withMasks(tm, in), in["teacher"], sim, minMax, tauS, tauT)
 				}, ins...)
-				wantLoss(t, loss, c.num(t, "loss"), rtol)
-				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
-				assertClose(t, "grad_p", grads["p"], wantGP, rtol, atol)
+				wantLateGolden(t, c, loss, grads, rtol, atol)
 			})
 			t.Run(fmt.Sprintf("registered/case%d/%v", ci, dt), func(t *testing.T) {
 				spec, err := Lookup("colbert_kl_distill")
@@ -149,11 +139,19 @@ func TestColBERTKLDistillGolden(t *testing.T) {
 						TokenMasking: tm.Mode, NoMinMax: !minMax, Teacher: denseOf(t, c, "teacher", dt),
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
-				wantLoss(t, loss, c.num(t, "loss"), rtol)
-				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)
-				assertClose(t, "grad_p", grads["p"], wantGP, rtol, atol)
+				wantLateGolden(t, c, loss, grads, rtol, atol)
 			})
 		}
+	}
+}
+
+// wantLateGolden checks a loss and its gradients with respect to q and p against a case.
+func wantLateGolden(t *testing.T, c goldenCase, loss float64, grads map[string][]float64, rtol, atol float64) {
+	t.Helper()
+	wantLoss(t, loss, c.num(t, "loss"), rtol)
+	for _, k := range []string{"q", "p"} {
+		want, _ := c.array(t, "grad_"+k)
+		assertClose(t, "grad_"+k, grads[k], want, rtol, atol)
 	}
 }
 
