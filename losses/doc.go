@@ -19,6 +19,10 @@
 // PerplexityDistill (RePlugKL by Atlas' name) and LeaveOneOutDistill (the reader's loss with each
 // passage left out, LeaveOneOut, MixtureLoss); registered as "attention_distill", "emdr2",
 // "perplexity_distill" and "loo_distill", Lists losses reading Inputs.Teacher.
+// Late interaction (ColBERT, multi-vector): MaxSim and MaxSimLists score token embeddings
+// (Khattab & Zaharia 2020, eq. 3) with token masks; ColBERTContrastive and ColBERTKLDistill,
+// registered as "colbert_contrastive" and "colbert_kl_distill" (Batch LateInteraction), are
+// PyLate's Contrastive and Distillation losses over them (testdata/colbert.json).
 // Language modelling: TokenNLL, the token cross-entropy with a target mask (a reader's
 // pretraining, and its fine-tuning with the loss on answer tokens only).
 //

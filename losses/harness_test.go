@@ -177,7 +177,13 @@ type goldenCase map[string]any
 
 func loadGolden(t *testing.T) []goldenCase {
 	t.Helper()
-	b, err := os.ReadFile("testdata/losses.json")
+	return loadGoldenFile(t, "testdata/losses.json")
+}
+
+// loadGoldenFile reads the cases of a golden file laid out as testdata/losses.json.
+func loadGoldenFile(t *testing.T, path string) []goldenCase {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +192,7 @@ func loadGolden(t *testing.T) []goldenCase {
 		Cases  []goldenCase `json:"cases"`
 	}
 	if err := json.Unmarshal(b, &f); err != nil {
-		t.Fatalf("testdata/losses.json: %v", err)
+		t.Fatalf("%s: %v", path, err)
 	}
 	return f.Cases
 }

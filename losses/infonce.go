@@ -137,7 +137,15 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
 	}
-	if scores, err = G.HadamardProd(scores, scalar(dt, 1/tau)); err != nil {
+	return diagCrossEntropy(loss, dt, scores, mask, tau)
+}
+
+// diagCrossEntropy is mean_i -log softmax(scores_i/tau + mask_i)_i of a [B,N] score matrix whose
+// column i < B is query i's positive (mask nil: no mask).
+func diagCrossEntropy(loss string, dt tensor.Dtype, scores, mask *G.Node, tau float64) (*G.Node, error) {
+	b, n := scores.Shape()[0], scores.Shape()[1]
+	scores, err := G.HadamardProd(scores, scalar(dt, 1/tau))
+	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s: scale by 1/tau", loss)
 	}
 

@@ -22,6 +22,11 @@ const (
 	// Lists: B lists of K scored candidates, slot 0 of each the judged-relevant one. Inputs
 	// Scores [B*K] (list i at i*K..i*K+K-1), B, K and, when the loss takes labels, Labels [B,K].
 	Lists Batch = "lists"
+	// LateInteraction: a Contrastive batch of token embeddings (multi-vector, ColBERT). Inputs
+	// Q [B,Lq,D], P [N,Ld,D] in Contrastive's passage order, QTokenMask [B,Lq] and PTokenMask
+	// [N,Ld] (optional), TokenMasking, Tau, Sim, and for a Teacher loss Teacher [B,1+M]
+	// (Contrastive's layout) with TeacherTau.
+	LateInteraction Batch = "late_interaction"
 )
 
 // Labels says what a Lists loss reads from its candidates' relevance labels.
@@ -45,6 +50,13 @@ type Inputs struct {
 	// m in Dims, 1 <= m <= H) and DimWeights their weights (nil: all 1).
 	Dims       []int
 	DimWeights []float64
+	// LateInteraction: the token masks (1 scored, 0 padding or skiplisted; nil scores every
+	// token), filled by the caller before every run, and how a masked passage token enters
+	// MaxSim. NoMinMax turns off the per-query min-max normalisation of colbert_kl_distill's
+	// scores (PyLate's normalize_scores=False).
+	QTokenMask, PTokenMask *tensor.Dense
+	TokenMasking           TokenMasking
+	NoMinMax               bool
 	// Lists.
 	Scores *G.Node
 	B, K   int
@@ -87,7 +99,7 @@ var (
 func Register(s Spec) {
 	registryMu.Lock()
 	defer registryMu.Unlock()
-	if s.Name == "" || s.Build == nil || (s.Batch != Contrastive && s.Batch != Lists) {
+	if s.Name == "" || s.Build == nil || (s.Batch != Contrastive && s.Batch != Lists && s.Batch != LateInteraction) {
 		panic(fmt.Sprintf("losses.Register: incomplete spec %+v", s))
 	}
 	if _, dup := registry[s.Name]; dup {

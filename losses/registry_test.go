@@ -12,6 +12,9 @@ func TestRegistry(t *testing.T) {
 	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce"}) {
 		t.Errorf("contrastive losses %v", got)
 	}
+	if got := Names(LateInteraction); !slices.Equal(got, []string{"colbert_contrastive", "colbert_kl_distill"}) {
+		t.Errorf("late-interaction losses %v", got)
+	}
 	if got := Names(Lists); !slices.Equal(got, []string{"attention_distill", "emdr2", "kl_distill", "listwise", "loo_distill", "pairwise", "perplexity_distill", "pointwise"}) {
 		t.Errorf("list losses %v", got)
 	}
@@ -25,7 +28,7 @@ func TestRegistry(t *testing.T) {
 		s, _ := Lookup(name)
 		want := false
 		switch name {
-		case "margin_mse", "kl_distill", "attention_distill", "emdr2", "loo_distill", "perplexity_distill":
+		case "margin_mse", "kl_distill", "colbert_kl_distill", "attention_distill", "emdr2", "loo_distill", "perplexity_distill":
 			want = true
 		}
 		if s.Teacher != want {
