@@ -107,14 +107,14 @@ func validTau(loss, name string, tau float64) error {
 }
 
 // colbert_contrastive trains late-interaction retrievers on contrastive batches: Inputs Q
-// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Tau and Sim.
+// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Temperature and Sim.
 func init() {
 	Register(Spec{Name: "colbert_contrastive", Batch: LateInteraction, Build: func(in Inputs) (*G.Node, error) {
 		tm, err := lateMasks("colbert_contrastive", in)
 		if err != nil {
 			return nil, err
 		}
-		return ColBERTContrastive(in.Q, in.P, tm, in.Tau, in.Sim)
+		return ColBERTContrastive(in.Q, in.P, tm, in.Temperature, in.Sim)
 	}})
 }
 

@@ -86,7 +86,7 @@ func TestColBERTContrastiveGolden(t *testing.T) {
 					t.Fatalf("Lookup: %+v, %v", spec, err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Tau: tau, Sim: sim, TokenMasking: tm.Mode,
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tau, Sim: sim, TokenMasking: tm.Mode,
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
 				wantLateGolden(t, c, loss, grads, rtol, atol)
@@ -135,7 +135,7 @@ func TestColBERTKLDistillGolden(t *testing.T) {
 					t.Fatalf("Lookup: %+v, %v", spec, err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Tau: tauS, TeacherTau: tauT, Sim: sim,
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tauS, TeacherTemperature: tauT, Sim: sim,
 						TokenMasking: tm.Mode, NoMinMax: !minMax, Teacher: denseOf(t, c, "teacher", dt),
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
