@@ -83,6 +83,10 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 		start[s+1] = start[s] + len(t)
 	}
 	rows := start[len(toks)]
+	step := rows == len(toks) // one new token after a cached prefix per sequence: a decoding step
+	for _, c := range caches {
+		step = step && c.n > 0
+	}
 	pos := make([]int, rows) // the position of each row
 	for s, t := range toks {
 		for j := range t {
@@ -112,7 +116,7 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 	g := make([]float32, rows*c.FFN)
 	u := make([]float32, rows*c.FFN)
 	proj := func(out, in []float32, din int, name string, dout int) {
-		sgemm(false, true, rows, dout, din, 1, in, din, d.w(name), din, 0, out, dout)
+		matMulT(out, in, d.w(name), rows, dout, din, step)
 	}
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	for i := 0; i < c.Layers; i++ {
@@ -168,7 +172,7 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 	rmsNorm(xs, xs, d.w(LlamaFinalNorm), h, c.RMSEps)
 	logits := make([]float32, len(sel)*v)
 	head := d.m.HeadParam().Value.Data().([]float32)
-	sgemm(false, true, len(sel), v, h, 1, xs, h, head, h, 0, logits, v)
+	matMulT(logits, xs, head, len(sel), v, h, step)
 	out := make([][]float32, len(toks))
 	at := 0
 	for s := range toks {
@@ -180,6 +184,18 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 		at += n
 	}
 	return out, nil
+}
+
+// matMulT sets out [m,n] = x [m,k] · wᵀ (w [n,k]): with step (one token per sequence after
+// its cached prefix: few rows) by gemvRows, else (prompts) by sgemm. Both compute each row of out from its row of x
+// alone, in an order that does not depend on m, so a sequence's logits do not depend on the
+// other sequences of its batch.
+func matMulT(out, x, w []float32, m, n, k int, step bool) {
+	if step {
+		gemvRows(out, x, w, m, n, k)
+		return
+	}
+	sgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
 }
 
 // attention writes the causal attention of layer i for the new rows of every sequence: query

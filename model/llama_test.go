@@ -361,3 +361,34 @@ func TestSamplerTopP(t *testing.T) {
 		t.Errorf("greedy: %d, %g", id, lp)
 	}
 }
+
+// TestGemvRows: the decoder's small-batch products equal float64 dot products (float32 rounding
+// only), on shapes with and without whole 4-row blocks and 8-value chunks.
+func TestGemvRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(2, 3))
+	for _, s := range [][3]int{{1, 9, 16}, {3, 6, 20}, {2, 13, 5}, {8, 64, 576}, {1, 1, 7}} {
+		m, n, k := s[0], s[1], s[2]
+		x := make([]float32, m*k)
+		w := make([]float32, n*k)
+		for i := range x {
+			x[i] = float32(r.NormFloat64())
+		}
+		for i := range w {
+			w[i] = float32(r.NormFloat64())
+		}
+		out := make([]float32, m*n)
+		gemvRows(out, x, w, m, n, k)
+		for i := 0; i < m; i++ {
+			for j := 0; j < n; j++ {
+				var want, mag float64
+				for p := 0; p < k; p++ {
+					want += float64(x[i*k+p]) * float64(w[j*k+p])
+					mag += math.Abs(float64(x[i*k+p]) * float64(w[j*k+p]))
+				}
+				if got := float64(out[i*n+j]); math.Abs(got-want) > 1e-6*mag+1e-7 {
+					t.Errorf("%v: out[%d,%d] = %g, want %g", s, i, j, got, want)
+				}
+			}
+		}
+	}
+}
