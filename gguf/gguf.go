@@ -318,8 +318,12 @@ func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
 	if !ok {
 		return t, fmt.Errorf("tensor %q: unknown ggml type %d", name, typ)
 	}
-	if nd > 0 && t.Dims[0]%tr.block != 0 {
-		return t, fmt.Errorf("tensor %q: row length %d is not a multiple of the %s block size %d", name, t.Dims[0], t.Type, tr.block)
+	row := uint64(1) // a 0-dim tensor is one element
+	if nd > 0 {
+		row = t.Dims[0]
+	}
+	if row%tr.block != 0 {
+		return t, fmt.Errorf("tensor %q: row length %d is not a multiple of the %s block size %d", name, row, t.Type, tr.block)
 	}
 	if hi, _ := bits.Mul64(n/tr.block, tr.size); hi != 0 {
 		return t, fmt.Errorf("tensor %q: dims %v overflow", name, t.Dims)

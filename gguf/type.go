@@ -19,13 +19,13 @@ const (
 	Q5_0 DType = 6
 	Q5_1 DType = 7
 	Q8_0 DType = 8
-	Q8_1 DType = 9
 	Q2_K DType = 10
 	Q3_K DType = 11
 	Q4_K DType = 12
 	Q5_K DType = 13
 	Q6_K DType = 14
 	Q8_K DType = 15
+	// 16..23, 29, 34, 35, 39..41: i-quants, ternary and FP4 blocks (traits only).
 	I8   DType = 24
 	I16  DType = 25
 	I32  DType = 26
@@ -35,7 +35,9 @@ const (
 )
 
 // trait is a type's block: block elements stored in size bytes
-// (ggml type_traits blck_size and type_size).
+// (ggml type_traits blck_size and type_size; the table is gguf-py's
+// GGML_QUANT_SIZES, gguf 0.19.0). Q8_1 (9) is left out: it is a
+// computation-only type whose size gguf-py and ggml disagree on.
 type trait struct {
 	name  string
 	block uint64
@@ -46,9 +48,13 @@ var traits = map[DType]trait{
 	F32: {"F32", 1, 4}, F16: {"F16", 1, 2}, BF16: {"BF16", 1, 2}, F64: {"F64", 1, 8},
 	I8: {"I8", 1, 1}, I16: {"I16", 1, 2}, I32: {"I32", 1, 4}, I64: {"I64", 1, 8},
 	Q4_0: {"Q4_0", 32, 18}, Q4_1: {"Q4_1", 32, 20}, Q5_0: {"Q5_0", 32, 22}, Q5_1: {"Q5_1", 32, 24},
-	Q8_0: {"Q8_0", 32, 34}, Q8_1: {"Q8_1", 32, 36},
+	Q8_0: {"Q8_0", 32, 34},
 	Q2_K: {"Q2_K", 256, 84}, Q3_K: {"Q3_K", 256, 110}, Q4_K: {"Q4_K", 256, 144},
 	Q5_K: {"Q5_K", 256, 176}, Q6_K: {"Q6_K", 256, 210}, Q8_K: {"Q8_K", 256, 292},
+	16: {"IQ2_XXS", 256, 66}, 17: {"IQ2_XS", 256, 74}, 18: {"IQ3_XXS", 256, 98}, 19: {"IQ1_S", 256, 50},
+	20: {"IQ4_NL", 32, 18}, 21: {"IQ3_S", 256, 110}, 22: {"IQ2_S", 256, 82}, 23: {"IQ4_XS", 256, 136},
+	29: {"IQ1_M", 256, 56}, 34: {"TQ1_0", 256, 54}, 35: {"TQ2_0", 256, 66}, 39: {"MXFP4", 32, 17},
+	40: {"NVFP4", 64, 36}, 41: {"Q1_0", 128, 18},
 }
 
 func (t DType) String() string {
