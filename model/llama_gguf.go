@@ -1,6 +1,7 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
@@ -172,6 +173,73 @@ func unpermuteRoPE(w []float32, heads, cols int) []float32 {
 			for j := 0; j < 2; j++ {
 				src := (h*dh + 2*i + j) * cols
 				dst := (h*dh + j*half + i) * cols
+				copy(out[dst:dst+cols], w[src:src+cols])
+			}
+		}
+	}
+	return out
+}
+
+// WriteLlamaGGUF writes m as a float32 GGUF file in llama.cpp's layout (the inverse of
+// LoadLlamaGGUF): the llama.* metadata of m.Cfg after meta (e.g. the tokenizer's keys), every
+// parameter as an F32 tensor under its GGUF name, Q and K rows interleaved for llama.cpp's RoPE
+// (permuteRoPE). Written through a temporary file and a rename (gguf.Write).
+func WriteLlamaGGUF(path string, m *Llama, meta []gguf.KV) error {
+	c := m.Cfg
+	kv := append([]gguf.KV{
+		{Key: "general.architecture", Value: "llama"},
+		{Key: "llama.block_count", Value: uint32(c.Layers)},
+		{Key: "llama.context_length", Value: uint32(c.MaxPosition)},
+		{Key: "llama.embedding_length", Value: uint32(c.Hidden)},
+		{Key: "llama.feed_forward_length", Value: uint32(c.FFN)},
+		{Key: "llama.attention.head_count", Value: uint32(c.Heads)},
+		{Key: "llama.attention.head_count_kv", Value: uint32(c.KVHeads)},
+		{Key: "llama.rope.freq_base", Value: float32(c.RopeTheta)},
+		{Key: "llama.attention.layer_norm_rms_epsilon", Value: float32(c.RMSEps)},
+		{Key: "llama.rope.dimension_count", Value: uint32(c.HeadDim())},
+		{Key: "llama.vocab_size", Value: uint32(c.Vocab)},
+	}, meta...)
+	var ts []gguf.TensorData
+	for _, p := range m.Params() {
+		g, err := LlamaGGUFName(p.Name)
+		if err != nil {
+			return err
+		}
+		v, ok := p.Value.Data().([]float32)
+		if !ok {
+			return fmt.Errorf("model: write %s: parameter %s is %v, want float32", path, p.Name, p.Value.Dtype())
+		}
+		s := p.Value.Shape()
+		switch {
+		case strings.HasSuffix(p.Name, "self_attn.q_proj.weight"):
+			v = permuteRoPE(v, c.Heads, s[1])
+		case strings.HasSuffix(p.Name, "self_attn.k_proj.weight"):
+			v = permuteRoPE(v, c.KVHeads, s[1])
+		}
+		dims := make([]uint64, len(s))
+		for i, d := range s {
+			dims[len(s)-1-i] = uint64(d)
+		}
+		b := make([]byte, 4*len(v))
+		for i, x := range v {
+			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+		}
+		ts = append(ts, gguf.TensorData{Name: g, Dims: dims, Type: gguf.F32, Data: b})
+	}
+	return gguf.Write(path, kv, ts)
+}
+
+// permuteRoPE is the inverse of unpermuteRoPE (llama.cpp's convert_hf_to_gguf.py permute).
+func permuteRoPE(w []float32, heads, cols int) []float32 {
+	rows := len(w) / cols
+	dh := rows / heads
+	half := dh / 2
+	out := make([]float32, len(w))
+	for h := 0; h < heads; h++ {
+		for i := 0; i < half; i++ {
+			for j := 0; j < 2; j++ {
+				src := (h*dh + j*half + i) * cols
+				dst := (h*dh + 2*i + j) * cols
 				copy(out[dst:dst+cols], w[src:src+cols])
 			}
 		}
