@@ -214,9 +214,10 @@ func parse(src io.Reader, size int64) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	// A key-value pair takes at least 8+1 (key) + 4 (type) + 1 (value) bytes,
-	// a tensor info at least 8+1 (name) + 4 (n_dims) + 4 (type) + 8 (offset).
-	if nkv > r.left()/14 {
+	// A key-value pair takes at least 8 (key length) + 4 (type) + 1 (value)
+	// bytes, a tensor info at least 8 (name length) + 4 (n_dims) + 4 (type)
+	// + 8 (offset).
+	if nkv > r.left()/13 {
 		return nil, fmt.Errorf("metadata count %d cannot fit in the %d bytes left", nkv, r.left())
 	}
 	f.keys = make([]string, 0, nkv)
@@ -247,7 +248,7 @@ func parse(src io.Reader, size int64) (*File, error) {
 		}
 		f.alignment = a
 	}
-	if nt > r.left()/25 {
+	if nt > r.left()/24 {
 		return nil, fmt.Errorf("tensor count %d cannot fit in the %d bytes left", nt, r.left())
 	}
 	f.Tensors = make([]TensorInfo, 0, nt)

@@ -225,3 +225,20 @@ func TestVersion2AndAlignment(t *testing.T) {
 		t.Fatal(x, err)
 	}
 }
+
+// The smallest legal entries (an empty key, an empty tensor name, a 0-dim
+// tensor) pass the count bounds.
+func TestMinimalEntries(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "min.gguf")
+	if err := Write(p, []KV{{"", uint8(1)}}, []TensorData{{"", nil, F32, Float32Bytes([]float32{7})}}); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, shape, err := f.Float32("")
+	if err != nil || len(shape) != 0 || len(x) != 1 || x[0] != 7 {
+		t.Fatalf("%v %v %v", x, shape, err)
+	}
+}

@@ -107,7 +107,9 @@ func LoadGGUFTokenizer(f *gguf.File) (*GGUFTokenizer, error) {
 				t.special[id], t.control[id] = true, true
 			}
 		case tokenUserDefined:
-			t.special[id] = true
+			// transformers adds it only when it is a vocabulary key, i.e.
+			// spelled in the byte alphabet.
+			t.special[id] = inAlphabet(tok)
 		}
 	}
 	for id, sp := range t.special {
