@@ -36,20 +36,11 @@ func (t *GGUFTokenizer) WriteHF(dir string) error {
 			merges = append(merges, p)
 		}
 	}
-	type added struct {
-		ID         int    `json:"id"`
-		Content    string `json:"content"`
-		SingleWord bool   `json:"single_word"`
-		Lstrip     bool   `json:"lstrip"`
-		Rstrip     bool   `json:"rstrip"`
-		Normalized bool   `json:"normalized"`
-		Special    bool   `json:"special"`
-	}
-	var addedTokens []added
+	var addedTokens []addedTokenJSON
 	var extra []string
 	for id, sp := range t.special {
 		if sp {
-			addedTokens = append(addedTokens, added{ID: id, Content: t.tokens[id], Special: t.control[id]})
+			addedTokens = append(addedTokens, addedTokenJSON{ID: id, Content: t.tokens[id], Special: t.control[id]})
 			if t.control[id] {
 				extra = append(extra, t.tokens[id])
 			}
