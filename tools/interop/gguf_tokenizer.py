@@ -13,7 +13,9 @@ script compares them, id for id, with
   1. transformers AutoTokenizer.from_pretrained(dir, gguf_file=...) (the reference),
   2. tokenizers.Tokenizer.from_file(<WriteHF dir>/tokenizer.json),
   3. transformers AutoTokenizer.from_pretrained(<WriteHF dir>),
-and prints the number of mismatched texts for each. Exit status 1 on any mismatch.
+and prints the number of mismatched texts for each. Exit status 1 on any mismatch. When
+llama-cpp-python is importable it also prints how many texts llama.cpp's tokenizer (vocab_only,
+special tokens parsed, no BOS) tokenizes differently from ours (a cross-check, not a failure).
 With --golden it also writes a few dozen strings with transformers' ids, the fixture of the
 Go unit test (tokenize/gguf_test.go) that runs without Python.
 """
@@ -170,6 +172,26 @@ def main():
         ref.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
     print("WriteHF chat template renders as the GGUF's:", same_tmpl)
     bad += dec + (0 if same_tmpl else 1)
+    # Cross-check with llama.cpp (llama-cpp-python, when it is importable): reported, not failed on,
+    # since the reference of the issue is transformers.
+    try:
+        import llama_cpp
+    except ImportError:
+        llama_cpp = None
+        print("llama-cpp-python: not importable, cross-check skipped")
+    if llama_cpp is not None:
+        llm = llama_cpp.Llama(model_path=a.gguf, vocab_only=True, verbose=False)
+        start = 0
+        for gname, g in groups:
+            mism = []
+            for i in range(start, start + len(g)):
+                got = llm.tokenize(texts[i].encode("utf-8"), add_bos=False, special=True)
+                if got != ours[i]:
+                    mism.append((i, got))
+            print(f"go vs llama.cpp (llama-cpp-python {llama_cpp.__version__}): {gname}: {len(mism)} mismatched of {len(g)} texts")
+            for i, got in mism[:5]:
+                print("   ", repr(texts[i][:120]), "\n     ours     ", ours[i][:40], "\n     llama.cpp", got[:40])
+            start += len(g)
     if a.golden:
         g = [{"text": t, "ids": ref.encode(t), "decoded": ref.decode(ref.encode(t)),
               "decoded_skip": ref.decode(ref.encode(t), skip_special_tokens=True)} for t in golden_strings()]
