@@ -153,7 +153,7 @@ func NewLlama(cfg LlamaConfig, seed uint64) (*Llama, error) {
 
 func newLlama(cfg LlamaConfig, seed uint64, dt tensor.Dtype) (*Llama, error) {
 	r := rand.New(rand.NewPCG(seed, streamInit))
-	return newLlamaWith(cfg, dt, func(p *Param) error {
+	return NewLlamaFrom(cfg, dt, func(p *Param) error {
 		if p.Value.Dims() == 1 {
 			p.constant(1)
 		} else {
@@ -164,9 +164,12 @@ func newLlama(cfg LlamaConfig, seed uint64, dt tensor.Dtype) (*Llama, error) {
 }
 
 // newLlamaWith validates cfg, allocates every parameter and fills it with fill.
-func newLlamaWith(cfg LlamaConfig, dt tensor.Dtype, fill func(*Param) error) (*Llama, error) {
+func NewLlamaFrom(cfg LlamaConfig, dt tensor.Dtype, fill func(*Param) error) (*Llama, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if dt != tensor.Float32 && dt != tensor.Float64 {
+		return nil, fmt.Errorf("model: llama of dtype %v, want float32 or float64", dt)
 	}
 	m := &Llama{Cfg: cfg, byName: map[string]*Param{}, dt: dt}
 	names, shapes := cfg.LlamaShapes()

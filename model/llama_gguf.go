@@ -131,7 +131,7 @@ func LoadLlamaGGUF(f *gguf.File) (*Llama, error) {
 	if err != nil {
 		return nil, err
 	}
-	return newLlamaWith(c, tensor.Float32, func(p *Param) error {
+	return NewLlamaFrom(c, tensor.Float32, func(p *Param) error {
 		g, _ := LlamaGGUFName(p.Name)
 		v, shape, err := f.Float32(g)
 		if err != nil {
