@@ -163,7 +163,14 @@ func LoadLlamaGGUF(f *gguf.File) (*Llama, error) {
 //	hf[h·dh + j·dh/2 + i] = gguf[h·dh + 2i + j],  i < dh/2, j ∈ {0,1}
 //
 // (llama.cpp's convert_hf_to_gguf.py permute, inverted).
-func unpermuteRoPE(w []float32, heads, cols int) []float32 {
+func unpermuteRoPE(w []float32, heads, cols int) []float32 { return reorderRoPE(w, heads, cols, false) }
+
+// permuteRoPE is the inverse of unpermuteRoPE (llama.cpp's convert_hf_to_gguf.py permute).
+func permuteRoPE(w []float32, heads, cols int) []float32 { return reorderRoPE(w, heads, cols, true) }
+
+// reorderRoPE moves row h·dh + j·dh/2 + i (Hugging Face's) to row h·dh + 2i + j (llama.cpp's),
+// or with toGGUF false the other way.
+func reorderRoPE(w []float32, heads, cols int, toGGUF bool) []float32 {
 	rows := len(w) / cols
 	dh := rows / heads
 	half := dh / 2
@@ -171,9 +178,12 @@ func unpermuteRoPE(w []float32, heads, cols int) []float32 {
 	for h := 0; h < heads; h++ {
 		for i := 0; i < half; i++ {
 			for j := 0; j < 2; j++ {
-				src := (h*dh + 2*i + j) * cols
-				dst := (h*dh + j*half + i) * cols
-				copy(out[dst:dst+cols], w[src:src+cols])
+				hf, gg := (h*dh+j*half+i)*cols, (h*dh+2*i+j)*cols
+				if toGGUF {
+					copy(out[gg:gg+cols], w[hf:hf+cols])
+				} else {
+					copy(out[hf:hf+cols], w[gg:gg+cols])
+				}
 			}
 		}
 	}
@@ -227,22 +237,4 @@ func WriteLlamaGGUF(path string, m *Llama, meta []gguf.KV) error {
 		ts = append(ts, gguf.TensorData{Name: g, Dims: dims, Type: gguf.F32, Data: b})
 	}
 	return gguf.Write(path, kv, ts)
-}
-
-// permuteRoPE is the inverse of unpermuteRoPE (llama.cpp's convert_hf_to_gguf.py permute).
-func permuteRoPE(w []float32, heads, cols int) []float32 {
-	rows := len(w) / cols
-	dh := rows / heads
-	half := dh / 2
-	out := make([]float32, len(w))
-	for h := 0; h < heads; h++ {
-		for i := 0; i < half; i++ {
-			for j := 0; j < 2; j++ {
-				src := (h*dh + j*half + i) * cols
-				dst := (h*dh + 2*i + j) * cols
-				copy(out[dst:dst+cols], w[src:src+cols])
-			}
-		}
-	}
-	return out
 }

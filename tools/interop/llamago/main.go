@@ -21,6 +21,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/ragtrain/ragtrain/gguf"
@@ -36,12 +37,25 @@ func main() {
 	maxNew := flag.Int("max-new", 64, "generate: new tokens at most")
 	stop := flag.Int("stop", 2, "generate: stop id")
 	decoder := flag.Bool("decoder", false, "logits: use the cached decoder instead of the graph")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llamago:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *path == "" || *in == "" || *out == "" {
 		flag.Usage()
 		os.Exit(2)
 	}
 	if err := run(*path, *in, *out, *mode, *maxNew, *stop, *decoder); err != nil {
+		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "llamago:", err)
 		os.Exit(1)
 	}
