@@ -69,6 +69,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--hf-generate", type=int, default=5, help="prompts also decoded by model.generate() (slow)")
     args = ap.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # progress lines as they come, also into a log file
     gguf = os.path.abspath(args.gguf)
 
     import torch

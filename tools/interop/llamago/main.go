@@ -3,13 +3,14 @@
 // ({"ids": [...]}), writes either the logits of every position or a greedy continuation:
 //
 //	go run ./tools/interop/llamago -model M.gguf -in seqs.jsonl -out DIR -mode logits
-//	go run ./tools/interop/llamago -model M.gguf -in prompts.jsonl -out DIR -mode generate -max-new 64 -stop 2
+//	go run ./tools/interop/llamago -model M.gguf -in prompts.jsonl -out DIR -mode generate -max-new 64 -stop 2 [-batch 8]
 //
 // logits: DIR/logits-I.f32 for sequence I, float32 [len(ids), V] little-endian, computed by the
 // training path (the Gorgonia graph, Llama.BuildLogits, one sequence per run; -decoder uses the
 // cached decoder instead). generate: DIR/generate.jsonl, one {"tokens": [...], "gaps": [...]}
 // per prompt: the greedy new tokens (LlamaDecoder.Generate, the stop id left out) and, at each
-// step, the gap between the top two logits of the step's distribution.
+// step, the gap between the top two logits of the step's distribution; the decoding's tokens/s
+// (prefill included, load excluded) goes to stderr. -cpuprofile FILE profiles the run.
 package main
 
 import (
@@ -37,6 +38,7 @@ func main() {
 	maxNew := flag.Int("max-new", 64, "generate: new tokens at most")
 	stop := flag.Int("stop", 2, "generate: stop id")
 	decoder := flag.Bool("decoder", false, "logits: use the cached decoder instead of the graph")
+	batch := flag.Int("batch", 1, "generate: prompts decoded together")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -54,14 +56,14 @@ func main() {
 		flag.Usage()
 		os.Exit(2)
 	}
-	if err := run(*path, *in, *out, *mode, *maxNew, *stop, *decoder); err != nil {
+	if err := run(*path, *in, *out, *mode, *maxNew, *stop, *batch, *decoder); err != nil {
 		pprof.StopCPUProfile()
 		fmt.Fprintln(os.Stderr, "llamago:", err)
 		os.Exit(1)
 	}
 }
 
-func run(path, inPath, out, mode string, maxNew, stop int, useDecoder bool) error {
+func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder bool) error {
 	seqs, err := readIDs(inPath)
 	if err != nil {
 		return err
@@ -107,7 +109,7 @@ func run(path, inPath, out, mode string, maxNew, stop int, useDecoder bool) erro
 		return nil
 	case "generate":
 		t0 := time.Now()
-		gens, err := d.Generate(seqs, model.SampleOptions{MaxNew: maxNew, Stop: []int{stop}, Batch: 1})
+		gens, err := d.Generate(seqs, model.SampleOptions{MaxNew: maxNew, Stop: []int{stop}, Batch: batch})
 		if err != nil {
 			return err
 		}
@@ -115,7 +117,7 @@ func run(path, inPath, out, mode string, maxNew, stop int, useDecoder bool) erro
 		for _, g := range gens {
 			n += len(g.Tokens)
 		}
-		fmt.Fprintf(os.Stderr, "llamago: generated %d tokens in %.1fs (%.1f tokens/s, batch 1)\n", n, time.Since(t0).Seconds(), float64(n)/time.Since(t0).Seconds())
+		fmt.Fprintf(os.Stderr, "llamago: generated %d tokens in %.1fs (%.1f tokens/s, batch %d, prefill included)\n", n, time.Since(t0).Seconds(), float64(n)/time.Since(t0).Seconds(), batch)
 		w, err := os.Create(filepath.Join(out, "generate.jsonl"))
 		if err != nil {
 			return err
