@@ -338,56 +338,43 @@ func (r *reader) tensorInfo(i uint64) (TensorInfo, error) {
 // value reads one metadata value of type typ; key names it in errors.
 func (r *reader) value(typ uint32, key string, depth int) (any, error) {
 	what := fmt.Sprintf("metadata %q", key)
-	switch typ {
-	case tUint8, tInt8, tBool:
-		b, err := r.fixed(1, what)
+	if typ <= tFloat64 && typ != tString && typ != tArray { // a scalar of 1, 2, 4 or 8 bytes
+		b, err := r.fixed(int(minValueBytes[typ]), what)
 		if err != nil {
 			return nil, err
+		}
+		u := uint64(0)
+		for i := len(b) - 1; i >= 0; i-- {
+			u = u<<8 | uint64(b[i])
 		}
 		switch typ {
 		case tUint8:
-			return b[0], nil
+			return uint8(u), nil
 		case tInt8:
-			return int8(b[0]), nil
-		}
-		if b[0] > 1 {
-			return nil, fmt.Errorf("%s: bool byte %d (want 0 or 1)", what, b[0])
-		}
-		return b[0] == 1, nil
-	case tUint16, tInt16:
-		b, err := r.fixed(2, what)
-		if err != nil {
-			return nil, err
-		}
-		v := uint16(b[0]) | uint16(b[1])<<8
-		if typ == tInt16 {
-			return int16(v), nil
-		}
-		return v, nil
-	case tUint32, tInt32, tFloat32:
-		v, err := r.u32(what)
-		if err != nil {
-			return nil, err
-		}
-		switch typ {
+			return int8(u), nil
+		case tUint16:
+			return uint16(u), nil
+		case tInt16:
+			return int16(u), nil
+		case tUint32:
+			return uint32(u), nil
 		case tInt32:
-			return int32(v), nil
+			return int32(u), nil
 		case tFloat32:
-			return math.Float32frombits(v), nil
-		}
-		return v, nil
-	case tUint64, tInt64, tFloat64:
-		v, err := r.u64(what)
-		if err != nil {
-			return nil, err
-		}
-		switch typ {
+			return math.Float32frombits(uint32(u)), nil
+		case tUint64:
+			return u, nil
 		case tInt64:
-			return int64(v), nil
+			return int64(u), nil
 		case tFloat64:
-			return math.Float64frombits(v), nil
+			return math.Float64frombits(u), nil
 		}
-		return v, nil
+		if u > 1 {
+			return nil, fmt.Errorf("%s: bool byte %d (want 0 or 1)", what, u)
+		}
+		return u == 1, nil
+	}
+	switch typ {
 	case tString:
 		return r.str(what)
 	case tArray:
