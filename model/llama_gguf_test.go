@@ -110,8 +110,9 @@ func TestLlamaGGUFRejects(t *testing.T) {
 const smolLM2Path = "../pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf"
 
 // TestSmolLM2Logits loads the real SmolLM2-135M-Instruct (skipped when get.sh has not fetched
-// it) and checks its shape and the logits of a short sequence against transformers' (the
-// golden values of the comment, from LlamaForCausalLM loading the same GGUF in float32).
+// it, and with -short) and checks its shape, the logits of a short sequence against
+// transformers' (smolGolden, from LlamaForCausalLM loading the same GGUF in float32) and a
+// greedy chat continuation against transformers' (smolChatGreedy).
 func TestSmolLM2Logits(t *testing.T) {
 	if _, err := os.Stat(smolLM2Path); err != nil {
 		t.Skip("no SmolLM2 GGUF (bash tools/pretrained/get.sh SmolLM2-135M-Instruct)")
@@ -147,7 +148,23 @@ func TestSmolLM2Logits(t *testing.T) {
 			t.Errorf("logit[%d][%d] = %.6f, transformers %.6f", g.pos, g.id, got, g.logit)
 		}
 	}
+	gen, err := d.Generate([][]int{smolChatIDs}, SampleOptions{MaxNew: len(smolChatGreedy), Stop: []int{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(gen[0].Tokens, smolChatGreedy) {
+		t.Errorf("greedy continuation %v, transformers %v", gen[0].Tokens, smolChatGreedy)
+	}
 }
+
+// smolChatIDs is the chat prompt of SciFact claim 11 ("Is this claim true? ..." in the GGUF's
+// chat template, prompt 6 of tools/interop/llama.py); smolChatGreedy its first 16 greedy tokens,
+// those transformers' greedy decoding chooses (top-2 gap at least 0.38 at every step).
+var smolChatIDs = []int{1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198, 1,
+	4093, 198, 4182, 451, 2766, 2629, 47, 216, 36, 29, 64, 10833, 1849, 11409, 1112, 47714, 6257, 40370, 3998, 2435, 281, 2426, 288, 2210,
+	1112, 47714, 6257, 40370, 3998, 2435, 11610, 30, 2, 198, 1, 520, 9531, 198}
+
+var smolChatGreedy = []int{504, 2766, 314, 441, 5864, 5161, 30, 378, 2766, 314, 1552, 335, 253, 1108, 338, 4567}
 
 // smolIDs is "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging
 // Face<|im_end|>"'s start and end as token ids; smolGolden holds transformers' logits at three
