@@ -262,13 +262,16 @@ type ropeKey struct {
 }
 
 // ropeTable returns a table of at least n positions for head size dh, computed once per
-// (theta, dh) and grown as needed. Angles as transformers' LlamaRotaryEmbedding (float32).
+// (theta, dh) and grown (at least doubled) as needed. Angles as transformers' LlamaRotaryEmbedding (float32).
 func ropeTable(theta float64, dh, n int) *ropeCosSin {
 	key := ropeKey{theta, dh}
-	if t, ok := ropeTables.Load(key); ok && t.(*ropeCosSin).n >= n {
-		return t.(*ropeCosSin)
-	}
 	n = max(n, 64)
+	if t, ok := ropeTables.Load(key); ok {
+		if t.(*ropeCosSin).n >= n {
+			return t.(*ropeCosSin)
+		}
+		n = max(n, 2*t.(*ropeCosSin).n) // decoding asks for one position more at every step
+	}
 	half := dh / 2
 	inv := make([]float32, half)
 	for i := range inv {
