@@ -69,11 +69,7 @@ func RetrieverMemory(rec *configs.Recipe, cfg model.EncoderConfig) MemoryPart {
 	if rec.Pretrain.Steps > 0 {
 		tokens = max(tokens, 2*rec.Pretrain.BatchSize*Lp)
 	}
-	towers := 2
-	if rec.Model.SharedTowers {
-		towers = 1
-	}
-	s := model.TrainingShape{Towers: towers, Tokens: tokens, Length: max(Lq, Lp)}
+	s := model.TrainingShape{Towers: biTowers(rec), Tokens: tokens, Length: max(Lq, Lp)}
 	return MemoryPart{Cfg: cfg, Shape: s, Keys: describe("model", cfg) + fmt.Sprintf(
 		", tokenizer.max_length = %d, %d tokens a step (train.batch_size, train.mini_batch_size, sampler.hard_negatives, pretrain.batch_size)", s.Length, s.Tokens)}
 }
@@ -122,12 +118,16 @@ func GardenMemory(rec *configs.Recipe, bi model.EncoderConfig) []MemoryPart {
 	if rec.Pretrain.Steps > 0 {
 		tokens = max(tokens, 2*rec.Pretrain.BatchSize*rec.Tokenizer.MaxLength)
 	}
-	towers := 2
-	if rec.Model.SharedTowers {
-		towers = 1
-	}
-	s := model.TrainingShape{Towers: towers, Tokens: tokens, Length: rec.Tokenizer.MaxLength}
+	s := model.TrainingShape{Towers: biTowers(rec), Tokens: tokens, Length: rec.Tokenizer.MaxLength}
 	retriever := MemoryPart{Cfg: bi, Shape: s, Keys: describe("model", bi) + fmt.Sprintf(
 		", tokenizer.max_length = %d, %d tokens a step (pretrain.batch_size, rag.batch_size)", s.Length, s.Tokens)}
 	return []MemoryPart{reader, retriever}
+}
+
+// biTowers is the bi-encoder's towers: 1 with model.shared_towers, else 2.
+func biTowers(rec *configs.Recipe) int {
+	if rec.Model.SharedTowers {
+		return 1
+	}
+	return 2
 }
