@@ -18,38 +18,51 @@ func (e MemoryEstimate) Total() int64 {
 
 // ParamCount is the number of parameters of one tower of cfg (transformer.go, gpt2.go and
 // biencoder.go's initBow list them): V·H word embeddings, and for the transformer P·H position
-// and 2·H token-type embeddings, an embedding LayerNorm, and per layer the four H×H attention
-// projections, the H→FFN→H feed-forward and two LayerNorms, all with biases. Computed in
-// float64: a config of any size gives a finite count.
+// embeddings and per layer the four H×H attention projections, the H→FFN→H feed-forward and two
+// LayerNorms, all with biases; BERT adds 2·H token-type embeddings and the embedding LayerNorm,
+// GPT-2 (cfg.Arch = ArchGPT2, or cfg.Causal: a reader) the final LayerNorm ln_f and no
+// token types (its LM head is the tied word embedding). Computed in float64: a config of any
+// size gives a finite count.
 func ParamCount(cfg EncoderConfig) float64 {
 	v, h, f := float64(cfg.Vocab), float64(cfg.Hidden), float64(cfg.FFN)
 	if cfg.Encoder != EncoderTransformer {
 		return v*h + h*h + h
 	}
 	perLayer := 4*(h*h+h) + 2*h*f + f + h + 4*h
-	return v*h + float64(cfg.MaxPosition)*h + TypeVocab*h + 2*h + float64(cfg.Layers)*perLayer
+	n := v*h + float64(cfg.MaxPosition)*h + 2*h + float64(cfg.Layers)*perLayer
+	if cfg.Arch == ArchGPT2 || cfg.Causal {
+		return n
+	}
+	return n + TypeVocab*h
 }
 
-// EstimateTraining estimates the memory of training a bi-encoder of cfg (two towers unless
-// shared) on steps of tokens tokens in all, in sequences of at most L tokens. Activations kept
-// per token and layer: the attention's Q, K, V, context and output and a LayerNorm (6·H), the
-// feed-forward's input and GELU (2·FFN), and one row of attention scores per head (heads·L;
-// the fused attention recomputes its softmax); a bow tower keeps the gathered embeddings and
-// their mean (2·H per token). It is meant as a lower estimate, so that a run it refuses could
-// not have fit: the retriever step of the README's bench (all-MiniLM-L6-v2 shapes, 32 queries
-// of 32 tokens and 64 passages of 256) is estimated at 3.9 GB against 3.6 GB measured.
-func EstimateTraining(cfg EncoderConfig, shared bool, tokens, L int) MemoryEstimate {
-	towers := 2.0
-	if shared {
-		towers = 1
-	}
-	p := ParamCount(cfg) * towers
-	h := float64(cfg.Hidden)
-	act := float64(tokens) * 2 * h
+// TrainingShape is the largest step of training a model: Towers copies of the tower of its
+// config (2 for a bi-encoder's query and passage towers, 1 for shared towers, a cross-encoder
+// or a reader; 0 counts as 1), Tokens in all over its sequences of at most Length tokens, and
+// LMRows next-token predictions scored by a reader's LM head (LMLogProb keeps their [LMRows, V]
+// softmax for the backward pass).
+type TrainingShape struct {
+	Towers, Tokens, Length, LMRows int
+}
+
+// EstimateTraining estimates the memory of training a model of cfg on steps of shape s.
+// Activations kept per token and layer: the attention's Q, K, V, context and output and a
+// LayerNorm (6·H), the feed-forward's input and GELU (2·FFN), and one row of attention scores
+// per head (heads·Length; the fused attention recomputes its softmax), plus 3·H per token for
+// the embeddings; a bow tower keeps the gathered embeddings and their mean (2·H per token); an
+// LM head adds LMRows·(V + H) (the softmax and the gathered rows). It is meant as a lower
+// estimate, so that a run it refuses could not have fit: the retriever step of the README's
+// bench (all-MiniLM-L6-v2 shapes, 32 queries of 32 tokens and 64 passages of 256) is estimated
+// at 3.9 GB against 3.6 GB measured.
+func EstimateTraining(cfg EncoderConfig, s TrainingShape) MemoryEstimate {
+	p := ParamCount(cfg) * float64(max(s.Towers, 1))
+	h, tokens := float64(cfg.Hidden), float64(s.Tokens)
+	act := tokens * 2 * h
 	if cfg.Encoder == EncoderTransformer {
-		perToken := 6*h + 2*float64(cfg.FFN) + float64(cfg.Heads)*float64(L)
-		act = float64(tokens) * (3*h + float64(cfg.Layers)*perToken)
+		perToken := 6*h + 2*float64(cfg.FFN) + float64(cfg.Heads)*float64(s.Length)
+		act = tokens * (3*h + float64(cfg.Layers)*perToken)
 	}
+	act += float64(s.LMRows) * (float64(cfg.Vocab) + h)
 	return MemoryEstimate{Params: satInt(4 * p), Optimizer: satInt(12 * p), Activations: satInt(4 * act)}
 }
 

@@ -3,6 +3,7 @@ package ragkit
 import (
 	"context"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -482,6 +483,9 @@ func CountTrue(b []bool) int {
 // tokenizer.json may hold the reflection tokens, which its plain reader has no rows for.
 func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, heldOut, continues bool, tokenizerFile string) (*GardenRun, *Data, string, error) {
 	start := time.Now()
+	if err := CheckMemory(rec, o.Out); err != nil {
+		return nil, nil, "", err
+	}
 	world, err := garden.Generate(rec.World)
 	if err != nil {
 		return nil, nil, "", fmt.Errorf("world: %w", err)
@@ -526,6 +530,13 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 		return run, d, dir, err
 	}
 	return run, d, dir, run.models()
+}
+
+// CheckMemory is experiment.CheckMemory of a garden recipe's reader and bi-encoder
+// (experiment.GardenMemory), over the vocabulary tokenizer.vocab_size asks for and the two
+// special tokens the reader adds: the tokenizer is trained only once the run directory exists.
+func CheckMemory(rec *configs.Recipe, out io.Writer) error {
+	return experiment.CheckMemory(rec, out, experiment.GardenMemory(rec, biencoder.EncoderConfig(rec, rec.Tokenizer.VocabSize+2))...)
 }
 
 // SavedParams is a copy of parameter values to restore later.

@@ -138,6 +138,9 @@ func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, sy
 // prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training.
 func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, dev bool) (*Study, string, error) {
 	t0 := time.Now()
+	if err := CheckMemory(rec, o.Out); err != nil {
+		return nil, "", err
+	}
 	world, err := garden.Generate(rec.World)
 	if err != nil {
 		return nil, "", fmt.Errorf("world: %w", err)

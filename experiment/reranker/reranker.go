@@ -149,6 +149,9 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		return "", err
 	}
 	encCfg := biencoder.EncoderConfig(rec, tok.VocabSize())
+	if err := experiment.CheckMemory(rec, o.Out, experiment.RerankerMemory(rec, encCfg)); err != nil {
+		return "", err
+	}
 	seedModel, err := model.NewCrossEncoder(encCfg, uint64(rec.Seed))
 	if err != nil {
 		return "", err

@@ -203,7 +203,7 @@ func (r *retrieverRun) bm25Ranking(q, text string, n int) ([]string, error) {
 // the run needs them).
 func (r *retrieverRun) open() error {
 	rec, o := r.rec, r.o
-	if err := experiment.CheckMemory(rec, biencoder.EncoderConfig(rec, r.tok.VocabSize()), o.Out); err != nil {
+	if err := experiment.CheckMemory(rec, o.Out, experiment.RetrieverMemory(rec, biencoder.EncoderConfig(rec, r.tok.VocabSize()))); err != nil {
 		return err
 	}
 	var err error
