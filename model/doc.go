@@ -27,6 +27,11 @@
 // float32 GELU has an AVX2 kernel; element-wise ops split large tensors over
 // GOMAXPROCS goroutines. float64 uses gonum and the math package.
 //
+// The LLaMA decoder (llama.go; Llama, LlamaConfig, read from GGUF by LoadLlamaGGUF) builds
+// its training graph from the same kind of ops (RMSNorm, RoPE, SwiGLU, RepeatKV and the fused
+// Attention); LlamaDecoder generates with a key/value cache in plain Go over the same
+// parameters.
+//
 // Not here: losses (package losses), the optimiser and training loop
 // (trainer), tokenization (tokenize), checkpoint files (checkpoints).
 package model

@@ -36,7 +36,16 @@
 // the maxLen they are given, so a batch of B texts is B×L ids, a B×L float32
 // mask (1 real, 0 padding) and B×L segment ids.
 //
-// Not for: byte-level BPE, SentencePiece or other model families; offsets
+// GGUFTokenizer is the other family here: the byte-level BPE tokenizer
+// (GPT-2's byte alphabet and pre-tokenizer pattern, Sennrich et al. 2016
+// merges) stored in a GGUF file's tokenizer.ggml.* metadata, as
+// SmolLM2-135M-Instruct ships it. LoadGGUFTokenizer builds it as
+// transformers builds it from the same file (0 mismatched ids on SciFact and
+// 1,000 hand-made strings, tools/interop/gguf_tokenizer.py); ChatPrompt
+// renders its ChatML template; WriteHF saves it as tokenizer.json and
+// tokenizer_config.json. See gguf.go.
+//
+// Not for: SentencePiece or other model families; BPE from tokenizer.json; offsets
 // and alignments; dynamic padding. Load accepts only the BERT layout
 // (BertNormalizer, BertPreTokenizer, WordPiece, BertProcessing or the
 // equivalent TemplateProcessing) and reports anything else as an error

@@ -4,7 +4,8 @@
 //	train -recipe recipes/retriever-cranfield.toml
 //	train -recipe recipes/retriever-cranfield.toml -resume runs/retriever-cranfield-20261129-170000
 //	train export -run runs/retriever-cranfield-20261129-170000 -out exports/cranfield
-//	train -h                 (also --help, help, train export -h: usage and flags, exit status 0)
+//	train generate -model pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf -prompts prompts.jsonl -chat
+//	train -h                 (also --help, help, train export -h, train generate -h: usage and flags, exit status 0)
 package main
 
 import (
@@ -24,15 +25,18 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/kinds"
 )
 
-// usage is the help of `train -h`, `train --help` and `train help`; the flags of both
-// subcommands follow it.
+// usage is the help of `train -h`, `train --help` and `train help`; the flags of every
+// subcommand follow it.
 const usage = `train runs a TOML recipe (a retriever, reranker or reader, as its kind says), evaluates it,
 and prints the run directory as the last line of its output.
 
 Usage:
   train -recipe R [-resume DIR]    train and evaluate recipe R (keys: configs/doc.go); with -resume, continue the run in DIR from its latest checkpoint
   train export -run RUN -out DIR   write the latest checkpoint of run RUN into DIR in its model kind's serving layout
-  train help                       print this help (also -h, --help; train export -h for export's flags alone)
+  train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]
+                                   continue each {"prompt": ...} line of FILE with the LLaMA GGUF model M (greedy unless
+                                   -temperature > 0); one JSON line {"prompt", "text", "tokens"} per prompt on stdout
+  train help                       print this help (also -h, --help; train export -h, train generate -h for one subcommand's flags)
 `
 
 func main() {
@@ -49,6 +53,8 @@ func mainArgs(args []string) int {
 			return 0
 		case "export":
 			cmd, args = runExport, args[1:]
+		case "generate":
+			cmd, args = runGenerate, args[1:]
 		}
 	}
 	if err := cmd(args); err != nil {
@@ -61,10 +67,10 @@ func mainArgs(args []string) int {
 	return 0
 }
 
-// printHelp writes the usage and the flags of both subcommands.
+// printHelp writes the usage and the flags of every subcommand.
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
-	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs))} {
+	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs))} {
 		fmt.Fprintf(w, "\nFlags of %s:\n", fs.Name())
 		fs.SetOutput(w)
 		fs.PrintDefaults()
@@ -110,7 +116,7 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q (subcommands: export, help)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, help)", fs.Arg(0))
 	}
 	recipe, resume := &a.recipe, &a.resume
 	rec, err := loadRecipe(*recipe, *resume)

@@ -4,7 +4,12 @@
 #
 #   bash tools/interop/run.sh bi pretrained/all-MiniLM-L6-v2
 #   bash tools/interop/run.sh bi EXPORT_DIR          # a fine-tuned model after `train export`
+#   bash tools/interop/run.sh llama pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
+#                                                    # the LLaMA decoder's logits and greedy generation (llama.py)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="$(bash "$root/tools/pyenv/setup.sh")"
+if [ "${1:-}" = llama ]; then
+  exec "$py" "$root/tools/interop/llama.py" "$@"
+fi
 exec "$py" "$root/tools/interop/check.py" "$@"

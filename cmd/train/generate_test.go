@@ -1,0 +1,197 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// byteAlphabet is GPT-2's bytes_to_unicode: the 256 characters byte-level BPE spells bytes in.
+func byteAlphabet() []string {
+	var out []string
+	n := 0
+	for b := 0; b < 256; b++ {
+		r := rune(b)
+		if !(b >= '!' && b <= '~' || b >= 0xA1 && b <= 0xAC || b >= 0xAE && b <= 0xFF) {
+			r = rune(256 + n)
+			n++
+		}
+		out = append(out, string(r))
+	}
+	return out
+}
+
+// tinyGGUF writes a random 2-layer LLaMA with a byte-level tokenizer (3 control tokens, the 256
+// bytes, no merges; eos <|im_end|> = 2) and a context of 64 tokens.
+func tinyGGUF(t *testing.T) (string, *model.Llama) {
+	t.Helper()
+	toks := append([]string{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}, byteAlphabet()...)
+	types := make([]int32, len(toks))
+	for i := range types {
+		types[i] = 1
+		if i < 3 {
+			types[i] = 3
+		}
+	}
+	cfg := model.LlamaConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, FFN: 24, Vocab: len(toks), RopeTheta: 10000,
+		RMSEps: 1e-5, MaxPosition: 64, TieEmbeddings: true}
+	m, err := model.NewLlama(cfg, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range m.Params() { // sharper distributions than the 0.02 initialisation
+		if p.Value.Dims() == 2 {
+			d := p.Value.Data().([]float32)
+			for i := range d {
+				d[i] *= 50
+			}
+		}
+	}
+	path := filepath.Join(t.TempDir(), "tiny.gguf")
+	meta := []gguf.KV{
+		{Key: "tokenizer.ggml.model", Value: "gpt2"},
+		{Key: "tokenizer.ggml.tokens", Value: toks},
+		{Key: "tokenizer.ggml.merges", Value: []string{}},
+		{Key: "tokenizer.ggml.token_type", Value: types},
+		{Key: "tokenizer.ggml.bos_token_id", Value: uint32(1)},
+		{Key: "tokenizer.ggml.eos_token_id", Value: uint32(2)},
+	}
+	if err := model.WriteLlamaGGUF(path, m, meta); err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err = model.LoadLlamaGGUF(f); err != nil { // the model as the command reads it
+		t.Fatal(err)
+	}
+	return path, m
+}
+
+type generated struct {
+	Prompt, Text string
+	Tokens       []int
+}
+
+func runGenerateOut(t *testing.T, args ...string) ([]generated, error) {
+	t.Helper()
+	var a generateArgs
+	fs := generateFlags(&a)
+	if err := parse(fs, args); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := generate(a, &out); err != nil {
+		return nil, err
+	}
+	var res []generated
+	dec := json.NewDecoder(&out)
+	for dec.More() {
+		var g generated
+		if err := dec.Decode(&g); err != nil {
+			t.Fatal(err)
+		}
+		res = append(res, g)
+	}
+	return res, nil
+}
+
+// TestGenerateSubcommand: `train generate` prints, per prompt, the greedy continuation that
+// model.LlamaDecoder computes on the tokenizer's ids (with -chat, of the chat prompt), the stop
+// token left out and the text decoded; sampling repeats per seed; prompts too long for the
+// context and bad prompt lines are one error naming file:line.
+func TestGenerateSubcommand(t *testing.T) {
+	path, m := tinyGGUF(t)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "p.jsonl")
+	texts := []string{"hello world", "Zürich \U0001F600", "a"}
+	var lines []string
+	for _, s := range texts {
+		b, _ := json.Marshal(map[string]string{"prompt": s, "id": "ignored"})
+		lines = append(lines, string(b))
+	}
+	if err := os.WriteFile(prompts, []byte(strings.Join(lines, "\n\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := gguf.Open(path)
+	tok, err := tokenize.LoadGGUFTokenizer(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := model.NewLlamaDecoder(m)
+	for _, chat := range []bool{false, true} {
+		args := []string{"-model", path, "-prompts", prompts, "-max-new-tokens", "12"}
+		if chat {
+			args = append(args, "-chat")
+		}
+		got, err := runGenerateOut(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != len(texts) {
+			t.Fatalf("chat=%t: %d outputs, want %d", chat, len(got), len(texts))
+		}
+		for i, g := range got {
+			text := texts[i]
+			if chat {
+				text = tok.ChatPrompt(text)
+			}
+			want, err := d.Generate([][]int{tok.Encode(text)}, model.SampleOptions{MaxNew: 12, Stop: []int{2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g.Prompt != texts[i] || !slices.Equal(g.Tokens, append([]int{}, want[0].Tokens...)) || g.Text != tok.Decode(g.Tokens, true) {
+				t.Errorf("chat=%t prompt %d: %+v, want tokens %v", chat, i, g, want[0].Tokens)
+			}
+			if slices.Contains(g.Tokens, 2) {
+				t.Errorf("chat=%t prompt %d: tokens %v hold the stop id", chat, i, g.Tokens)
+			}
+		}
+	}
+	sample := []string{"-model", path, "-prompts", prompts, "-max-new-tokens", "12", "-temperature", "1.5", "-top-p", "0.95", "-seed", "4"}
+	a, err := runGenerateOut(t, sample...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := runGenerateOut(t, append(sample, "-batch", "1")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(a, b, func(x, y generated) bool { return slices.Equal(x.Tokens, y.Tokens) }) {
+		t.Errorf("seed 4 sampled %v, then with -batch 1 %v", a, b)
+	}
+
+	if _, err := runGenerateOut(t, "-model", path, "-prompts", prompts, "-max-new-tokens", "54"); err == nil ||
+		!strings.Contains(err.Error(), prompts+":1: the prompt has 11 tokens; with -max-new-tokens 54 that is 65, beyond the model's context of 64 tokens") {
+		t.Errorf("too long: %v", err)
+	}
+	bad := filepath.Join(dir, "bad.jsonl")
+	os.WriteFile(bad, []byte("{\"prompt\": \"x\"}\n{\"prompt\": 3}\n"), 0o644)
+	if _, err := runGenerateOut(t, "-model", path, "-prompts", bad); err == nil || !strings.Contains(err.Error(), bad+":2:") {
+		t.Errorf("bad line: %v", err)
+	}
+	if _, err := runGenerateOut(t, "-model", dir, "-prompts", prompts); err == nil || !strings.Contains(err.Error(), "only GGUF files") {
+		t.Errorf("a directory: %v", err)
+	}
+}
+
+// TestGenerateUsage: generate's flags appear in the help; missing flags exit 1.
+func TestGenerateUsage(t *testing.T) {
+	out, _, code := runChild(t, "generate", "-h")
+	if code != 0 || !strings.Contains(out, "train generate -model M -prompts FILE") || !strings.Contains(out, "-top-p") {
+		t.Errorf("generate -h: exit %d, %q", code, out)
+	}
+	_, errOut, code := runChild(t, "generate", "-model", "x")
+	if code != 1 || !strings.Contains(errOut, "-model and -prompts are required") {
+		t.Errorf("generate without -prompts: exit %d, %q", code, errOut)
+	}
+}

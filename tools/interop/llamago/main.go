@@ -1,0 +1,226 @@
+// Command llamago is the Go side of the LLaMA parity check (tools/interop/llama.py): it loads a
+// LLaMA GGUF file (model.LoadLlamaGGUF) and, for token id sequences given as JSON lines
+// ({"ids": [...]}), writes either the logits of every position or a greedy continuation:
+//
+//	go run ./tools/interop/llamago -model M.gguf -in seqs.jsonl -out DIR -mode logits
+//	go run ./tools/interop/llamago -model M.gguf -in prompts.jsonl -out DIR -mode generate -max-new 64 -stop 2 [-batch 8]
+//
+// logits: DIR/logits-I.f32 for sequence I, float32 [len(ids), V] little-endian, computed by the
+// training path (the Gorgonia graph, Llama.BuildLogits, one sequence per run; -decoder uses the
+// cached decoder instead). generate: DIR/generate.jsonl, one {"tokens": [...], "gaps": [...]}
+// per prompt: the greedy new tokens (LlamaDecoder.Generate, the stop id left out) and, at each
+// step, the gap between the top two logits of the step's distribution; the decoding's tokens/s
+// (prefill included, load excluded) goes to stderr. -cpuprofile FILE profiles the run.
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
+	"time"
+
+	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/model"
+	"gorgonia.org/gorgonia"
+)
+
+func main() {
+	path := flag.String("model", "", "GGUF file")
+	in := flag.String("in", "", "JSONL file of {\"ids\": [...]}")
+	out := flag.String("out", "", "output directory")
+	mode := flag.String("mode", "logits", "logits or generate")
+	maxNew := flag.Int("max-new", 64, "generate: new tokens at most")
+	stop := flag.Int("stop", 2, "generate: stop id")
+	decoder := flag.Bool("decoder", false, "logits: use the cached decoder instead of the graph")
+	batch := flag.Int("batch", 1, "generate: prompts decoded together")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the run to this file")
+	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "llamago:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	if *path == "" || *in == "" || *out == "" {
+		flag.Usage()
+		os.Exit(2)
+	}
+	if err := run(*path, *in, *out, *mode, *maxNew, *stop, *batch, *decoder); err != nil {
+		pprof.StopCPUProfile()
+		fmt.Fprintln(os.Stderr, "llamago:", err)
+		os.Exit(1)
+	}
+}
+
+func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder bool) error {
+	seqs, err := readIDs(inPath)
+	if err != nil {
+		return err
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return err
+	}
+	t0 := time.Now()
+	m, err := model.LoadLlamaGGUF(f)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "llamago: loaded %s in %.1fs: %+v\n", path, time.Since(t0).Seconds(), m.Cfg)
+	d, err := model.NewLlamaDecoder(m)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	switch mode {
+	case "logits":
+		for i, ids := range seqs {
+			var logits []float32
+			if useDecoder {
+				c, err := d.NewCache(len(ids))
+				if err != nil {
+					return err
+				}
+				l, err := d.Forward([]*model.LlamaCache{c}, [][]int{ids}, true)
+				if err != nil {
+					return err
+				}
+				logits = l[0]
+			} else if logits, err = graphLogits(m, ids); err != nil {
+				return fmt.Errorf("sequence %d: %w", i, err)
+			}
+			if err := writeF32(filepath.Join(out, fmt.Sprintf("logits-%d.f32", i)), logits); err != nil {
+				return err
+			}
+		}
+		return nil
+	case "generate":
+		t0 := time.Now()
+		gens, err := d.Generate(seqs, model.SampleOptions{MaxNew: maxNew, Stop: []int{stop}, Batch: batch})
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, g := range gens {
+			n += len(g.Tokens)
+		}
+		fmt.Fprintf(os.Stderr, "llamago: generated %d tokens in %.1fs (%.1f tokens/s, batch %d, prefill included)\n", n, time.Since(t0).Seconds(), float64(n)/time.Since(t0).Seconds(), batch)
+		w, err := os.Create(filepath.Join(out, "generate.jsonl"))
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		enc := json.NewEncoder(w)
+		v := m.Cfg.Vocab
+		for i, g := range gens {
+			// The gaps of every step: teacher-forced logits of prompt + tokens.
+			seq := append(append([]int(nil), seqs[i]...), g.Tokens...)
+			steps := len(g.Tokens)
+			if g.Stopped {
+				steps++
+			}
+			c, err := d.NewCache(len(seq))
+			if err != nil {
+				return err
+			}
+			l, err := d.Forward([]*model.LlamaCache{c}, [][]int{seq}, true)
+			if err != nil {
+				return err
+			}
+			gaps := make([]float64, steps)
+			for s := 0; s < steps; s++ {
+				row := l[0][(len(seqs[i])-1+s)*v : (len(seqs[i])+s)*v]
+				gaps[s] = topGap(row)
+			}
+			if err := enc.Encode(map[string]any{"tokens": nonNil(g.Tokens), "gaps": gaps}); err != nil {
+				return err
+			}
+		}
+		return w.Close()
+	}
+	return fmt.Errorf("unknown mode %q", mode)
+}
+
+func nonNil(x []int) []int {
+	if x == nil {
+		return []int{}
+	}
+	return x
+}
+
+// graphLogits runs Llama.BuildLogits on one sequence.
+func graphLogits(m *model.Llama, ids []int) ([]float32, error) {
+	g := gorgonia.NewGraph()
+	in := model.NewInputs(g, 1, len(ids), "in")
+	mask := make([]float32, len(ids))
+	for i := range mask {
+		mask[i] = 1
+	}
+	if err := in.Let(ids, mask, nil); err != nil {
+		return nil, err
+	}
+	out, err := m.BuildLogits(model.NewBinder(g), in)
+	if err != nil {
+		return nil, err
+	}
+	model.ShareBuffers(g, out)
+	vm := gorgonia.NewTapeMachine(g)
+	defer vm.Close()
+	if err := vm.RunAll(); err != nil {
+		return nil, err
+	}
+	return append([]float32(nil), out.Value().Data().([]float32)...), nil
+}
+
+func topGap(row []float32) float64 {
+	a, b := math.Inf(-1), math.Inf(-1)
+	for _, x := range row {
+		v := float64(x)
+		if v > a {
+			a, b = v, a
+		} else if v > b {
+			b = v
+		}
+	}
+	return a - b
+}
+
+func readIDs(path string) ([][]int, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var out [][]int
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<26)
+	for line := 1; sc.Scan(); line++ {
+		var r struct{ IDs []int }
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
+		}
+		out = append(out, r.IDs)
+	}
+	return out, sc.Err()
+}
+
+func writeF32(path string, v []float32) error {
+	b := make([]byte, 4*len(v))
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
+	}
+	return os.WriteFile(path, b, 0o644)
+}
