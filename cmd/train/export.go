@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/ragtrain/ragtrain/export"
 )
@@ -20,6 +21,13 @@ func runExport(args []string) error {
 	if a.run == "" || a.out == "" || fs.NArg() > 0 {
 		fs.Usage()
 		return errors.New("export: -run and -out are required, and nothing else")
+	}
+	if strings.HasSuffix(strings.ToLower(a.run), ".gguf") {
+		if _, err := export.ExportLlamaGGUF(a.run, a.out); err != nil {
+			return fmt.Errorf("export: %w", err)
+		}
+		fmt.Println(a.out)
+		return nil
 	}
 	if err := export.Export(a.run, a.out, export.Options{Embeddings: a.embeddings, TruncateDim: a.truncateDim, Log: os.Stderr}); err != nil {
 		return fmt.Errorf("export: %w", err)
@@ -37,7 +45,7 @@ type exportArgs struct {
 
 func exportFlags(a *exportArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train export", flag.ContinueOnError)
-	fs.StringVar(&a.run, "run", "", "run directory (its latest checkpoint is exported) or checkpoint directory")
+	fs.StringVar(&a.run, "run", "", "run directory (its latest checkpoint is exported), checkpoint directory, or a LLaMA GGUF file (*.gguf: exported as a Hugging Face LlamaForCausalLM directory in float32)")
 	fs.StringVar(&a.out, "out", "", "new directory to write the export into (must not exist or be empty)")
 	fs.BoolVar(&a.embeddings, "embeddings", true, "bi-encoders: also write the corpus embeddings (embeddings/: embeddings.npy, ids.txt, manifest.json)")
 	fs.IntVar(&a.truncateDim, "truncate-dim", 0, "bi-encoders trained with loss.dims (Matryoshka): serve the first N coordinates (truncate_dim in config_sentence_transformers.json, embeddings of N columns); 0 = all")
