@@ -47,22 +47,25 @@ type peftConfig struct {
 // (tools/interop/llama_export.py --peft). out must not exist or be empty; it appears complete or
 // not at all.
 func WriteLlamaPEFT(out string, l *model.LlamaLoRA, base string) error {
-	return writeDir(out, func(tmp string) error {
-		var ts []checkpoints.Tensor
-		for _, p := range l.Params() {
-			v, ok := p.Value.Data().([]float32)
-			if !ok {
-				return fmt.Errorf("export: lora parameter %s is %v, want float32", p.Name, p.Value.Dtype())
-			}
-			ts = append(ts, checkpoints.Tensor{Name: peftPrefix + p.Name, Shape: append([]int(nil), p.Value.Shape()...), Data: v})
+	return writeDir(out, func(tmp string) error { return writeLlamaPEFT(tmp, l, base) })
+}
+
+// writeLlamaPEFT writes the files of WriteLlamaPEFT into the existing directory tmp.
+func writeLlamaPEFT(tmp string, l *model.LlamaLoRA, base string) error {
+	var ts []checkpoints.Tensor
+	for _, p := range l.Params() {
+		v, ok := p.Value.Data().([]float32)
+		if !ok {
+			return fmt.Errorf("export: lora parameter %s is %v, want float32", p.Name, p.Value.Dtype())
 		}
-		if err := writeSafetensorsPT(filepath.Join(tmp, AdapterModelFile), ts); err != nil {
-			return err
-		}
-		c := l.Cfg
-		return writeJSON(filepath.Join(tmp, AdapterConfigFile), peftConfig{
-			PeftType: "LORA", TaskType: "CAUSAL_LM", BaseModel: base, R: c.Rank, LoraAlpha: c.Alpha, LoraDropout: c.Dropout,
-			TargetModules: c.Targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
-		})
+		ts = append(ts, checkpoints.Tensor{Name: peftPrefix + p.Name, Shape: append([]int(nil), p.Value.Shape()...), Data: v})
+	}
+	if err := writeSafetensorsPT(filepath.Join(tmp, AdapterModelFile), ts); err != nil {
+		return err
+	}
+	c := l.Cfg
+	return writeJSON(filepath.Join(tmp, AdapterConfigFile), peftConfig{
+		PeftType: "LORA", TaskType: "CAUSAL_LM", BaseModel: base, R: c.Rank, LoraAlpha: c.Alpha, LoraDropout: c.Dropout,
+		TargetModules: c.Targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
 	})
 }
