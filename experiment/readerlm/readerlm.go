@@ -175,20 +175,18 @@ func splitTexts(ds *data.Dataset, split string, tok *tokenize.GGUFTokenizer, L i
 	return out, nil
 }
 
-// lmBatch fills ids, mask, target positions, targets and the target mask of B rows of L
-// tokens from seqs (at most B; rows past len(seqs) empty): row b's token t predicts token t+1.
-// It returns the number of targets.
+// lmBatch is a graph's LLaMA log-probabilities of B rows of L tokens, B·(L-1) target slots
+// (row r's token t predicts token t+1 in slot r·(L-1)+t) and the slots' keep mask.
 type lmBatch struct {
-	B, L          int
-	ids           []int
-	mask          []float32
-	pos, tgt      []int
-	keep          []float32
-	in            *model.Inputs
-	tg            *model.Targets
-	keepT         *tensor.Dense
-	logp, keepN   *gorgonia.Node
-	targetsInLast int
+	B, L        int
+	ids         []int
+	mask        []float32
+	pos, tgt    []int
+	keep        []float32
+	in          *model.Inputs
+	tg          *model.Targets
+	keepT       *tensor.Dense
+	logp, keepN *gorgonia.Node
 }
 
 func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int) (*lmBatch, error) {
@@ -206,6 +204,7 @@ func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int
 	return lb, nil
 }
 
+// let fills the batch from seqs (at most B; rows past len(seqs) empty, their slots not kept).
 func (lb *lmBatch) let(seqs [][]int) error {
 	clear(lb.ids)
 	clear(lb.mask)
@@ -213,19 +212,22 @@ func (lb *lmBatch) let(seqs [][]int) error {
 	for i := range lb.pos {
 		lb.pos[i], lb.tgt[i] = -1, 0
 	}
-	n := 0
+	if len(seqs) > lb.B {
+		return fmt.Errorf("reader_lm: batch of %d texts, graph built for %d", len(seqs), lb.B)
+	}
 	for r, s := range seqs {
+		if len(s) > lb.L {
+			return fmt.Errorf("reader_lm: text of %d tokens, graph built for %d", len(s), lb.L)
+		}
 		copy(lb.ids[r*lb.L:], s)
 		for t := range s {
 			lb.mask[r*lb.L+t] = 1
 			if t+1 < len(s) {
 				k := r*(lb.L-1) + t
 				lb.pos[k], lb.tgt[k], lb.keep[k] = r*lb.L+t, s[t+1], 1
-				n++
 			}
 		}
 	}
-	lb.targetsInLast = n
 	if err := lb.in.Let(lb.ids, lb.mask, nil); err != nil {
 		return err
 	}

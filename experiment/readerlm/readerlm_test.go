@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -115,7 +116,7 @@ func TestReaderLMResumesExactly(t *testing.T) {
 			t.Errorf("%s: the resumed run does not say where it resumed:\n%s", mode, out.String())
 		}
 		testkit.SameMetrics(t, mode+": ", full, resumed, testkit.Untimed)
-		if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 8 || !equal(w, g) {
+		if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 8 || !slices.Equal(w, g) {
 			t.Errorf("%s: log steps resumed %v, uninterrupted %v", mode, g, w)
 		}
 		a, err := checkpoints.Load(full)
@@ -174,16 +175,4 @@ func TestReaderLMResumesExactly(t *testing.T) {
 			}
 		}
 	}
-}
-
-func equal[T comparable](a, b []T) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

@@ -4,7 +4,8 @@
     .venv/bin/python tools/interop/llama_export.py --model RUN_EXPORT_DIR     # a fine-tune's export
 
 --model is what our side computes with (a GGUF file, or a Hugging Face LLaMA directory read by
-export.OpenLlamaHF); --export is the directory transformers loads (default: `go run ./cmd/train
+export.OpenLlamaHF); --peft loads an adapter directory on --export with peft (want the adapted logits of --model,
+the merged export of the same run). --export is the directory transformers loads (default: `go run ./cmd/train
 export -run MODEL` into a temporary directory, for a GGUF; the model itself for a directory).
 transformers loads it with AutoModelForCausalLM.from_pretrained(export, dtype=float32) and
 AutoTokenizer.from_pretrained(export) (our tokenizer.json, tokenizer_config.json with the chat
@@ -39,6 +40,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", required=True)
     ap.add_argument("--export")
+    ap.add_argument("--peft", help="a peft adapter directory (train export -adapter) loaded by PeftModel.from_pretrained on --export (the base)")
     ap.add_argument("--data", default=os.path.join(ROOT, "datasets", "scifact"))
     ap.add_argument("--n-seq", type=int, default=4)
     ap.add_argument("--max-len", type=int, default=128)
@@ -63,18 +65,29 @@ def main():
     torch.set_num_threads(args.threads)
     tok = AutoTokenizer.from_pretrained(exp)
     model = AutoModelForCausalLM.from_pretrained(exp, dtype=torch.float32)
+    base = None
+    if args.peft:
+        from peft import PeftModel
+
+        base = AutoModelForCausalLM.from_pretrained(exp, dtype=torch.float32).eval()
+        model = PeftModel.from_pretrained(model, os.path.abspath(args.peft))
+        exp = f"{exp} + peft {os.path.abspath(args.peft)}"
     model.eval()
     ok = True
 
     corpus = read_jsonl(os.path.join(args.data, "corpus.jsonl"))[: args.n_seq]
     seqs = [tok(c.get("title", "") + " " + c.get("text", ""), add_special_tokens=False)["input_ids"][: args.max_len] for c in corpus]
     llamago(src, seqs, os.path.join(tmp, "logits"), "logits")
-    worst = 0.0
+    worst, moved = 0.0, 0.0
     for i, s in enumerate(seqs):
         with torch.no_grad():
             ref = model(torch.tensor([s])).logits[0].float().numpy()
+            if base is not None:
+                moved = max(moved, float(np.abs(base(torch.tensor([s])).logits[0].float().numpy() - ref).max()))
         got = np.fromfile(os.path.join(tmp, "logits", f"logits-{i}.f32"), dtype="<f4").reshape(ref.shape)
         worst = max(worst, float(np.abs(got - ref).max()))
+    if base is not None:
+        print(f"peft: the adapters move the base's logits by up to {moved:.3g}")
     print(f"logits: max abs diff {worst:.3g} over {len(seqs)} sequences of up to {args.max_len} tokens; "
           f"transformers LlamaForCausalLM from {exp} vs the Go graph on {src}")
     ok &= worst <= 1e-3
