@@ -59,6 +59,8 @@
 //     realm (checkpoint_every), index_refresh; loss.name "infonce".
 //   - realm: world, tokenizer, reader, model, loss, pretrain, train, index, rag, realm,
 //     index_refresh; loss.name "infonce".
+//   - reader_lm: data, train, reader_lm and lora (its own: experiment/readerlm; no [tokenizer]:
+//     the GGUF's).
 //   - atlas: world, tokenizer, reader, model, loss, pretrain, train, index, rag, atlas (its own:
 //     experiment/atlas),
 //     realm (checkpoint_every), index_refresh; loss.name "infonce" (the systems train

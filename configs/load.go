@@ -343,6 +343,8 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 
 	t := &r.Tokenizer
 	switch {
+	case !readsSection(r.Kind, "tokenizer"):
+		// a kind whose model brings its tokenizer (reader_lm: the GGUF's)
 	case t.File != "" && t.Train:
 		return l.errf("tokenizer.file", "set either file or train = true, not both")
 	case t.File == "" && !t.Train && r.Model.InitFrom != "":

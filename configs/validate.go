@@ -446,3 +446,19 @@ func validateLossNeeds(v *Checker, r *Recipe) {
 		v.Fail("loss.name", "%s matches the teacher's distribution over each query's positive and hard negatives: it needs sampler.hard_negatives >= 1, got %d", l.Name, n)
 	}
 }
+
+// File makes the path *p of key (a kind's own section's input file) absolute against the
+// recipe's directory, as Load does for the shared sections' paths, and checks that it names a
+// file; an empty path is left to the kind's own check.
+func (v *Checker) File(key string, p *string) {
+	if *p == "" {
+		return
+	}
+	if !filepath.IsAbs(*p) {
+		*p = filepath.Join(v.l.dir, *p)
+	}
+	*p = filepath.Clean(*p)
+	if err := isFile(*p); err != nil {
+		v.Fail(key, "%v", err)
+	}
+}

@@ -40,6 +40,9 @@ type Options struct {
 	// (re-normalised for cosine). 0 exports the full vectors. Bi-encoders only; at most the
 	// model's dimension.
 	TruncateDim int
+	// Adapter exports a LoRA fine-tune's adapters alone as a peft adapter directory instead of
+	// the merged model (kind reader_lm only).
+	Adapter bool
 }
 
 // Run is a trained model as a run directory holds it: its latest checkpoint and its recipe.

@@ -104,6 +104,7 @@ type Llama struct {
 	params []*Param
 	byName map[string]*Param
 	dt     tensor.Dtype
+	lora   *LlamaLoRA // adapters added to the block projections (AttachLoRA), nil for none
 }
 
 // Names of the LLaMA parameters.
@@ -248,7 +249,7 @@ func (m *Llama) block(b *Binder, in *Inputs, x *gorgonia.Node, i int) (*gorgonia
 	c := m.Cfg
 	w := func(what string) *gorgonia.Node { return m.node(b, llamaLayer(i, what)) }
 	proj := func(x *gorgonia.Node, what string) (*gorgonia.Node, error) {
-		return MatMul(x, w(what), false, true)
+		return m.linear(b, x, i, what)
 	}
 	h, err := RMSNorm(x, w("input_layernorm"), c.RMSEps)
 	if err != nil {

@@ -26,6 +26,19 @@ func NewGraphParams(b *model.Binder, vm gorgonia.VM) GraphParams {
 	return gp
 }
 
+// NewGraphParamsOf is NewGraphParams for the bound parameters keep selects: the trainable ones
+// (gradients taken and bound as dual values for them only); the others stay frozen.
+func NewGraphParamsOf(b *model.Binder, vm gorgonia.VM, keep func(*model.Param) bool) GraphParams {
+	gp := GraphParams{VM: vm}
+	for _, bd := range b.Bound() {
+		if keep(bd.Param) {
+			gp.bound = append(gp.bound, bd)
+			gp.params = append(gp.params, Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)})
+		}
+	}
+	return gp
+}
+
 // Run runs the graph's forward and backward pass and points every parameter's Grad at its
 // gradient.
 func (gp *GraphParams) Run() error {

@@ -13,6 +13,7 @@ package kinds
 import (
 	_ "github.com/ragtrain/ragtrain/experiment/atlas"
 	_ "github.com/ragtrain/ragtrain/experiment/rag"
+	_ "github.com/ragtrain/ragtrain/experiment/readerlm"
 	_ "github.com/ragtrain/ragtrain/experiment/realm"
 	_ "github.com/ragtrain/ragtrain/experiment/replug"
 	_ "github.com/ragtrain/ragtrain/experiment/reranker"

@@ -34,6 +34,14 @@ func TestShippedRecipesLoad(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// reader_lm recipes name a GGUF file (an empty one stands in: Load checks that it exists).
+	gguf := filepath.Join(root, "pretrained", "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	if err := os.MkdirAll(filepath.Dir(gguf), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(gguf, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.MkdirAll(filepath.Join(root, "recipes"), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +76,7 @@ func TestShippedRecipesLoad(t *testing.T) {
 
 // TestKindsAreRegistered: the six kinds Run implements are registered.
 func TestKindsAreRegistered(t *testing.T) {
-	want := []string{"atlas", "rag", "realm", "replug", "reranker", "retriever", "selfrag"}
+	want := []string{"atlas", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "selfrag"}
 	if got := configs.Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("registered kinds %v, want %v", got, want)
 	}

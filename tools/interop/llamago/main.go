@@ -25,13 +25,14 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
 	"gorgonia.org/gorgonia"
 )
 
 func main() {
-	path := flag.String("model", "", "GGUF file")
+	path := flag.String("model", "", "GGUF file or Hugging Face LlamaForCausalLM directory")
 	in := flag.String("in", "", "JSONL file of {\"ids\": [...]}")
 	out := flag.String("out", "", "output directory")
 	mode := flag.String("mode", "logits", "logits or generate")
@@ -68,12 +69,8 @@ func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder boo
 	if err != nil {
 		return err
 	}
-	f, err := gguf.Open(path)
-	if err != nil {
-		return err
-	}
 	t0 := time.Now()
-	m, err := model.LoadLlamaGGUF(f)
+	m, err := loadLlama(path)
 	if err != nil {
 		return err
 	}
@@ -152,6 +149,18 @@ func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder boo
 		return w.Close()
 	}
 	return fmt.Errorf("unknown mode %q", mode)
+}
+
+// loadLlama reads a GGUF file or a Hugging Face LlamaForCausalLM directory (an export).
+func loadLlama(path string) (*model.Llama, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return export.OpenLlamaHF(path)
+	}
+	f, err := gguf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	return model.LoadLlamaGGUF(f)
 }
 
 func nonNil(x []int) []int {

@@ -1,0 +1,94 @@
+package readerlm
+
+import (
+	"slices"
+
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/model"
+)
+
+// section is the [reader_lm] table, lora the [lora] table; both owned by this kind.
+var (
+	section     = configs.NewSection("reader_lm", defaultConfig, check)
+	loraSection = configs.NewSection("lora", defaultLoRA, checkLoRA)
+)
+
+// Of returns the [reader_lm] section of a recipe.
+func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "reader_lm") }
+
+// LoRAOf returns the [lora] section of a recipe.
+func LoRAOf(r *configs.Recipe) *LoRA { return configs.SectionOf[LoRA](r, "lora") }
+
+// Config is the [reader_lm] section: causal-LM fine-tuning of a pretrained LLaMA on the texts
+// of the queries of data.dir (data.train_split's judged queries for training, data.dev_split's
+// for the held-out perplexity).
+type Config struct {
+	// InitFrom is the pretrained model: a LLaMA GGUF file (its tokenizer is used), relative to
+	// the recipe's directory; required.
+	InitFrom string `toml:"init_from"`
+	// Mode is "lora" (adapters of [lora] trained, the base frozen) or "full" (every parameter).
+	// Default "lora".
+	Mode string `toml:"mode"`
+	// MaxLength is L, the tokens of a training sequence (the text's tokens, cut, then eos);
+	// 2..4096. Default 64.
+	MaxLength int `toml:"max_length"`
+	// EvalBatch is the sequences per forward pass of the perplexity evaluation; >= 1. Default 16.
+	EvalBatch int `toml:"eval_batch"`
+}
+
+// LoRA is the [lora] section (model.LoRAConfig; peft's LoraConfig names).
+type LoRA struct {
+	// Rank is r; >= 1. Default 8.
+	Rank int `toml:"rank"`
+	// Alpha scales the adapters by alpha/rank; > 0. Default 16.
+	Alpha float64 `toml:"alpha"`
+	// Dropout is the dropout on the adapters' input in training; in [0,1). Default 0.05.
+	Dropout float64 `toml:"dropout"`
+	// Targets are the adapted projections, among q_proj k_proj v_proj o_proj gate_proj up_proj
+	// down_proj. Default ["q_proj", "v_proj"].
+	Targets []string `toml:"targets"`
+}
+
+func defaultConfig() Config { return Config{Mode: "lora", MaxLength: 64, EvalBatch: 16} }
+
+func defaultLoRA() LoRA {
+	return LoRA{Rank: 8, Alpha: 16, Dropout: 0.05, Targets: []string{"q_proj", "v_proj"}}
+}
+
+func check(v *configs.Checker, r *configs.Recipe, c *Config) {
+	if c.InitFrom == "" {
+		v.Fail("reader_lm.init_from", "required: a LLaMA GGUF file")
+	}
+	v.File("reader_lm.init_from", &c.InitFrom)
+	v.OneOf("reader_lm.mode", c.Mode, []string{"lora", "full"})
+	configs.AtLeast(v, "reader_lm.max_length", c.MaxLength, 2)
+	if c.MaxLength > 4096 {
+		v.Fail("reader_lm.max_length", "must be <= 4096, got %d", c.MaxLength)
+	}
+	configs.AtLeast(v, "reader_lm.eval_batch", c.EvalBatch, 1)
+}
+
+func checkLoRA(v *configs.Checker, _ *configs.Recipe, l *LoRA) {
+	configs.AtLeast(v, "lora.rank", l.Rank, 1)
+	v.Positive("lora.alpha", l.Alpha)
+	if !(l.Dropout >= 0 && l.Dropout < 1) {
+		v.Fail("lora.dropout", "must be in [0,1), got %g", l.Dropout)
+	}
+	if len(l.Targets) == 0 {
+		v.Fail("lora.targets", "must name at least one projection")
+	}
+	v.Distinct("lora.targets", l.Targets)
+	names := make([]string, 0, len(model.LoRATargets))
+	for k := range model.LoRATargets {
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	for _, t := range l.Targets {
+		v.OneOf("lora.targets", t, names)
+	}
+}
+
+// config is the model.LoRAConfig of the section.
+func (l *LoRA) config() model.LoRAConfig {
+	return model.LoRAConfig{Rank: l.Rank, Alpha: l.Alpha, Dropout: l.Dropout, Targets: slices.Clone(l.Targets)}
+}

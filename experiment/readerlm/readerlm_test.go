@@ -1,0 +1,178 @@
+package readerlm_test
+
+import (
+	"context"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/model"
+)
+
+// tinyGGUF writes a random 2-layer grouped-query LLaMA with the tokenizer of package
+// tokenize's tiny-bpe.gguf fixture (858 tokens) as a GGUF file.
+func tinyGGUF(t *testing.T, dir string) string {
+	t.Helper()
+	f, err := gguf.Open(filepath.Join("..", "..", "tokenize", "testdata", "tiny-bpe.gguf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var meta []gguf.KV
+	for _, k := range f.Keys() {
+		if strings.HasPrefix(k, "tokenizer.") {
+			meta = append(meta, gguf.KV{Key: k, Value: f.Meta[k]})
+		}
+	}
+	m, err := model.NewLlama(model.LlamaConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, FFN: 24, Vocab: 860,
+		RopeTheta: 10000, RMSEps: 1e-5, MaxPosition: 64, TieEmbeddings: true}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tiny.gguf")
+	if err := model.WriteLlamaGGUF(path, m, meta); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func tinyRecipe(t *testing.T, mode string) *configs.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := filepath.Abs(filepath.Join("..", "..", "datasets", "scifact"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := `kind = "reader_lm"
+name = "tiny-` + mode + `"
+seed = 7
+output_dir = "runs"
+[data]
+dir = "` + data + `"
+train_split = "train"
+dev_split = "dev"
+[train]
+steps = 8
+batch_size = 3
+lr = 0.05
+warmup_steps = 2
+log_every = 1
+checkpoint_every = 2
+[reader_lm]
+init_from = "` + tinyGGUF(t, dir) + `"
+mode = "` + mode + `"
+max_length = 12
+eval_batch = 8
+[lora]
+rank = 2
+alpha = 4
+dropout = 0.1
+targets = ["q_proj", "v_proj", "up_proj", "down_proj"]
+`
+	path := filepath.Join(dir, "tiny.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestReaderLMResumesExactly: a tiny LLaMA fine-tuned on SciFact claims (LoRA with dropout,
+// and full), interrupted after step 5 and resumed, ends with the uninterrupted run's metrics
+// (final loss, dev perplexity) and trainable parameters bit for bit, and the same log steps;
+// training lowers the dev perplexity; the export reads back.
+func TestReaderLMResumesExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	for _, mode := range []string{"lora", "full"} {
+		rec := tinyRecipe(t, mode)
+		full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "reader_lm", InterruptAt: 5})
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("%s: interrupted run: err = %v", mode, err)
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", mode, err, out.String())
+		}
+		if !strings.Contains(out.String(), "resume: ") {
+			t.Errorf("%s: the resumed run does not say where it resumed:\n%s", mode, out.String())
+		}
+		testkit.SameMetrics(t, mode+": ", full, resumed, testkit.Untimed)
+		if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 8 || !slices.Equal(w, g) {
+			t.Errorf("%s: log steps resumed %v, uninterrupted %v", mode, g, w)
+		}
+		a, err := checkpoints.Load(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := checkpoints.Load(resumed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Params) != len(b.Params) || a.Trainer.Step != 8 || b.Trainer.Step != 8 {
+			t.Fatalf("%s: checkpoints of %d and %d tensors at steps %d, %d", mode, len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
+		}
+		for i := range a.Params {
+			for j, v := range a.Params[i].Data {
+				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
+					t.Fatalf("%s: %s[%d] = %v resumed, %v uninterrupted", mode, a.Params[i].Name, j, b.Params[i].Data[j], v)
+				}
+			}
+		}
+		mt, err := experiment.ReadMetrics(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !(mt["reader_lm/dev_perplexity_after"] < mt["reader_lm/dev_perplexity_before"]) {
+			t.Errorf("%s: dev perplexity %v -> %v, want lower", mode, mt["reader_lm/dev_perplexity_before"], mt["reader_lm/dev_perplexity_after"])
+		}
+		// The export holds the fine-tuned weights: the merged model (LoRA) or the parameters.
+		hf := filepath.Join(t.TempDir(), "hf")
+		if err := export.Export(full, hf, export.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		back, err := export.OpenLlamaHF(hf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _, _, err := export.OpenReaderLM(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		merged, err := m.MergeLoRA()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range merged.Params() {
+			w, g := p.Value.Data().([]float32), back.Param(p.Name).Value.Data().([]float32)
+			for j := range w {
+				if math.Float32bits(w[j]) != math.Float32bits(g[j]) {
+					t.Fatalf("%s: exported %s[%d] = %v, want %v", mode, p.Name, j, g[j], w[j])
+				}
+			}
+		}
+		if mode == "lora" {
+			if err := export.Export(full, filepath.Join(t.TempDir(), "peft"), export.Options{Adapter: true}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
