@@ -34,7 +34,13 @@ func CheckMemory(rec *configs.Recipe, out io.Writer, parts ...MemoryPart) error 
 		e.Activations = max(e.Activations, pe.Activations)
 		keys[i] = p.Keys
 	}
-	what := fmt.Sprintf("%s: %s: parameters %s, gradients and optimizer %s, activations %s", rec.Path, strings.Join(keys, "; "),
+	return CheckEstimate(rec, out, e, strings.Join(keys, "; "))
+}
+
+// CheckEstimate refuses (or warns about) the estimate e of training the recipe's models as
+// CheckMemory does, naming the recipe file and keys, the recipe keys and sizes that make it.
+func CheckEstimate(rec *configs.Recipe, out io.Writer, e model.MemoryEstimate, keys string) error {
+	what := fmt.Sprintf("%s: %s: parameters %s, gradients and optimizer %s, activations %s", rec.Path, keys,
 		membudget.GiB(e.Params), membudget.GiB(e.Optimizer), membudget.GiB(e.Activations))
 	return membudget.Check(e.Total(), what, out)
 }

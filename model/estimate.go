@@ -72,3 +72,50 @@ func satInt(x float64) int64 {
 	}
 	return int64(x)
 }
+
+// LlamaParamCount is the number of parameters of a LLaMA of cfg (llama.go's table): V·H
+// embeddings (twice when the LM head is not tied), the final RMSNorm, and per block two RMSNorms,
+// the H×H query and output projections, the H×(KVHeads·dh) key and value projections and the
+// SwiGLU's gate, up (F×H) and down (H×F) matrices, none with biases.
+func LlamaParamCount(cfg LlamaConfig) float64 {
+	h, f, v := float64(cfg.Hidden), float64(cfg.FFN), float64(cfg.Vocab)
+	kv := float64(cfg.KVHeads) * float64(cfg.HeadDim())
+	n := v*h + h + float64(cfg.Layers)*(2*h+2*h*h+2*h*kv+3*h*f)
+	if !cfg.TieEmbeddings {
+		n += v * h
+	}
+	return n
+}
+
+// LlamaLoRACount is the number of adapter values of lora on a LLaMA of cfg: rank·(in + out) per
+// targeted projection and block.
+func LlamaLoRACount(cfg LlamaConfig, lora LoRAConfig) float64 {
+	h, f := float64(cfg.Hidden), float64(cfg.FFN)
+	kv := float64(cfg.KVHeads) * float64(cfg.HeadDim())
+	width := map[string]float64{"q_proj": h + h, "k_proj": h + kv, "v_proj": h + kv, "o_proj": h + h,
+		"gate_proj": h + f, "up_proj": h + f, "down_proj": f + h}
+	var n float64
+	for _, t := range lora.Targets {
+		n += float64(lora.Rank) * width[t]
+	}
+	return n * float64(cfg.Layers)
+}
+
+// EstimateLlamaTraining estimates the memory of training a LLaMA of cfg on steps of tokens
+// tokens in sequences of at most length: every parameter held, gradients and AdamW's moments for
+// the trainable ones (every parameter, or the adapters of lora when not nil, which are held
+// besides the frozen base), and as activations per token and block the two RMSNorms' outputs,
+// the query, key/value widened to the query heads, context and output (6·H), the SwiGLU's gate,
+// up and product (3·F) and one row of attention scores per head (Heads·length), plus the LM
+// head's logits and softmax (2·V per token). A lower estimate, like EstimateTraining's.
+func EstimateLlamaTraining(cfg LlamaConfig, lora *LoRAConfig, tokens, length int) MemoryEstimate {
+	p := LlamaParamCount(cfg)
+	trainable := p
+	if lora != nil {
+		trainable = LlamaLoRACount(cfg, *lora)
+		p += trainable
+	}
+	h, f, t := float64(cfg.Hidden), float64(cfg.FFN), float64(tokens)
+	perToken := float64(cfg.Layers)*(6*h+3*f+float64(cfg.Heads)*float64(length)) + 2*float64(cfg.Vocab)
+	return MemoryEstimate{Params: satInt(4 * p), Optimizer: satInt(12 * trainable), Activations: satInt(4 * t * perToken)}
+}

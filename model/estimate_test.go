@@ -92,3 +92,53 @@ func TestEstimateTrainingByHand(t *testing.T) {
 		t.Errorf("huge config: total %d, want saturated", e.Total())
 	}
 }
+
+// TestLlamaEstimate: LlamaParamCount and LlamaLoRACount equal the parameters NewLlama and
+// NewLlamaLoRA really make (tied and untied), and EstimateLlamaTraining's figures for a tiny
+// config are the hand-computed ones: H 8, 2 layers, 2 heads of 4 with 1 KV head (kv 4), FFN 12,
+// V 50, tied: 50·8 + 8 + 2·(16 + 128 + 64 + 288) = 1400 parameters; LoRA rank 2 on q and down:
+// 2·(2·16 + 2·20) = 144 values; 10 tokens of length 5: 10·(2·(48 + 36 + 10) + 100) = 2880
+// activation values.
+func TestLlamaEstimate(t *testing.T) {
+	cfg := LlamaConfig{Hidden: 8, Layers: 2, Heads: 2, KVHeads: 1, FFN: 12, Vocab: 50, RopeTheta: 10000, RMSEps: 1e-5, MaxPosition: 16, TieEmbeddings: true}
+	lora := LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "down_proj"}}
+	if got := LlamaParamCount(cfg); got != 1400 {
+		t.Errorf("LlamaParamCount = %v, want 1400", got)
+	}
+	if got := LlamaLoRACount(cfg, lora); got != 144 {
+		t.Errorf("LlamaLoRACount = %v, want 144", got)
+	}
+	for _, tie := range []bool{true, false} {
+		c := cfg
+		c.TieEmbeddings = tie
+		m, err := NewLlama(c, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := NewLlamaLoRA(m, lora, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range []struct {
+			what      string
+			ps        []*Param
+			estimated float64
+		}{{"base", m.Params(), LlamaParamCount(c)}, {"lora", l.Params(), LlamaLoRACount(c, lora)}} {
+			n := 0
+			for _, p := range x.ps {
+				n += p.Value.Shape().TotalSize()
+			}
+			if float64(n) != x.estimated {
+				t.Errorf("tied %v, %s: %d parameters, estimated %v", tie, x.what, n, x.estimated)
+			}
+		}
+	}
+	full := EstimateLlamaTraining(cfg, nil, 10, 5)
+	if want := (MemoryEstimate{Params: 4 * 1400, Optimizer: 12 * 1400, Activations: 4 * 2880}); full != want {
+		t.Errorf("full: %+v, want %+v", full, want)
+	}
+	adapted := EstimateLlamaTraining(cfg, &lora, 10, 5)
+	if want := (MemoryEstimate{Params: 4 * (1400 + 144), Optimizer: 12 * 144, Activations: 4 * 2880}); adapted != want {
+		t.Errorf("lora: %+v, want %+v", adapted, want)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/readerlm"
 	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -75,6 +76,22 @@ func TestShippedRecipesFitMemory(t *testing.T) {
 				continue
 			}
 			vocab = tok.VocabSize()
+		}
+		if rec.Kind == readerlm.Kind { // a LLaMA from a GGUF: its own estimate, from the file's header
+			e, keys, err := readerlm.Memory(rec)
+			if errors.Is(err, fs.ErrNotExist) {
+				t.Logf("%s: skipped: %v", p, err)
+				continue
+			} else if err != nil {
+				t.Errorf("%s: %v", p, err)
+				continue
+			}
+			t.Logf("%s (%s): estimated %s", filepath.Base(p), rec.Kind, membudget.GiB(e.Total()))
+			var out strings.Builder
+			if err := experiment.CheckEstimate(rec, &out, e, keys); err != nil || out.Len() > 0 {
+				t.Errorf("%s: refused under 24 GiB: %v %s", p, err, out.String())
+			}
+			continue
 		}
 		cfg := biencoder.EncoderConfig(rec, vocab)
 		var parts []experiment.MemoryPart

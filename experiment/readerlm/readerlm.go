@@ -24,6 +24,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -48,6 +49,13 @@ func init() {
 // base model, train (resuming from the latest checkpoint with -resume), report it again.
 func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	c := Of(rec)
+	e, keys, err := Memory(rec)
+	if err != nil {
+		return "", err
+	}
+	if err := experiment.CheckEstimate(rec, o.Out, e, keys); err != nil {
+		return "", err
+	}
 	m, tok, err := export.OpenLlamaGGUF(c.InitFrom)
 	if err != nil {
 		return "", fmt.Errorf("reader_lm.init_from: %w", err)
@@ -145,6 +153,33 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		"reader_lm/dev_perplexity_before": before, "reader_lm/dev_perplexity_after": after,
 		"train/last_loss": res.LastLoss, "train/seconds": seconds, "train/trainable_values": float64(countValues(trainable)),
 	})
+}
+
+// Memory estimates the memory of training the recipe's LLaMA (model.EstimateLlamaTraining)
+// from reader_lm.init_from's header alone, before any weight is read, at the larger of
+// train.batch_size and reader_lm.eval_batch sequences of reader_lm.max_length tokens; keys
+// names the recipe keys and model sizes behind it.
+func Memory(rec *configs.Recipe) (model.MemoryEstimate, string, error) {
+	c := Of(rec)
+	f, err := gguf.Open(c.InitFrom)
+	if err != nil {
+		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
+	}
+	cfg, err := model.LlamaConfigGGUF(f)
+	if err != nil {
+		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
+	}
+	var lora *model.LoRAConfig
+	keys := fmt.Sprintf("reader_lm.mode = %q", c.Mode)
+	if c.Mode == "lora" {
+		lc := LoRAOf(rec).config()
+		lora = &lc
+		keys += fmt.Sprintf(", lora.rank = %d, lora.targets = %v", lc.Rank, lc.Targets)
+	}
+	rows := max(rec.Train.BatchSize, c.EvalBatch)
+	keys += fmt.Sprintf(", train.batch_size = %d, reader_lm.eval_batch = %d, reader_lm.max_length = %d (init_from: H = %d, %d layers, FFN %d, V = %d)",
+		rec.Train.BatchSize, c.EvalBatch, c.MaxLength, cfg.Hidden, cfg.Layers, cfg.FFN, cfg.Vocab)
+	return model.EstimateLlamaTraining(cfg, lora, rows*c.MaxLength, c.MaxLength), keys, nil
 }
 
 func countValues(ps []*model.Param) int {

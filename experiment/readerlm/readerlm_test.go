@@ -14,8 +14,10 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/experiment/readerlm"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -174,5 +176,48 @@ func TestReaderLMResumesExactly(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
+	}
+}
+
+// TestReaderLMMemoryRefused: under a cgroup memory.max of 64 KiB the tiny LLaMA's run is refused
+// before any weight is read, in one line naming the recipe keys behind the estimate, and leaves
+// no run directory; the estimate is model.EstimateLlamaTraining at max(batch, eval_batch)
+// sequences of max_length.
+func TestReaderLMMemoryRefused(t *testing.T) {
+	rec := tinyRecipe(t, "lora")
+	e, keys, err := readerlm.Memory(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := gguf.Open(readerlm.Of(rec).InitFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.LlamaConfigGGUF(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := model.LoRAConfig{Rank: 2, Alpha: 4, Dropout: 0.1, Targets: []string{"q_proj", "v_proj", "up_proj", "down_proj"}} // tinyRecipe's [lora]
+	if want := model.EstimateLlamaTraining(cfg, &lc, 8*12, 12); e != want {
+		t.Errorf("Memory = %+v, want %+v", e, want)
+	}
+	dir := t.TempDir()
+	oldMax, oldInfo := membudget.CgroupMax, membudget.MemInfo
+	t.Cleanup(func() { membudget.CgroupMax, membudget.MemInfo = oldMax, oldInfo })
+	membudget.CgroupMax, membudget.MemInfo = filepath.Join(dir, "memory.max"), filepath.Join(dir, "meminfo")
+	if err := os.WriteFile(membudget.CgroupMax, []byte("65536\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(membudget.MemInfo, []byte("MemAvailable: 128 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec.OutputDir = filepath.Join(dir, "runs")
+	_, err = experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), keys) ||
+		!strings.Contains(err.Error(), "lora.rank = 2") || !strings.Contains(err.Error(), "reader_lm.max_length = 12") {
+		t.Errorf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(rec.OutputDir); len(entries) > 0 {
+		t.Errorf("%s holds %d entries (%s first); err = %v", rec.OutputDir, len(entries), entries[0].Name(), err)
 	}
 }
