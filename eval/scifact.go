@@ -5,9 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // SciFact claim verification metrics (Wadden et al., "Fact or Fiction: Verifying Scientific
@@ -407,21 +408,11 @@ func readClaimLines[T any](path string, id func(*T) *int, f func(l *T, id int) e
 // readJSONLines reads a bounded regular file and calls f on each non-blank line, numbered from
 // 1; an error of f is prefixed with path:line.
 func readJSONLines(path string, f func(n int, line []byte) error) error {
-	fh, err := os.Open(path)
+	fh, _, err := bounded.Open(path, SciFactMaxFileBytes)
 	if err != nil {
 		return fmt.Errorf("eval: %w", err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return fmt.Errorf("eval: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return fmt.Errorf("eval: %s: not a regular file", path)
-	}
-	if st.Size() > SciFactMaxFileBytes {
-		return fmt.Errorf("eval: %s: %d bytes, over the %d-byte maximum", path, st.Size(), SciFactMaxFileBytes)
-	}
 	b, err := io.ReadAll(io.LimitReader(fh, SciFactMaxFileBytes+1))
 	if err != nil {
 		return fmt.Errorf("eval: %s: %w", path, err)

@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 
-	"github.com/ragtrain/ragtrain/model"
 	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
+	"github.com/ragtrain/ragtrain/model"
 )
 
 // hfLlamaConfig is what OpenLlamaHF reads of a LlamaForCausalLM config.json: the sizes of
@@ -54,7 +55,7 @@ var llamaIgnored = regexp.MustCompile(`^model\.(layers\.\d+\.self_attn\.)?rotary
 // rotary inv_freq buffers (and lm_head.weight with tied embeddings, which is dropped).
 func OpenLlamaHF(dir string) (*model.Llama, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
-	b, err := os.ReadFile(cfgPath)
+	b, err := bounded.ReadFile(cfgPath, bounded.ConfigJSON)
 	if err != nil {
 		return nil, err
 	}

@@ -7,7 +7,8 @@ import (
 	"io"
 	"math"
 	"math/bits"
-	"os"
+
+	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // File is a parsed GGUF header: metadata and tensor infos, with every
@@ -97,19 +98,12 @@ const (
 // aligned, names and keys unique. It does not read tensor data. Errors are
 // one line starting "gguf: <path>: ".
 func Open(path string) (*File, error) {
-	fh, err := os.Open(path)
+	fh, size, err := bounded.Open(path, bounded.Weights) // a regular file (never a FIFO or /dev/zero)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("gguf: %s: not a regular file", path)
-	}
-	f, err := parse(io.NewSectionReader(fh, 0, st.Size()), st.Size())
+	f, err := parse(io.NewSectionReader(fh, 0, size), size)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %s: %w", path, err)
 	}
@@ -529,17 +523,13 @@ func (f *File) Raw(name string) ([]byte, error) {
 	if !ok {
 		return nil, fmt.Errorf("gguf: %s: no tensor %q", f.path, name)
 	}
-	fh, err := os.Open(f.path)
+	fh, size, err := bounded.Open(f.path, bounded.Weights)
 	if err != nil {
 		return nil, fmt.Errorf("gguf: %w", err)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("gguf: %w", err)
-	}
-	if st.Size() != f.size {
-		return nil, fmt.Errorf("gguf: %s: file changed size since Open (%d, now %d bytes)", f.path, f.size, st.Size())
+	if size != f.size {
+		return nil, fmt.Errorf("gguf: %s: file changed size since Open (%d, now %d bytes)", f.path, f.size, size)
 	}
 	b := make([]byte, t.Bytes())
 	if _, err := fh.ReadAt(b, int64(f.dataOffset+t.Offset)); err != nil {

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -75,7 +76,7 @@ type promptLine struct {
 // readPrompts reads the JSONL prompts file: each non-blank line one object with a string
 // "prompt" (other keys ignored).
 func readPrompts(path string) ([]promptLine, error) {
-	f, err := os.Open(path)
+	f, _, err := bounded.Open(path, bounded.NoLimit) // streamed: each line at most 16 MiB
 	if err != nil {
 		return nil, err
 	}
