@@ -223,7 +223,7 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 	if err != nil {
 		return nil, err
 	}
-	r, err := shard.Open(dir)
+	r, err := shard.OpenVerified(dir) // checked against the manifest, as every reader of shards is
 	if err != nil {
 		return nil, err
 	}

@@ -133,7 +133,7 @@ func (f *searchBlockFn) Setup() error {
 		enc.Close()
 		return fmt.Errorf("pipeline: mine: %s now hashes to %s; the job was planned with %s", f.Model, enc.Hash, f.ModelHash)
 	}
-	r, err := shard.Open(f.Embeddings)
+	r, err := shard.OpenVerified(f.Embeddings)
 	if err != nil {
 		enc.Close()
 		return err
