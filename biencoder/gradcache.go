@@ -341,7 +341,7 @@ func (t *CachedBiTask) AfterUpdate() {
 func (t *CachedBiTask) gradient(name string) []float64 {
 	for _, p := range t.order {
 		if p.Name == name {
-			return float64s(t.acc[p])
+			return model.Float64s(t.acc[p])
 		}
 	}
 	return nil
@@ -392,7 +392,7 @@ func sliceRows(dst, src *tensor.Dense, at int) {
 // firstDiffRow returns the first row r of a [M,H] that differs from row at+r of b, or -1.
 func firstDiffRow(a, b *tensor.Dense, at int) int {
 	h := a.Shape()[1]
-	x, y := float64s(a), float64s(b)
+	x, y := model.Float64s(a), model.Float64s(b)
 	for i, v := range x {
 		if v != y[at*h+i] {
 			return i / h
@@ -421,18 +421,4 @@ func clearDense(t *tensor.Dense) {
 	case []float64:
 		clear(d)
 	}
-}
-
-func float64s(t *tensor.Dense) []float64 {
-	switch d := t.Data().(type) {
-	case []float64:
-		return d
-	case []float32:
-		out := make([]float64, len(d))
-		for i, v := range d {
-			out[i] = float64(v)
-		}
-		return out
-	}
-	return nil
 }

@@ -101,7 +101,7 @@ func fullBatchGradients(t *testing.T, m *model.BiEncoder, lens Lengths, loss Con
 		if err != nil {
 			t.Fatal(err)
 		}
-		grads[bd.Param.Name] = append([]float64(nil), float64s(gv.(*tensor.Dense))...)
+		grads[bd.Param.Name] = append([]float64(nil), model.Float64s(gv.(*tensor.Dense))...)
 	}
 	return scalar64(head.loss), grads
 }

@@ -191,8 +191,8 @@ func (m *Llama) MergeLoRA() (*Llama, error) {
 		if !ok {
 			return nil
 		}
-		a, bm := float64s(pa.Value), float64s(l.byName[loraName(p.Name, "B")].Value)
-		w := float64s(src)
+		a, bm := Float64s(pa.Value), Float64s(l.byName[loraName(p.Name, "B")].Value)
+		w := Float64s(src)
 		out, in, r, s := src.Shape()[0], src.Shape()[1], l.Cfg.Rank, l.Cfg.Scale()
 		merged := make([]float64, out*in)
 		for o := 0; o < out; o++ {
@@ -222,8 +222,9 @@ func copyInto(dst, src *tensor.Dense) error {
 	return nil
 }
 
-// float64s returns a tensor's float32 or float64 elements as float64.
-func float64s(t *tensor.Dense) []float64 {
+// Float64s returns a tensor's float32 or float64 elements as float64 (a copy for float32, the
+// tensor's own slice for float64; nil for another dtype).
+func Float64s(t *tensor.Dense) []float64 {
 	switch d := t.Data().(type) {
 	case []float64:
 		return d
