@@ -5,10 +5,8 @@ import (
 	"math"
 	"slices"
 
-	"gonum.org/v1/gonum/blas"
-	"gonum.org/v1/gonum/blas/gonum"
-
 	"github.com/ragtrain/ragtrain/index/shard"
+	"github.com/ragtrain/ragtrain/model"
 )
 
 // Key precisions of a Store.
@@ -118,7 +116,7 @@ type Searcher interface {
 const searchBlock = 4096
 
 // Search is the exact search: every key's squared distance |q|² - 2 q·k + |k|² (clamped at 0),
-// by blocked matrix products (gonum's Sgemm); ties by row ascending. It panics when len(qs) is
+// by blocked matrix products (model.Sgemm); ties by row ascending. It panics when len(qs) is
 // not a multiple of Dim.
 func (s *Store) Search(qs []float32, k int) [][]Neighbor {
 	D := s.Dim
@@ -142,7 +140,6 @@ func (s *Store) Search(qs []float32, k int) [][]Neighbor {
 	}
 	blk := make([]float32, min(searchBlock, s.Len())*D)
 	scores := make([]float32, B*min(searchBlock, s.Len()))
-	impl := gonum.Implementation{}
 	for start := 0; start < s.Len(); start += searchBlock {
 		n := min(searchBlock, s.Len()-start)
 		var keys []float32
@@ -154,7 +151,7 @@ func (s *Store) Search(qs []float32, k int) [][]Neighbor {
 		} else {
 			keys = s.keys32[start*D : (start+n)*D]
 		}
-		impl.Sgemm(blas.NoTrans, blas.Trans, B, n, D, 1, qs, D, keys, D, 0, scores, n)
+		model.Sgemm(false, true, B, n, D, 1, qs, D, keys, D, 0, scores, n)
 		for b := 0; b < B; b++ {
 			t := &tops[b]
 			for j, dot := range scores[b*n : (b+1)*n] {

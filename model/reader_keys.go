@@ -96,3 +96,6 @@ func (kr *KeyRunner) Run(seqs [][]int) (states, keys []float32, err error) {
 func (r *Reader) Embeddings() []float32 {
 	return r.Tower.byName["embeddings.word"].Value.Data().([]float32)
 }
+
+// Hidden is H, the values of a state or key row.
+func (kr *KeyRunner) Hidden() int { return kr.r.Cfg.Hidden }

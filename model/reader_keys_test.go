@@ -62,3 +62,69 @@ func TestKeysAreLastFFNInput(t *testing.T) {
 		t.Error("three sequences in a batch of two accepted")
 	}
 }
+
+// The LLaMA decoder's keys: with the last layer's down_proj zeroed and the final norm's weight
+// set to the last post_attention_layernorm's, the head scores the keys themselves: logits =
+// key · headᵀ for every returned row (within float32 rounding); with the MLP in place they do not.
+func TestLlamaKeysAreLastMLPInput(t *testing.T) {
+	m, err := NewLlama(tinyLlamaConfig(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perturbNorms(m, 2)
+	check := func(wantEqual bool) {
+		d, err := NewLlamaDecoder(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.KeepKeys = true
+		toks := [][]int{{1, 2, 3}, {4, 5}}
+		caches := []*LlamaCache{}
+		for range toks {
+			c, err := d.NewCache(8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			caches = append(caches, c)
+		}
+		logits, err := d.Forward(caches, toks, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d.Keys) != 5*16 {
+			t.Fatalf("%d key values, want 5 rows of 16", len(d.Keys))
+		}
+		head := m.HeadParam().Value.Data().([]float32)
+		var worst float64
+		row := 0
+		for s := range toks {
+			for j := range toks[s] {
+				for v := 0; v < 19; v++ {
+					var z float64
+					for k := 0; k < 16; k++ {
+						z += float64(d.Keys[row*16+k]) * float64(head[v*16+k])
+					}
+					worst = max(worst, abs64(z-float64(logits[s][j*19+v])))
+				}
+				row++
+			}
+		}
+		if wantEqual && worst > 1e-4 {
+			t.Errorf("logits differ from key · headᵀ by %g", worst)
+		}
+		if !wantEqual && worst < 1e-3 {
+			t.Errorf("with the MLP in place the logits equal key · headᵀ (%g)", worst)
+		}
+	}
+	check(false)
+	m.Param(llamaLayer(1, "mlp.down_proj")).constant(0)
+	copy(m.Param(LlamaFinalNorm).Value.Data().([]float32), m.Param(llamaLayer(1, "post_attention_layernorm")).Value.Data().([]float32))
+	check(true)
+}
+
+func abs64(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}

@@ -55,32 +55,12 @@ func bar(w io.Writer, n int, what string) *progressbar.ProgressBar {
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
 }
 
-// buildStore fills a datastore with one (key, next token) pair per position of every row but
-// the last: the key of position t of a row predicts its token t+1, as the reader was trained.
+// buildStore is knnlm.BuildReader with a progress bar.
 func (e *engine) buildStore(rows [][]int, precision, what string) (*knnlm.Store, error) {
-	s, err := knnlm.NewStore(e.H, precision)
-	if err != nil {
-		return nil, err
-	}
 	b := bar(e.progress, len(rows), what)
-	for start := 0; start < len(rows); start += evalBatch {
-		batch := rows[start:min(start+evalBatch, len(rows))]
-		_, keys, err := e.kr.Run(batch)
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range batch {
-			for t := 0; t+1 < len(r); t++ {
-				row := (i*e.L + t) * e.H
-				if err := s.Add(keys[row:row+e.H], r[t+1]); err != nil {
-					return nil, err
-				}
-			}
-		}
-		_ = b.Add(len(batch))
-	}
+	s, err := knnlm.BuildReader(e.kr, rows, precision, func(n int) { _ = b.Add(n) })
 	_ = b.Finish()
-	return s, nil
+	return s, err
 }
 
 // cachedSearch remembers the neighbours of every context (token sequence) searched, so that a
