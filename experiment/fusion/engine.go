@@ -114,9 +114,56 @@ type decoded struct {
 	Stopped bool // ended by a stop token (not counted in Tokens)
 }
 
+// stepOut is the reader's output after a context: log p_LM of the next token [V] and the key [H].
+type stepOut struct {
+	lp  []float64
+	key []float32
+}
+
+// memo remembers the reader's output per context (token sequence), so that a λ sweep runs the
+// reader once per distinct context; nil memos nothing.
+type memo map[string]stepOut
+
+// outputs returns the reader's output after each sequence, running only those m lacks.
+func (e *engine) outputs(seqs [][]int, m memo) ([]stepOut, error) {
+	out := make([]stepOut, len(seqs))
+	var miss []int
+	for i, sq := range seqs {
+		if o, ok := m[seqKey(sq)]; ok && m != nil {
+			out[i] = o
+			continue
+		}
+		miss = append(miss, i)
+	}
+	if len(miss) == 0 {
+		return out, nil
+	}
+	batch := make([][]int, len(miss))
+	for n, i := range miss {
+		batch[n] = seqs[i]
+	}
+	states, keys, err := e.kr.Run(batch)
+	if err != nil {
+		return nil, err
+	}
+	scratch := make([]float64, e.V)
+	for n, i := range miss {
+		row := (n*e.L + len(seqs[i]) - 1) * e.H
+		o := stepOut{lp: make([]float64, e.V), key: slices.Clone(keys[row : row+e.H])}
+		e.logProbs(o.lp, scratch, states[row:row+e.H])
+		out[i] = o
+		if m != nil {
+			m[seqKey(seqs[i])] = o
+		}
+	}
+	return out, nil
+}
+
 // decode continues every non-nil prompt greedily under p = λ p_kNN + (1 - λ) p_LM (s nil or λ =
-// 0: the reader alone, no search) until a stop token, maxNew tokens or the length L.
-func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, temperature, lambda float64, maxNew int, stops []int) ([]decoded, int, error) {
+// 0: the reader alone, no search) until a stop token, maxNew tokens or the length L. m, when not
+// nil, memoises the reader's outputs across calls. It returns the decoding steps (tokens
+// generated, stops included).
+func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, m memo, temperature, lambda float64, maxNew int, stops []int) ([]decoded, int, error) {
 	res := make([]decoded, len(prompts))
 	var which []int
 	for i, p := range prompts {
@@ -124,7 +171,7 @@ func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, temperatu
 			which = append(which, i)
 		}
 	}
-	lp, scratch, mixed := make([]float64, e.V), make([]float64, e.V), make([]float64, e.V)
+	mixed := make([]float64, e.V)
 	steps := 0
 	b := bar(e.progress, len(which), what)
 	for start := 0; start < len(which); start += evalBatch {
@@ -151,7 +198,7 @@ func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, temperatu
 			for n, j := range run {
 				batch[n] = seqs[j]
 			}
-			states, keys, err := e.kr.Run(batch)
+			outs, err := e.outputs(batch, m)
 			if err != nil {
 				return nil, 0, err
 			}
@@ -159,19 +206,16 @@ func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, temperatu
 			if s != nil && lambda > 0 {
 				ctxs := make([]string, len(run))
 				q := make([]float32, 0, len(run)*e.H)
-				for n, j := range run {
-					ctxs[n] = seqKey(seqs[j])
-					row := (n*e.L + len(seqs[j]) - 1) * e.H
-					q = append(q, keys[row:row+e.H]...)
+				for n, sq := range batch {
+					ctxs[n] = seqKey(sq)
+					q = append(q, outs[n].key...)
 				}
 				nbs = s.find(ctxs, q, e.H)
 			}
 			for n, j := range run {
-				row := (n*e.L + len(seqs[j]) - 1) * e.H
-				e.logProbs(lp, scratch, states[row:row+e.H])
-				dist := lp
+				dist := outs[n].lp
 				if nbs != nil {
-					if err := knnlm.Interpolate(mixed, lp, knnlm.KNNProbs(nbs[n], temperature), lambda); err != nil {
+					if err := knnlm.Interpolate(mixed, dist, knnlm.KNNProbs(nbs[n], temperature), lambda); err != nil {
 						return nil, 0, err
 					}
 					dist = mixed

@@ -337,7 +337,7 @@ func top1(ev *ragkit.Eval, chunks []garden.Chunk, p index.BM25Params) []string {
 
 // answer decodes the questions of ev with the system at λ; correct[i] is exact match against
 // ev.Answers (the value's tokens, then a stop token).
-func (s *study) answer(ev *ragkit.Eval, sys system, ctx []string, lambda float64, cache *cachedSearch, what string) ([]decoded, []bool, int, error) {
+func (s *study) answer(ev *ragkit.Eval, sys system, ctx []string, lambda float64, cache *cachedSearch, m memo, what string) ([]decoded, []bool, int, error) {
 	if !sys.rag {
 		ctx = make([]string, len(ev.Qs))
 	}
@@ -345,7 +345,7 @@ func (s *study) answer(ev *ragkit.Eval, sys system, ctx []string, lambda float64
 	if err != nil {
 		return nil, nil, 0, err
 	}
-	res, steps, err := s.eng.decode(what, prompts, cache, s.kc.Temperature, lambda, s.Rec.Reader.MaxAnswerTokens, s.stops)
+	res, steps, err := s.eng.decode(what, prompts, cache, m, s.kc.Temperature, lambda, s.Rec.Reader.MaxAnswerTokens, s.stops)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -376,10 +376,10 @@ func (s *study) qa() error {
 		lambda := 0.0
 		if sys.store != nil {
 			lambda = s.kc.Lambda
-			cache := newCachedSearch(sys.store, s.kc.K)
+			cache, m := newCachedSearch(sys.store, s.kc.K), memo{}
 			bestEM := -1.0
 			for _, l := range s.kc.Lambdas {
-				_, c, _, err := s.answer(devEv, sys, devCtx, l, cache, fmt.Sprintf("dev %s λ=%g", sys.name, l))
+				_, c, _, err := s.answer(devEv, sys, devCtx, l, cache, m, fmt.Sprintf("dev %s λ=%g", sys.name, l))
 				if err != nil {
 					return err
 				}
@@ -400,7 +400,7 @@ func (s *study) qa() error {
 		if sys.store != nil {
 			cache = newCachedSearch(sys.store, s.kc.K)
 		}
-		res, correct, steps, err := s.answer(ev, sys, ctx, lambda, cache, "test "+sys.name)
+		res, correct, steps, err := s.answer(ev, sys, ctx, lambda, cache, nil, "test "+sys.name)
 		if err != nil {
 			return err
 		}
@@ -478,7 +478,7 @@ func (s *study) swap() error {
 		if sys.store != nil {
 			cache = newCachedSearch(sys.store, s.kc.K)
 		}
-		res, correct, _, err := s.answer(ev, sys, ctx, s.Metrics[sys.name+"/lambda"], cache, "swap "+sys.name)
+		res, correct, _, err := s.answer(ev, sys, ctx, s.Metrics[sys.name+"/lambda"], cache, nil, "swap "+sys.name)
 		if err != nil {
 			return err
 		}

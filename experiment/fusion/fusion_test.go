@@ -90,7 +90,7 @@ func TestDecode(t *testing.T) {
 	defer e.Close()
 	prompts := [][]int{{1, 2, 3}, nil, {4, 5}, {6}}
 	const stop = 29
-	res, _, err := e.decode("test", prompts, nil, 1, 0, 4, []int{stop})
+	res, _, err := e.decode("test", prompts, nil, nil, 1, 0, 4, []int{stop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +115,8 @@ func TestDecode(t *testing.T) {
 	for i := 0; i < 5; i++ {
 		_ = s.Add([]float32{float32(i), 1, 0, 0, 0, 0, 0, 1}, 7)
 	}
-	cache := newCachedSearch(s, 3)
-	res, steps, err := e.decode("test", prompts, cache, 1, 1, 4, []int{stop})
+	cache, m := newCachedSearch(s, 3), memo{}
+	res, steps, err := e.decode("test", prompts, cache, m, 1, 1, 4, []int{stop})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,8 +129,14 @@ func TestDecode(t *testing.T) {
 		t.Errorf("%d steps and %d searches, want 12 each", steps, cache.Searches)
 	}
 	// The same contexts again: all cached.
-	if _, _, err := e.decode("test", prompts, cache, 1, 1, 4, []int{stop}); err != nil || cache.Searches != 12 {
-		t.Errorf("repeated decode searched again: %d searches (%v)", cache.Searches, err)
+	again, _, err := e.decode("test", prompts, cache, m, 1, 1, 4, []int{stop})
+	if err != nil || cache.Searches != 12 || len(m) != 12 {
+		t.Errorf("repeated decode searched again: %d searches, %d contexts memoised (%v)", cache.Searches, len(m), err)
+	}
+	for _, i := range []int{0, 2, 3} {
+		if !slices.Equal(again[i].Tokens, res[i].Tokens) {
+			t.Errorf("memoised decode of prompt %d: %v, first %v", i, again[i].Tokens, res[i].Tokens)
+		}
 	}
 }
 
