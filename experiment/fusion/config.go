@@ -40,11 +40,16 @@ type Config struct {
 	// the datastore: the first half is the dev text for perplexity, the rest the test text;
 	// 2..10000. Default 400.
 	HeldOutDocs int `toml:"held_out_docs"`
+	// Prompts is how questions are asked: "reader" ("[CLS] <ctx> passage </ctx> question cloze",
+	// the fine-tuned reader's format) or "cloze" ("[CLS] passage cloze", for a reader that is
+	// only a language model: reader.finetune_steps = 0; the answer must follow the cloze, then
+	// "." or [SEP]). Default "reader".
+	Prompts string `toml:"prompts"`
 }
 
 func defaultConfig() Config {
 	return Config{K: 32, Temperature: 1, Lambda: -1, Lambdas: []float64{0, 0.05, 0.1, 0.25, 0.5, 0.75, 0.9},
-		Precision: knnlm.Float32, Search: "exact", HNSWM: 16, HNSWEfConstruction: 100, HNSWEfSearch: 128, HeldOutDocs: 400}
+		Precision: knnlm.Float32, Search: "exact", HNSWM: 16, HNSWEfConstruction: 100, HNSWEfSearch: 128, HeldOutDocs: 400, Prompts: "reader"}
 }
 
 func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
@@ -75,6 +80,7 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 	}
 	configs.AtLeast(v, "knnlm.hnsw_ef_construction", c.HNSWEfConstruction, 1)
 	configs.AtLeast(v, "knnlm.hnsw_ef_search", c.HNSWEfSearch, 1)
+	v.OneOf("knnlm.prompts", c.Prompts, []string{"reader", "cloze"})
 	configs.AtLeast(v, "knnlm.held_out_docs", c.HeldOutDocs, 2)
 	if c.HeldOutDocs > 10000 {
 		v.Fail("knnlm.held_out_docs", "must be <= 10000, got %d", c.HeldOutDocs)

@@ -341,7 +341,7 @@ func (s *study) answer(ev *ragkit.Eval, sys system, ctx []string, lambda float64
 	if !sys.rag {
 		ctx = make([]string, len(ev.Qs))
 	}
-	prompts, _, err := ev.ReaderPrompts(ctx, ev.All)
+	prompts, err := s.prompts(ev, ctx)
 	if err != nil {
 		return nil, nil, 0, err
 	}
@@ -354,6 +354,31 @@ func (s *study) answer(ev *ragkit.Eval, sys system, ctx []string, lambda float64
 		correct[i] = r.Stopped && slices.Equal(r.Tokens, ev.Answers[i])
 	}
 	return res, correct, steps, nil
+}
+
+// prompts are the questions of ev asked with the contexts ctx ("" for none) in the format of
+// knnlm.prompts; a "cloze" context is cut from its start to leave room for the cloze and the
+// answer.
+func (s *study) prompts(ev *ragkit.Eval, ctx []string) ([][]int, error) {
+	if s.kc.Prompts == "reader" {
+		p, _, err := ev.ReaderPrompts(ctx, ev.All)
+		return p, err
+	}
+	out := make([][]int, len(ev.Qs))
+	for i, q := range ev.Qs {
+		cl := s.Tok.Encode(q.Cloze)
+		room := s.Format.L - 1 - len(cl) - s.Rec.Reader.MaxAnswerTokens - 1
+		if room < 0 {
+			return nil, fmt.Errorf("cloze %q is %d tokens, too long for reader.max_length = %d", q.Cloze, len(cl), s.Format.L)
+		}
+		var c []int
+		if ctx[i] != "" {
+			c = s.Tok.Encode(ctx[i])
+		}
+		c = c[max(0, len(c)-room):]
+		out[i] = append(append([]int{s.Format.Cls}, c...), cl...)
+	}
+	return out, nil
 }
 
 func mean(b []bool) float64 {
