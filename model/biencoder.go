@@ -42,6 +42,9 @@ type Tower struct {
 	// attnProbs, while set (Reader.BuildLogProbsAttention), collects every layer's attention
 	// probabilities [B,heads,L,L] of an inference graph.
 	attnProbs *[]*gorgonia.Node
+	// ffnIn, while set (Reader.BuildStatesKeys), collects every GPT-2 layer's FFN input
+	// LayerNorm₂(a) [B*L,H] of an inference graph.
+	ffnIn *[]*gorgonia.Node
 }
 
 // NewBiEncoder validates cfg and initialises the towers' float32 parameters

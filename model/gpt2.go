@@ -113,6 +113,9 @@ func (t *Tower) gpt2Block(b *Binder, in *Inputs, x *gorgonia.Node, p string, tra
 	if h, err = t.gpt2LayerNorm(b, a, p+"ln_2"); err != nil {
 		return nil, err
 	}
+	if t.ffnIn != nil && !train {
+		*t.ffnIn = append(*t.ffnIn, h)
+	}
 	if h, err = t.feedForward(b, h, p, train); err != nil {
 		return nil, err
 	}

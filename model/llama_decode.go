@@ -19,6 +19,11 @@ type LlamaDecoder struct {
 	m    *Llama
 	cfg  LlamaConfig
 	ones []float32 // the all-ones key mask of softmaxRow32
+	// KeepKeys makes Forward keep, in Keys, the kNN-LM key of every row it returns logits for:
+	// the input of the last layer's MLP, post_attention_layernorm's output [Hidden] (Khandelwal
+	// et al. 2020, section 3), row-major in the order of the logits.
+	KeepKeys bool
+	Keys     []float32
 }
 
 // NewLlamaDecoder returns a decoder reading m's current parameters, which must be float32.
@@ -97,6 +102,16 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 	for s := range toks {
 		maxLen = max(maxLen, caches[s].n+len(toks[s]))
 	}
+	sel := make([]int, 0, rows) // the rows whose logits are returned
+	for s := range toks {
+		if all {
+			for r := start[s]; r < start[s+1]; r++ {
+				sel = append(sel, r)
+			}
+		} else {
+			sel = append(sel, start[s+1]-1)
+		}
+	}
 	rt := ropeTable(c.RopeTheta, dh, maxLen)
 	if len(d.ones) < maxLen {
 		d.ones = slices.Repeat([]float32{1}, maxLen)
@@ -145,6 +160,12 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 		proj(hn, att, qw, llamaLayer(i, "self_attn.o_proj"), h)
 		addInto(x, hn)
 		rmsNorm(hn, x, d.w(llamaLayer(i, "post_attention_layernorm")), h, c.RMSEps)
+		if d.KeepKeys && i == c.Layers-1 {
+			d.Keys = make([]float32, len(sel)*h)
+			for j, r := range sel {
+				copy(d.Keys[j*h:], hn[r*h:(r+1)*h])
+			}
+		}
 		proj(g, hn, h, llamaLayer(i, "mlp.gate_proj"), c.FFN)
 		proj(u, hn, h, llamaLayer(i, "mlp.up_proj"), c.FFN)
 		swiglu(g, g, u)
@@ -155,16 +176,6 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 		caches[s].n += len(toks[s])
 	}
 	// The final norm and the head on the rows asked for.
-	sel := make([]int, 0, rows)
-	for s := range toks {
-		if all {
-			for r := start[s]; r < start[s+1]; r++ {
-				sel = append(sel, r)
-			}
-		} else {
-			sel = append(sel, start[s+1]-1)
-		}
-	}
 	xs := make([]float32, len(sel)*h)
 	for j, r := range sel {
 		copy(xs[j*h:], x[r*h:(r+1)*h])
@@ -408,3 +419,6 @@ func (s *sampler) pick(logits []float32, r *rand.Rand) (int, float64) {
 	}
 	return id, float64(logits[id]) - lse
 }
+
+// Hidden is the model's hidden size, the values of a key row (KeepKeys).
+func (d *LlamaDecoder) Hidden() int { return d.cfg.Hidden }
