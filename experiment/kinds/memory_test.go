@@ -15,6 +15,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/readerlm"
+	"github.com/ragtrain/ragtrain/experiment/scifactverify"
 	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -83,6 +84,19 @@ func TestShippedRecipesFitMemory(t *testing.T) {
 				t.Logf("%s: skipped: %v", p, err)
 				continue
 			} else if err != nil {
+				t.Errorf("%s: %v", p, err)
+				continue
+			}
+			t.Logf("%s (%s): estimated %s", filepath.Base(p), rec.Kind, membudget.GiB(e.Total()))
+			var out strings.Builder
+			if err := experiment.CheckEstimate(rec, &out, e, keys); err != nil || out.Len() > 0 {
+				t.Errorf("%s: refused under 24 GiB: %v %s", p, err, out.String())
+			}
+			continue
+		}
+		if rec.Kind == scifactverify.Kind { // SmolLM2 from a GGUF, its estimate from the header
+			e, keys, err := scifactverify.Memory(rec)
+			if err != nil {
 				t.Errorf("%s: %v", p, err)
 				continue
 			}

@@ -25,6 +25,7 @@ type verdict struct {
 	label                     eval.VerifyLabel
 	sents                     []int
 	pRel, pSup, pCon, pNoSupp float64
+	text                      string // the decoded answer (rationale; the plain reader's label too)
 }
 
 // groupProbs is the softmax of the logits restricted to the first tokens of the group's words.
@@ -116,6 +117,7 @@ func (r *reader) selfrag(claim string, d *Doc) (verdict, error) {
 	if logits, err = r.feed(c, r.f.verdict); err != nil {
 		return v, err
 	}
+	v.text = r.f.tok.Decode(gen, true)
 	ps := groupProbs(logits, rt.supported, rt.contradicted, rt.unsupported)
 	v.pSup, v.pCon, v.pNoSupp = ps[0], ps[1], ps[2]
 	switch {
@@ -126,7 +128,8 @@ func (r *reader) selfrag(claim string, d *Doc) (verdict, error) {
 	default:
 		return v, nil
 	}
-	v.sents = parseRationale(r.f.tok.Decode(gen, true), shown)
+	v.text = r.f.tok.Decode(gen, true)
+	v.sents = parseRationale(v.text, shown)
 	return v, nil
 }
 
@@ -140,9 +143,8 @@ func (r *reader) plain(claim string, d *Doc) (verdict, error) {
 	if err != nil {
 		return verdict{}, err
 	}
-	text := r.f.tok.Decode(gen[0].Tokens, true)
-	rat, lab, _ := strings.Cut(text, "Label:")
-	var v verdict
+	v := verdict{text: r.f.tok.Decode(gen[0].Tokens, true)}
+	rat, lab, _ := strings.Cut(v.text, "Label:")
 	switch strings.TrimSpace(lab) {
 	case string(eval.Support):
 		v.label = eval.Support

@@ -25,7 +25,10 @@ import (
 // predictClaim verifies one claim with a reader over docs: the Self-RAG reader or the plain
 // one ("selfrag", "plain") emits each abstract it does not abstain on; closed-book
 // ("closedbook") attaches its label to docs[0] with no rationale.
-func predictClaim(r *reader, how string, claim Claim, docs []*Doc) (eval.SciFactPrediction, error) {
+//
+// trace, when not nil, receives one JSON line per (claim, abstract) read: the reflection
+// probabilities and the decoded answer.
+func predictClaim(r *reader, how string, claim Claim, docs []*Doc, trace *bytes.Buffer) (eval.SciFactPrediction, error) {
 	p := eval.SciFactPrediction{ID: claim.ID, Evidence: map[int]eval.SciFactPredAbstract{}}
 	if how == "closedbook" {
 		if len(docs) == 0 {
@@ -52,6 +55,14 @@ func predictClaim(r *reader, how string, claim Claim, docs []*Doc) (eval.SciFact
 		if err != nil {
 			return p, fmt.Errorf("claim %d, doc %d: %w", claim.ID, d.ID, err)
 		}
+		if trace != nil {
+			b, err := json.Marshal(map[string]any{"id": claim.ID, "doc": d.ID, "label": v.label, "sentences": append([]int{}, v.sents...),
+				"p_relevant": v.pRel, "p_supported": v.pSup, "p_contradicts": v.pCon, "p_insufficient": v.pNoSupp, "text": v.text})
+			if err != nil {
+				return p, err
+			}
+			trace.Write(append(b, '\n'))
+		}
 		if v.label != "" {
 			p.Evidence[d.ID] = eval.SciFactPredAbstract{Label: v.label, Sentences: append([]int{}, v.sents...)}
 		}
@@ -59,8 +70,9 @@ func predictClaim(r *reader, how string, claim Claim, docs []*Doc) (eval.SciFact
 	return p, nil
 }
 
-// predict runs one system over the eval claims, with a progress bar on progress.
-func predict(ctx context.Context, sys string, readers map[string]*reader, l *loaded, topK int, progress io.Writer) ([]eval.SciFactPrediction, error) {
+// predict runs one system over the eval claims, with a progress bar on progress and the
+// trace as predictClaim's.
+func predict(ctx context.Context, sys string, readers map[string]*reader, l *loaded, topK int, progress io.Writer, trace *bytes.Buffer) ([]eval.SciFactPrediction, error) {
 	how, source, _ := strings.Cut(sys, "_")
 	k := topK
 	if how != SelfRAGPhase {
@@ -92,7 +104,7 @@ func predict(ctx context.Context, sys string, readers map[string]*reader, l *loa
 		for i, d := range ids {
 			docs[i] = l.corpus.ByID[d]
 		}
-		p, err := predictClaim(r, how, cl, docs)
+		p, err := predictClaim(r, how, cl, docs, trace)
 		if err != nil {
 			return nil, err
 		}
@@ -217,7 +229,7 @@ func Verify(runDir, claimsPath, outPath string, o VerifyOptions) error {
 	}
 	l := &loaded{f: f, corpus: corpus, evals: &split{claims: claims}, ranked: map[string]map[int][]int{"bm25": ranked}}
 	r := &reader{f: f, dec: dec, relThreshold: c.RelThreshold}
-	preds, err := predict(context.Background(), o.Reader+"_bm25", map[string]*reader{o.Reader: r}, l, k, o.Progress)
+	preds, err := predict(context.Background(), o.Reader+"_bm25", map[string]*reader{o.Reader: r}, l, k, o.Progress, nil)
 	if err != nil {
 		return err
 	}

@@ -19,19 +19,22 @@
 //
 // Retrieval is over all abstracts (SciFact's open setting): BM25 in-process (Lucene's
 // formula, title + sentences), or a MiniLM retriever's TREC run (scifact_verify.minilm_run).
-// The run writes runs/<split>.<system>.scifact.jsonl per system (SciFact's prediction format)
-// and metrics.json with <split>/<system>/<metric>/{precision,recall,f1} for the four official
+// The run writes runs/<split>.<system>.scifact.jsonl per system (SciFact's prediction format),
+// runs/<split>.<system>.decisions.jsonl (per claim and abstract read: the reflection-token
+// probabilities, the decoded answer, the emitted label) and metrics.json with <split>/<system>/<metric>/{precision,recall,f1} for the four official
 // metrics. Training has two phases, "plain" and "selfrag", checkpointed in the run's plain/
 // and selfrag/ directories (export.ReaderLMConfig: `train export -run <run>/selfrag`), each
 // resumed exactly. `train verify` runs a trained reader on a file of claims (Verify).
 package scifactverify
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
@@ -39,6 +42,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -206,12 +210,18 @@ func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string
 	}
 	var rows []eval.Row
 	for _, sys := range c.Systems {
-		preds, err := predict(ctx, sys, readers, l, c.TopK, o.Progress)
+		start := time.Now()
+		var trace bytes.Buffer
+		preds, err := predict(ctx, sys, readers, l, c.TopK, o.Progress, &trace)
 		if err != nil {
 			return dir, fmt.Errorf("%s: %w", sys, err)
 		}
+		metrics[c.EvalSplit+"/"+sys+"/seconds"] = time.Since(start).Seconds()
 		path := filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".scifact.jsonl")
 		if err := writePredictions(path, preds); err != nil {
+			return dir, err
+		}
+		if err := atomicfile.WriteFile(filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".decisions.jsonl"), trace.Bytes()); err != nil {
 			return dir, err
 		}
 		sc, err := eval.ScoreSciFact(gold, preds)
