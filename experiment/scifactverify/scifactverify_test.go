@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -426,5 +427,99 @@ func TestSmolLM2ReflectionWords(t *testing.T) {
 		if len(ids) != 1 {
 			t.Errorf("%s: %v, want one token", name, ids)
 		}
+	}
+}
+
+// TestMemoryRefused: under a cgroup memory.max of 64 KiB the tiny run is refused before any
+// weight or data is read, in one line naming the recipe keys behind the estimate, and leaves no
+// run directory; the estimate is model.EstimateLlamaTraining at batch_size x max_length.
+func TestMemoryRefused(t *testing.T) {
+	rec := tinyRecipe(t, "")
+	e, keys, err := Memory(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gguf.Open(Of(rec).InitFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.LlamaConfigGGUF(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := model.LoRAConfig{Rank: 2, Alpha: 4, Dropout: 0.1, Targets: []string{"q_proj", "v_proj", "up_proj"}} // tinyRecipe's
+	if want := model.EstimateLlamaTraining(cfg, &lc, 2*160, 160); e != want {
+		t.Errorf("Memory = %+v, want %+v", e, want)
+	}
+	dir := t.TempDir()
+	oldMax, oldInfo := membudget.CgroupMax, membudget.MemInfo
+	t.Cleanup(func() { membudget.CgroupMax, membudget.MemInfo = oldMax, oldInfo })
+	membudget.CgroupMax, membudget.MemInfo = filepath.Join(dir, "memory.max"), filepath.Join(dir, "meminfo")
+	if err := os.WriteFile(membudget.CgroupMax, []byte("65536\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(membudget.MemInfo, []byte("MemAvailable: 128 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec.OutputDir = filepath.Join(dir, "runs")
+	_, err = experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), keys) || !strings.Contains(err.Error(), "scifact_verify.max_length = 160") {
+		t.Errorf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(rec.OutputDir); len(entries) > 0 {
+		t.Errorf("%s holds %d entries; err = %v", rec.OutputDir, len(entries), err)
+	}
+}
+
+// TestBadInput: a malformed corpus, claims file or MiniLM run fails with the file, the line and
+// what is wrong.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := `{"doc_id": 1, "title": "A", "abstract": ["s0", "s1"]}` + "\n"
+	for _, c := range []struct{ text, want string }{
+		{good + `{"doc_id": 1, "title": "B", "abstract": ["x"]}`, "corpus.jsonl:2: doc_id 1 repeated"},
+		{good + `{"title": "B", "abstract": ["x"]}`, "corpus.jsonl:2: field doc_id missing"},
+		{good + `{"doc_id": 2, "title": "B", "abstract": []}`, "corpus.jsonl:2: doc 2 has 0 sentences"},
+		{good + `{"doc_id": 2,`, "corpus.jsonl:2: "},
+		{"\n", "corpus.jsonl: no abstracts"},
+	} {
+		if _, err := ReadCorpus(write("corpus.jsonl", c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("corpus %q: err = %v, want %q", c.text, err, c.want)
+		}
+	}
+	corpus, err := ReadCorpus(write("corpus.jsonl", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ text, want string }{
+		{`{"id": 1, "claim": "x"}` + "\n" + `{"id": 1, "claim": "y"}`, "claims.jsonl:2: claim id 1 repeated"},
+		{`{"claim": "x"}`, "claims.jsonl:1: field id missing"},
+		{`{"id": 3, "claim": "  "}`, "claims.jsonl:1: field claim empty"},
+		{`{"id": 3, "claim": "x", "cited_doc_ids": [9]}`, "claims.jsonl:1: cited_doc_ids: doc 9 is not in the corpus"},
+	} {
+		if _, err := ReadClaims(write("claims.jsonl", c.text), corpus); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("claims %q: err = %v, want %q", c.text, err, c.want)
+		}
+	}
+	claims, err := ReadClaims(write("claims.jsonl", `{"id": 3, "claim": "x"}`+"\n"+`{"id": 4, "claim": "y"}`), corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n"), claims, 2, corpus); err == nil || !strings.Contains(err.Error(), "run.trec: claim 4 has no ranking") {
+		t.Errorf("a claim missing from the run: %v", err)
+	}
+	if _, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n4 Q0 7 1 2.0 m\n"), claims, 2, corpus); err == nil || !strings.Contains(err.Error(), `claim 4: doc "7" is not in the corpus`) {
+		t.Errorf("a doc missing from the corpus: %v", err)
+	}
+	got, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n4 Q0 1 1 2.0 m\n"), claims, 2, corpus)
+	if err != nil || !slices.Equal(got[3], []int{1}) || !slices.Equal(got[4], []int{1}) {
+		t.Errorf("fromRun = %v, %v", got, err)
 	}
 }
