@@ -2,6 +2,7 @@ package scifactverify
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/model"
@@ -102,22 +103,14 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("scifact_verify.max_length", "must hold the claim (%d tokens), the abstract (abstract_tokens = %d) and the answer (%d): at least %d, got %d",
 			claimTokens, c.AbstractTokens, reserveTokens, c.AbstractTokens+claimTokens+reserveTokens, c.MaxLength)
 	}
-	configs.AtLeast(v, "scifact_verify.lora_rank", c.LoRARank, 1)
-	v.Positive("scifact_verify.lora_alpha", c.LoRAAlpha)
-	if !(c.LoRADropout >= 0 && c.LoRADropout < 1) {
-		v.Fail("scifact_verify.lora_dropout", "must be in [0,1), got %g", c.LoRADropout)
-	}
-	if len(c.LoRATargets) == 0 {
-		v.Fail("scifact_verify.lora_targets", "must name at least one projection")
-	}
-	v.Distinct("scifact_verify.lora_targets", c.LoRATargets)
-	names := make([]string, 0, len(model.LoRATargets))
-	for k := range model.LoRATargets {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	for _, t := range c.LoRATargets {
-		v.OneOf("scifact_verify.lora_targets", t, names)
+	if err := c.lora().Validate(); err != nil { // rank, alpha, dropout, targets: the key its message names
+		key := "scifact_verify.lora_targets"
+		for _, k := range []string{"rank", "alpha", "dropout"} {
+			if strings.Contains(err.Error(), "lora "+k+" =") {
+				key = "scifact_verify.lora_" + k
+			}
+		}
+		v.Fail(key, "%v", err)
 	}
 }
 

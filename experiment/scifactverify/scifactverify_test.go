@@ -23,31 +23,8 @@ import (
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
-// tinyGGUF writes a random 2-layer grouped-query LLaMA (context 256) with the tokenizer of
-// package tokenize's tiny-bpe.gguf fixture (858 tokens) as a GGUF file.
-func tinyGGUF(t *testing.T, dir string) string {
-	t.Helper()
-	f, err := gguf.Open(filepath.Join("..", "..", "tokenize", "testdata", "tiny-bpe.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var meta []gguf.KV
-	for _, k := range f.Keys() {
-		if strings.HasPrefix(k, "tokenizer.") {
-			meta = append(meta, gguf.KV{Key: k, Value: f.Meta[k]})
-		}
-	}
-	m, err := model.NewLlama(model.LlamaConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, FFN: 24, Vocab: 860,
-		RopeTheta: 10000, RMSEps: 1e-5, MaxPosition: 256, TieEmbeddings: true}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "tiny.gguf")
-	if err := model.WriteLlamaGGUF(path, m, meta); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// tinyGGUF writes the tiny random LLaMA of testkit.TinyLlamaGGUF (context 256).
+func tinyGGUF(t *testing.T, dir string) string { return testkit.TinyLlamaGGUF(t, dir, 256) }
 
 // tinyRecipe is a scifact_verify recipe over the real SciFact data with the tiny LLaMA: 6 steps
 // of 2 sequences per reader, the first 4 dev claims, every system (the MiniLM run a TREC file
@@ -469,6 +446,35 @@ func TestMemoryRefused(t *testing.T) {
 	if entries, _ := os.ReadDir(rec.OutputDir); len(entries) > 0 {
 		t.Errorf("%s holds %d entries; err = %v", rec.OutputDir, len(entries), err)
 	}
+}
+
+// TestRecipeErrors: a bad [scifact_verify] key fails configs.Load naming the key.
+func TestRecipeErrors(t *testing.T) {
+	for _, c := range []struct{ extra, want string }{
+		{`systems = ["selfrag_bm25", "rag_bm25"]`, "scifact_verify.systems"},
+		{`lora_targets = ["x_proj"]`, `scifact_verify.lora_targets: model: lora target "x_proj"`},
+		{`lora_dropout = 1.0`, "scifact_verify.lora_dropout"},
+		{`max_length = 100`, "scifact_verify.max_length: must hold the claim"},
+		{`top_k = 0`, "scifact_verify.top_k"},
+	} {
+		path := filepath.Join(t.TempDir(), "r.toml")
+		text := "kind = \"scifact_verify\"\nname = \"x\"\n[data]\ndir = \"../../datasets/scifact\"\n[scifact_verify]\ninit_from = \"" +
+			tinyGGUF(t, t.TempDir()) + "\"\n" + c.extra + "\n"
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "../../datasets", mustAbs(t, "../../datasets"))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := configs.Load(path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.extra, err, c.want)
+		}
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 // TestBadInput: a malformed corpus, claims file or MiniLM run fails with the file, the line and
