@@ -200,6 +200,13 @@ func TestResumesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), pred)
+
+	// A reader's directory exports as a reader_lm run does: merged, and as a peft adapter.
+	for _, o := range []export.Options{{}, {Adapter: true}} {
+		if err := export.Export(filepath.Join(full, SelfRAGPhase), filepath.Join(t.TempDir(), "x"), o); err != nil {
+			t.Errorf("export %+v: %v", o, err)
+		}
+	}
 }
 
 // TestFormat: the training sequences of a SUPPORT, a CONTRADICT and an NEI pair on the real
