@@ -5,6 +5,7 @@
 //	train -recipe recipes/retriever-cranfield.toml -resume runs/retriever-cranfield-20261129-170000
 //	train export -run runs/retriever-cranfield-20261129-170000 -out exports/cranfield
 //	train generate -model pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf -prompts prompts.jsonl -chat
+//	train verify -run runs/scifact-verify-20261205-040000 -claims claims.jsonl -out predictions.jsonl
 //	train -h                 (also --help, help, train export -h, train generate -h: usage and flags, exit status 0)
 package main
 
@@ -36,6 +37,9 @@ Usage:
   train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]
                                    continue each {"prompt": ...} line of FILE with the LLaMA GGUF model M (greedy unless
                                    -temperature > 0); one JSON line {"prompt", "text", "tokens"} per prompt on stdout
+  train verify -run RUN -claims FILE -out FILE [-reader selfrag|plain]
+                                   verify each {"id", "claim"} line of FILE with the reader a scifact_verify run trained
+                                   (BM25 over the run's corpus); SciFact-format predictions in -out
   train help                       print this help (also -h, --help; train export -h, train generate -h for one subcommand's flags)
 `
 
@@ -55,6 +59,8 @@ func mainArgs(args []string) int {
 			cmd, args = runExport, args[1:]
 		case "generate":
 			cmd, args = runGenerate, args[1:]
+		case "verify":
+			cmd, args = runVerify, args[1:]
 		}
 	}
 	if err := cmd(args); err != nil {
@@ -70,7 +76,7 @@ func mainArgs(args []string) int {
 // printHelp writes the usage and the flags of every subcommand.
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
-	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs))} {
+	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs)), verifyFlags(new(verifyArgs))} {
 		fmt.Fprintf(w, "\nFlags of %s:\n", fs.Name())
 		fs.SetOutput(w)
 		fs.PrintDefaults()
@@ -116,7 +122,7 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, help)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, verify, help)", fs.Arg(0))
 	}
 	recipe, resume := &a.recipe, &a.resume
 	rec, err := loadRecipe(*recipe, *resume)

@@ -19,5 +19,6 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/replug"
 	_ "github.com/ragtrain/ragtrain/experiment/reranker"
 	_ "github.com/ragtrain/ragtrain/experiment/retriever"
+	_ "github.com/ragtrain/ragtrain/experiment/scifactverify"
 	_ "github.com/ragtrain/ragtrain/experiment/selfrag"
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/readerlm"
+	"github.com/ragtrain/ragtrain/experiment/scifactverify"
 	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -77,8 +78,9 @@ func TestShippedRecipesFitMemory(t *testing.T) {
 			}
 			vocab = tok.VocabSize()
 		}
-		if rec.Kind == readerlm.Kind { // a LLaMA from a GGUF: its own estimate, from the file's header
-			e, keys, err := readerlm.Memory(rec)
+		if memory, ok := map[string]func(*configs.Recipe) (model.MemoryEstimate, string, error){
+			readerlm.Kind: readerlm.Memory, scifactverify.Kind: scifactverify.Memory}[rec.Kind]; ok { // a LLaMA from a GGUF: its own estimate, from the file's header
+			e, keys, err := memory(rec)
 			if errors.Is(err, fs.ErrNotExist) {
 				t.Logf("%s: skipped: %v", p, err)
 				continue

@@ -21,31 +21,8 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 )
 
-// tinyGGUF writes a random 2-layer grouped-query LLaMA with the tokenizer of package
-// tokenize's tiny-bpe.gguf fixture (858 tokens) as a GGUF file.
-func tinyGGUF(t *testing.T, dir string) string {
-	t.Helper()
-	f, err := gguf.Open(filepath.Join("..", "..", "tokenize", "testdata", "tiny-bpe.gguf"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var meta []gguf.KV
-	for _, k := range f.Keys() {
-		if strings.HasPrefix(k, "tokenizer.") {
-			meta = append(meta, gguf.KV{Key: k, Value: f.Meta[k]})
-		}
-	}
-	m, err := model.NewLlama(model.LlamaConfig{Hidden: 16, Layers: 2, Heads: 4, KVHeads: 2, FFN: 24, Vocab: 860,
-		RopeTheta: 10000, RMSEps: 1e-5, MaxPosition: 64, TieEmbeddings: true}, 3)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "tiny.gguf")
-	if err := model.WriteLlamaGGUF(path, m, meta); err != nil {
-		t.Fatal(err)
-	}
-	return path
-}
+// tinyGGUF writes the tiny random LLaMA of testkit.TinyLlamaGGUF (context 64).
+func tinyGGUF(t *testing.T, dir string) string { return testkit.TinyLlamaGGUF(t, dir, 64) }
 
 func tinyRecipe(t *testing.T, mode string) *configs.Recipe {
 	t.Helper()

@@ -1,0 +1,243 @@
+package scifactverify
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// Sequence layout bounds, in tokens: the claim is cut to claimTokens; reserveTokens are kept
+// for the answer (reflection tokens, rationale indices, verdict, eos) after the abstract.
+const (
+	claimTokens   = 48
+	reserveTokens = 40
+	// maxRationale is the most rationale indices a training target lists (gold sets' union,
+	// in order); a decoded answer is cut at maxNewTokens.
+	maxRationale = 6
+	maxNewTokens = 24
+)
+
+// Self-RAG's reflection tokens (Asai et al., "Self-RAG: Learning to Retrieve, Generate, and
+// Critique through Self-Reflection", ICLR 2024, Table 1), as this reader uses them, each mapped
+// onto an existing word of the LM's vocabulary (SmolLM2: one token each) rather than added as
+// new rows: with LoRA the embeddings and the tied LM head stay frozen, so a new row would keep
+// its initial vector, whose logit could be learned only through the adapters; a word's
+// pretrained row already means what the token says. A reflection token is scored by the
+// probability of its word's first token at its position, normalised over its group (the
+// groups' first tokens are distinct: checked).
+//
+//	Self-RAG token              word            SciFact meaning (the annotation plays the critic)
+//	[Retrieval]                 " retrieve"     always: every claim is verified against the literature
+//	[Relevant]                  " relevant"     the abstract is one of the claim's gold evidence abstracts
+//	[Irrelevant]                " irrelevant"   it is not (NEI for this abstract)
+//	[Fully supported]           " supported"    gold label SUPPORT
+//	[Contradicted] (new)        " contradicts"  gold label CONTRADICT (Self-RAG folds it into the next)
+//	[No support / Contradictory]" insufficient" no gold label: NOT ENOUGH INFO
+//
+// Self-RAG's [No Retrieval], [Partially supported] and [Utility:1-5] have no SciFact
+// annotation and are not used.
+var reflectionWords = struct{ retrieve, relevant, irrelevant, supported, contradicted, unsupported string }{
+	" retrieve", " relevant", " irrelevant", " supported", " contradicts", " insufficient"}
+
+// reflection holds the reflection words' token ids.
+type reflection struct {
+	retrieve, relevant, irrelevant, supported, contradicted, unsupported []int
+}
+
+// format lays out the readers' sequences with one tokenizer.
+type format struct {
+	tok       *tokenize.GGUFTokenizer
+	rt        reflection
+	abstract  int // the abstract's token budget (abstract_tokens)
+	maxLength int
+	// the fixed pieces
+	rationale, verdict, label, plainRationale []int
+}
+
+func newFormat(tok *tokenize.GGUFTokenizer, abstractTokens, maxLength int) (*format, error) {
+	enc := func(s string) ([]int, error) {
+		ids := tok.Encode(s)
+		if len(ids) == 0 {
+			return nil, fmt.Errorf("scifact_verify: %q encodes to no tokens", s)
+		}
+		return ids, nil
+	}
+	f := &format{tok: tok, abstract: abstractTokens, maxLength: maxLength}
+	w := reflectionWords
+	for _, p := range []struct {
+		dst  *[]int
+		word string
+	}{{&f.rt.retrieve, w.retrieve}, {&f.rt.relevant, w.relevant}, {&f.rt.irrelevant, w.irrelevant},
+		{&f.rt.supported, w.supported}, {&f.rt.contradicted, w.contradicted}, {&f.rt.unsupported, w.unsupported},
+		{&f.rationale, "\nRationale:"}, {&f.verdict, "\nVerdict:"}, {&f.label, "\nLabel:"}, {&f.plainRationale, "Rationale:"}} {
+		var err error
+		if *p.dst, err = enc(p.word); err != nil {
+			return nil, err
+		}
+	}
+	if f.rt.relevant[0] == f.rt.irrelevant[0] || f.rt.supported[0] == f.rt.contradicted[0] ||
+		f.rt.supported[0] == f.rt.unsupported[0] || f.rt.contradicted[0] == f.rt.unsupported[0] {
+		return nil, fmt.Errorf("scifact_verify: the tokenizer gives two reflection words of one group the same first token")
+	}
+	return f, nil
+}
+
+// claim is "Claim: <claim>\n", the claim cut to claimTokens.
+func (f *format) claim(text string) []int {
+	ids := f.tok.Encode("Claim: " + text)
+	ids = ids[:min(len(ids), claimTokens)]
+	return append(ids, f.tok.Encode("\n")...)
+}
+
+// abstract is "Abstract: <title>\n(0) <sentence 0>\n(1) ...", whole sentences while they fit the
+// budget (the first one cut if it alone does not); it returns the tokens and the number of
+// sentences shown.
+func (f *format) abstractOf(d *Doc) ([]int, int) {
+	ids := f.tok.Encode("Abstract: " + d.Title + "\n")
+	ids = ids[:min(len(ids), f.abstract/2)]
+	shown := 0
+	for i, s := range d.Sents {
+		t := f.tok.Encode("(" + strconv.Itoa(i) + ") " + s + "\n")
+		if len(ids)+len(t) > f.abstract {
+			if i == 0 {
+				ids, shown = append(ids, t[:f.abstract-len(ids)]...), 1
+			}
+			break
+		}
+		ids, shown = append(ids, t...), i+1
+	}
+	return ids, shown
+}
+
+// seq is a token sequence and which of its tokens are targets of the loss.
+type seq struct {
+	ids  []int
+	loss []bool
+}
+
+func (s *seq) add(ids []int, loss bool) {
+	s.ids = append(s.ids, ids...)
+	for range ids {
+		s.loss = append(s.loss, loss)
+	}
+}
+
+// gold is a (claim, abstract) pair's annotation: its label ("" for NEI) and rationale.
+type gold struct {
+	label eval.VerifyLabel
+	sents []int
+}
+
+// goldOf is the annotation of doc for a claim: the union of its evidence sets, in order.
+func goldOf(g eval.SciFactClaim, doc int) gold {
+	ga, ok := g.Evidence[doc]
+	if !ok {
+		return gold{}
+	}
+	var s []int
+	for _, set := range ga.Sets {
+		s = append(s, set...)
+	}
+	slices.Sort(s)
+	return gold{label: ga.Label, sents: slices.Compact(s)}
+}
+
+// rationaleText is " 0, 3" for the shown sentences among sents (at most maxRationale), or " none".
+func rationaleText(sents []int, shown int) string {
+	var parts []string
+	for _, i := range sents {
+		if i < shown && len(parts) < maxRationale {
+			parts = append(parts, strconv.Itoa(i))
+		}
+	}
+	if len(parts) == 0 {
+		return " none"
+	}
+	return " " + strings.Join(parts, ", ")
+}
+
+// selfragPrompt is the Self-RAG reader's prefix up to the relevance token: the claim, the
+// retrieval decision, the abstract.
+func (f *format) selfragPrompt(claim string, d *Doc) (seq, int) {
+	var s seq
+	s.add(f.claim(claim), false)
+	s.add(f.rt.retrieve, true)
+	a, shown := f.abstractOf(d)
+	s.add(a, false) // the retrieved passage is no target (Self-RAG masks it out of the loss)
+	return s, shown
+}
+
+// selfragSeq is a Self-RAG training sequence:
+//
+//	Claim: <claim>\n[Retrieval]Abstract: ...\n[Relevant|Irrelevant]\nRationale: 0, 3\nVerdict:[support token]<eos>
+//
+// with the loss on the reflection tokens and the answer, not on the claim or the abstract.
+func (f *format) selfragSeq(claim string, d *Doc, g gold) (seq, error) {
+	s, shown := f.selfragPrompt(claim, d)
+	rel, sup := f.rt.irrelevant, f.rt.unsupported
+	switch g.label {
+	case eval.Support:
+		rel, sup = f.rt.relevant, f.rt.supported
+	case eval.Contradict:
+		rel, sup = f.rt.relevant, f.rt.contradicted
+	}
+	s.add(rel, true)
+	s.add(f.rationale, true)
+	s.add(f.tok.Encode(rationaleText(g.sents, shown)), true)
+	s.add(f.verdict, true)
+	s.add(sup, true)
+	s.add([]int{f.tok.EOS()}, true)
+	return s, f.fits(s)
+}
+
+// plainPrompt is the plain reader's prefix: the claim and the abstract.
+func (f *format) plainPrompt(claim string, d *Doc) (seq, int) {
+	var s seq
+	s.add(f.claim(claim), false)
+	a, shown := f.abstractOf(d)
+	s.add(a, false)
+	return s, shown
+}
+
+// plainLabels are the plain reader's label words.
+var plainLabels = map[eval.VerifyLabel]string{eval.Support: " SUPPORT", eval.Contradict: " CONTRADICT", "": " NOT ENOUGH INFO"}
+
+// plainSeq is a plain reader's training sequence, no reflection tokens:
+//
+//	Claim: <claim>\nAbstract: ...\nRationale: 0, 3\nLabel: SUPPORT|CONTRADICT|NOT ENOUGH INFO<eos>
+func (f *format) plainSeq(claim string, d *Doc, g gold) (seq, error) {
+	s, shown := f.plainPrompt(claim, d)
+	s.add(f.plainRationale, true) // the abstract ends in "\n"
+	s.add(f.tok.Encode(rationaleText(g.sents, shown)), true)
+	s.add(f.label, true)
+	s.add(f.tok.Encode(plainLabels[g.label]), true)
+	s.add([]int{f.tok.EOS()}, true)
+	return s, f.fits(s)
+}
+
+func (f *format) fits(s seq) error {
+	if len(s.ids) > f.maxLength {
+		return fmt.Errorf("scifact_verify: a sequence of %d tokens exceeds max_length = %d", len(s.ids), f.maxLength)
+	}
+	return nil
+}
+
+var digits = regexp.MustCompile(`\d+`)
+
+// parseRationale reads the sentence indices of a decoded answer: the integers of its text below
+// shown, distinct, in order.
+func parseRationale(text string, shown int) []int {
+	var out []int
+	for _, m := range digits.FindAllString(text, -1) {
+		i, err := strconv.Atoi(m)
+		if err == nil && i < shown && !slices.Contains(out, i) {
+			out = append(out, i)
+		}
+	}
+	return out
+}

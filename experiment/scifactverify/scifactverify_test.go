@@ -1,0 +1,538 @@
+package scifactverify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/membudget"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// tinyGGUF writes the tiny random LLaMA of testkit.TinyLlamaGGUF (context 256).
+func tinyGGUF(t *testing.T, dir string) string { return testkit.TinyLlamaGGUF(t, dir, 256) }
+
+// tinyRecipe is a scifact_verify recipe over the real SciFact data with the tiny LLaMA: 6 steps
+// of 2 sequences per reader, the first 4 dev claims, every system (the MiniLM run a TREC file
+// ranking each dev claim's cited abstracts first, then two fixed abstracts).
+func tinyRecipe(t *testing.T, extra string) *configs.Recipe {
+	t.Helper()
+	dir := t.TempDir()
+	data, err := filepath.Abs(filepath.Join("..", "..", "datasets", "scifact"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := ReadCorpus(filepath.Join(VerifyDir(data), "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ReadClaims(filepath.Join(VerifyDir(data), "claims_dev.jsonl"), corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var trec strings.Builder
+	for _, c := range claims {
+		docs := append(slices.Clone(c.Cited), corpus.Order[0].ID, corpus.Order[1].ID)
+		for r, d := range docs {
+			fmt.Fprintf(&trec, "%d Q0 %d %d %g minilm\n", c.ID, d, r+1, 10-float64(r))
+		}
+	}
+	if err := os.WriteFile(filepath.Join(dir, "dev.trec"), []byte(trec.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	text := `kind = "scifact_verify"
+name = "tiny-verify"
+seed = 7
+output_dir = "runs"
+[data]
+dir = "` + data + `"
+train_split = "train"
+dev_split = "dev"
+[train]
+steps = 6
+batch_size = 2
+lr = 0.05
+warmup_steps = 2
+log_every = 1
+checkpoint_every = 2
+[scifact_verify]
+init_from = "` + tinyGGUF(t, dir) + `"
+eval_split = "dev"
+max_eval_claims = 4
+minilm_run = "{split}.trec"
+train_k = 1
+top_k = 2
+rel_threshold = 0.0
+abstract_tokens = 64
+max_length = 160
+lora_rank = 2
+lora_alpha = 4
+lora_dropout = 0.1
+lora_targets = ["q_proj", "v_proj", "up_proj"]
+` + extra
+	path := filepath.Join(dir, "tiny.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return testkit.RecipeFile(t, path)
+}
+
+// TestResumesExactly: the tiny run interrupted in the selfrag phase at step 3 and resumed ends
+// with the uninterrupted run's metrics, prediction files byte for byte, log steps and both
+// readers' adapters bit for bit; every system writes one prediction line per claim that the
+// official format reader accepts, and its metrics are ScoreSciFact's of that file.
+func TestResumesExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyRecipe(t, "")
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard, InterruptPhase: SelfRAGPhase, InterruptAt: 3})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	var out strings.Builder
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "resume: ") || !strings.Contains(out.String(), "checkpoint-selfrag-4 at step 4") {
+		t.Errorf("the resumed run does not say where it resumed:\n%s", out.String())
+	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
+	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 12 || !slices.Equal(w, g) {
+		t.Errorf("log steps resumed %v, uninterrupted %v", g, w)
+	}
+	for _, ph := range []string{PlainPhase, SelfRAGPhase} {
+		a, err := checkpoints.Load(filepath.Join(full, ph))
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := checkpoints.Load(filepath.Join(resumed, ph))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Params) == 0 || len(a.Params) != len(b.Params) || a.Trainer.Step != 6 || b.Trainer.Step != 6 {
+			t.Fatalf("%s: checkpoints of %d and %d tensors at steps %d, %d", ph, len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
+		}
+		for i := range a.Params {
+			if !strings.Contains(a.Params[i].Name, "lora") {
+				t.Errorf("%s: checkpoint tensor %s is not an adapter", ph, a.Params[i].Name)
+			}
+			for j, v := range a.Params[i].Data {
+				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
+					t.Fatalf("%s: %s[%d] = %v resumed, %v uninterrupted", ph, a.Params[i].Name, j, b.Params[i].Data[j], v)
+				}
+			}
+		}
+	}
+	mt, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gold, err := eval.ReadSciFactGold(filepath.Join(VerifyDir(rec.Data.Dir), "claims_dev.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gold = gold[:4] // the file is in id order
+	for _, sys := range allSystems {
+		name := "dev." + sys + ".scifact.jsonl"
+		testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, name), filepath.Join(resumed, experiment.RunsDir, name))
+		preds, err := eval.ReadSciFactPredictions(filepath.Join(full, experiment.RunsDir, name), gold)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sc, err := eval.ScoreSciFact(gold, preds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := mt["dev/"+sys+"/abstract_label_only/f1"]; got != sc.AbstractLabelOnly.F1 {
+			t.Errorf("%s: metrics.json abstract label-only F1 %v, the file scores %v", sys, got, sc.AbstractLabelOnly.F1)
+		}
+		if got := mt["dev/"+sys+"/sentence_label/recall"]; got != sc.SentenceLabel.Recall {
+			t.Errorf("%s: metrics.json sentence label recall %v, the file scores %v", sys, got, sc.SentenceLabel.Recall)
+		}
+		for _, p := range preds {
+			switch {
+			case strings.HasPrefix(sys, "closedbook_") && len(p.Evidence) != 1:
+				t.Errorf("%s: claim %d: %d abstracts, closed-book attaches one", sys, p.ID, len(p.Evidence))
+			case strings.HasPrefix(sys, "plain_") && len(p.Evidence) > 1:
+				t.Errorf("%s: claim %d: %d abstracts from the top-1", sys, p.ID, len(p.Evidence))
+			case strings.HasPrefix(sys, "selfrag_") && len(p.Evidence) > 2:
+				t.Errorf("%s: claim %d: %d abstracts from the top 2", sys, p.ID, len(p.Evidence))
+			}
+		}
+	}
+	if mt["dev/claims"] != 4 {
+		t.Errorf("dev/claims = %v", mt["dev/claims"])
+	}
+
+	// train verify's function on the dev claims' file reproduces the run's selfrag_bm25 lines
+	// for the claims it shares with it.
+	in := filepath.Join(t.TempDir(), "claims.jsonl")
+	lines, err := os.ReadFile(filepath.Join(VerifyDir(rec.Data.Dir), "claims_dev.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := strings.SplitAfterN(string(lines), "\n", 5)
+	if err := os.WriteFile(in, []byte(strings.Join(first[:4], "")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pred := filepath.Join(t.TempDir(), "pred.jsonl")
+	if err := Verify(full, in, pred, VerifyOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), pred)
+
+	// A reader's directory exports as a reader_lm run does: merged, and as a peft adapter.
+	for _, o := range []export.Options{{}, {Adapter: true}} {
+		if err := export.Export(filepath.Join(full, SelfRAGPhase), filepath.Join(t.TempDir(), "x"), o); err != nil {
+			t.Errorf("export %+v: %v", o, err)
+		}
+	}
+}
+
+// TestFormat: the training sequences of a SUPPORT, a CONTRADICT and an NEI pair on the real
+// tokenizer layout: loss on the retrieval decision and the answer only, the reflection words
+// where the table puts them, rationale indices of the shown sentences only.
+func TestFormat(t *testing.T) {
+	_, tok, err := export.OpenLlamaGGUF(tinyGGUF(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFormat(tok, 40, 140)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
+	for _, c := range []struct {
+		g         gold
+		rel, sup  []int
+		plainWord string
+		rationale string
+	}{
+		{gold{eval.Support, []int{0, 2}}, f.rt.relevant, f.rt.supported, " SUPPORT", " 0"},
+		{gold{eval.Contradict, []int{1}}, f.rt.relevant, f.rt.contradicted, " CONTRADICT", " 1"},
+		{gold{}, f.rt.irrelevant, f.rt.unsupported, " NOT ENOUGH INFO", " none"},
+	} {
+		s, err := f.selfragSeq("Aspirin works.", d, c.g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, shown := f.abstractOf(d)
+		if shown != 2 {
+			t.Fatalf("shown %d sentences, want 2 (the third is past the 40-token budget)", shown)
+		}
+		cl := f.claim("Aspirin works.")
+		a, _ := f.abstractOf(d)
+		var want []int
+		for _, p := range [][]int{cl, f.rt.retrieve, a, c.rel, f.rationale, tok.Encode(c.rationale), f.verdict, c.sup, {tok.EOS()}} {
+			want = append(want, p...)
+		}
+		if !slices.Equal(s.ids, want) {
+			t.Errorf("%q: selfrag ids %v, want %v", c.g.label, s.ids, want)
+		}
+		for i, l := range s.loss {
+			inPrompt := i < len(cl) || (i >= len(cl)+len(f.rt.retrieve) && i < len(cl)+len(f.rt.retrieve)+len(a))
+			if l == inPrompt {
+				t.Fatalf("%q: token %d loss %v (claim or abstract: %v)", c.g.label, i, l, inPrompt)
+			}
+		}
+		p, err := f.plainSeq("Aspirin works.", d, c.g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := tok.Decode(p.ids[len(cl)+len(a):], true); got != "Rationale:"+c.rationale+"\nLabel:"+c.plainWord {
+			t.Errorf("%q: plain answer %q", c.g.label, got)
+		}
+		for _, r := range slices.Collect(slices.Values(f.rt.retrieve)) {
+			if slices.Contains(p.ids[:len(cl)+len(a)], r) && len(f.rt.retrieve) == 1 {
+				t.Errorf("plain prompt holds the retrieval token")
+			}
+		}
+	}
+	if got := parseRationale(" 3, 1, 3, 12 and 0", 5); !slices.Equal(got, []int{3, 1, 0}) {
+		t.Errorf("parseRationale = %v", got)
+	}
+	if g := goldOf(eval.SciFactClaim{Evidence: map[int]eval.SciFactGoldAbstract{5: {Label: eval.Support, Sets: [][]int{{4}, {1, 2}}}}}, 5); g.label != eval.Support || !slices.Equal(g.sents, []int{1, 2, 4}) {
+		t.Errorf("goldOf = %+v", g)
+	}
+	if _, err := newFormat(tok, 40, 60); err != nil {
+		t.Fatal(err)
+	}
+	short, _ := newFormat(tok, 40, 60)
+	if _, err := short.selfragSeq("Aspirin works.", d, gold{}); err == nil || !strings.Contains(err.Error(), "max_length = 60") {
+		t.Errorf("a sequence past max_length: err = %v", err)
+	}
+}
+
+// TestGroupProbs: the softmax over a group's first tokens, by hand.
+func TestGroupProbs(t *testing.T) {
+	logits := []float32{0, 1, 2, 3}
+	p := groupProbs(logits, []int{1, 0}, []int{3})
+	want := 1 / (1 + math.Exp(2))
+	if math.Abs(p[0]-want) > 1e-12 || math.Abs(p[0]+p[1]-1) > 1e-12 {
+		t.Errorf("groupProbs = %v, want [%v %v]", p, want, 1-want)
+	}
+}
+
+// TestSelfRAGDecision: on the tiny model, for (claim, abstract) pairs of dev claims, the Self-RAG
+// reader with rel_threshold 0 reaches the support group (its three probabilities sum to 1)
+// and emits the group's argmax (abstaining on [No support]), with rationale indices of shown
+// sentences only; with the threshold above p([Relevant]) it abstains before the support group.
+func TestSelfRAGDecision(t *testing.T) {
+	m, tok, err := export.OpenLlamaGGUF(tinyGGUF(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFormat(tok, 64, 160)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dec, err := model.NewLlamaDecoder(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	corpus, err := ReadCorpus(filepath.Join(VerifyDir(filepath.Join("..", "..", "datasets", "scifact")), "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := &reader{f: f, dec: dec}
+	labels := map[eval.VerifyLabel]int{}
+	for i, d := range corpus.Order[:6] {
+		claim := []string{"Aspirin lowers the risk of stroke.", "Vitamin D deficiency causes rickets."}[i%2]
+		v, err := open.selfrag(claim, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := v.pSup + v.pCon + v.pNoSupp; math.Abs(s-1) > 1e-9 || !(v.pRel > 0 && v.pRel < 1) {
+			t.Fatalf("doc %d: p(rel) %v, support group sums to %v", d.ID, v.pRel, s)
+		}
+		want := eval.VerifyLabel("")
+		switch {
+		case v.pSup >= v.pCon && v.pSup >= v.pNoSupp:
+			want = eval.Support
+		case v.pCon > v.pSup && v.pCon >= v.pNoSupp:
+			want = eval.Contradict
+		}
+		if v.label != want {
+			t.Errorf("doc %d: label %q, support group %v %v %v", d.ID, v.label, v.pSup, v.pCon, v.pNoSupp)
+		}
+		labels[v.label]++
+		_, shown := f.abstractOf(d)
+		for _, s := range v.sents {
+			if s >= shown {
+				t.Errorf("doc %d: rationale %d of %d shown sentences", d.ID, s, shown)
+			}
+		}
+		closed := &reader{f: f, dec: dec, relThreshold: math.Nextafter(v.pRel, 2)}
+		w, err := closed.selfrag(claim, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.label != "" || w.pRel != v.pRel || w.pSup+w.pCon+w.pNoSupp != 0 {
+			t.Errorf("doc %d: above the threshold: %+v", d.ID, w)
+		}
+	}
+	t.Logf("labels of the random tiny model: %v", labels)
+}
+
+// TestAbstains: with rel_threshold = 1 the Self-RAG reader never reaches p([Relevant]) = 1 on
+// the tiny model, so it abstains on every abstract: no evidence, all metrics zero; the plain
+// reader ignores the threshold.
+func TestAbstains(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyRecipe(t, "")
+	c := Of(rec)
+	c.RelThreshold, c.Systems = 1, []string{"selfrag_bm25", "oracle_selfrag"}
+	rec.Train.Steps = 1
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sys := range c.Systems {
+		b, err := os.ReadFile(filepath.Join(dir, experiment.RunsDir, "dev."+sys+".scifact.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := strings.Count(string(b), `"evidence": {}`); n != 4 {
+			t.Errorf("%s: %d of 4 claims abstain:\n%s", sys, n, b)
+		}
+	}
+	mt, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := mt["dev/selfrag_bm25/abstract_label_only/precision"]; !ok || v != 0 {
+		t.Errorf("abstaining precision %v (%v)", v, ok)
+	}
+	if _, ok := mt["dev/plain_bm25/abstract_label_only/f1"]; ok {
+		t.Errorf("plain_bm25 evaluated though not asked for")
+	}
+}
+
+// TestSmolLM2ReflectionWords: on SmolLM2's tokenizer (tools/pretrained/get.sh; skipped
+// without it) every reflection word is one token, so each reflection token is one softmax entry.
+func TestSmolLM2ReflectionWords(t *testing.T) {
+	path := filepath.Join("..", "..", "pretrained", "SmolLM2-135M-Instruct", "SmolLM2-135M-Instruct.Q4_1.gguf")
+	g, err := gguf.Open(path)
+	if err != nil {
+		t.Skipf("SmolLM2 not fetched: %v", err)
+	}
+	tok, err := tokenize.LoadGGUFTokenizer(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFormat(tok, 224, 320)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ids := range map[string][]int{"retrieve": f.rt.retrieve, "relevant": f.rt.relevant, "irrelevant": f.rt.irrelevant,
+		"supported": f.rt.supported, "contradicted": f.rt.contradicted, "unsupported": f.rt.unsupported} {
+		if len(ids) != 1 {
+			t.Errorf("%s: %v, want one token", name, ids)
+		}
+	}
+}
+
+// TestMemoryRefused: under a cgroup memory.max of 64 KiB the tiny run is refused before any
+// weight or data is read, in one line naming the recipe keys behind the estimate, and leaves no
+// run directory; the estimate is model.EstimateLlamaTraining at batch_size x max_length.
+func TestMemoryRefused(t *testing.T) {
+	rec := tinyRecipe(t, "")
+	e, keys, err := Memory(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gguf.Open(Of(rec).InitFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := model.LlamaConfigGGUF(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lc := model.LoRAConfig{Rank: 2, Alpha: 4, Dropout: 0.1, Targets: []string{"q_proj", "v_proj", "up_proj"}} // tinyRecipe's
+	if want := model.EstimateLlamaTraining(cfg, &lc, 2*160, 160); e != want {
+		t.Errorf("Memory = %+v, want %+v", e, want)
+	}
+	dir := t.TempDir()
+	oldMax, oldInfo := membudget.CgroupMax, membudget.MemInfo
+	t.Cleanup(func() { membudget.CgroupMax, membudget.MemInfo = oldMax, oldInfo })
+	membudget.CgroupMax, membudget.MemInfo = filepath.Join(dir, "memory.max"), filepath.Join(dir, "meminfo")
+	if err := os.WriteFile(membudget.CgroupMax, []byte("65536\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(membudget.MemInfo, []byte("MemAvailable: 128 kB\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec.OutputDir = filepath.Join(dir, "runs")
+	_, err = experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), keys) || !strings.Contains(err.Error(), "scifact_verify.max_length = 160") {
+		t.Errorf("err = %v", err)
+	}
+	if entries, _ := os.ReadDir(rec.OutputDir); len(entries) > 0 {
+		t.Errorf("%s holds %d entries; err = %v", rec.OutputDir, len(entries), err)
+	}
+}
+
+// TestRecipeErrors: a bad [scifact_verify] key fails configs.Load naming the key.
+func TestRecipeErrors(t *testing.T) {
+	for _, c := range []struct{ extra, want string }{
+		{`systems = ["selfrag_bm25", "rag_bm25"]`, "scifact_verify.systems"},
+		{`lora_targets = ["x_proj"]`, `scifact_verify.lora_targets: model: lora target "x_proj"`},
+		{`lora_dropout = 1.0`, "scifact_verify.lora_dropout"},
+		{`max_length = 100`, "scifact_verify.max_length: must hold the claim"},
+		{`top_k = 0`, "scifact_verify.top_k"},
+	} {
+		path := filepath.Join(t.TempDir(), "r.toml")
+		text := "kind = \"scifact_verify\"\nname = \"x\"\n[data]\ndir = \"../../datasets/scifact\"\n[scifact_verify]\ninit_from = \"" +
+			tinyGGUF(t, t.TempDir()) + "\"\n" + c.extra + "\n"
+		if err := os.WriteFile(path, []byte(strings.ReplaceAll(text, "../../datasets", mustAbs(t, "../../datasets"))), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := configs.Load(path); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: err = %v, want %q", c.extra, err, c.want)
+		}
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// TestBadInput: a malformed corpus, claims file or MiniLM run fails with the file, the line and
+// what is wrong.
+func TestBadInput(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := `{"doc_id": 1, "title": "A", "abstract": ["s0", "s1"]}` + "\n"
+	for _, c := range []struct{ text, want string }{
+		{good + `{"doc_id": 1, "title": "B", "abstract": ["x"]}`, "corpus.jsonl:2: doc_id 1 repeated"},
+		{good + `{"title": "B", "abstract": ["x"]}`, "corpus.jsonl:2: field doc_id missing"},
+		{good + `{"doc_id": 2, "title": "B", "abstract": []}`, "corpus.jsonl:2: doc 2 has 0 sentences"},
+		{good + `{"doc_id": 2,`, "corpus.jsonl:2: "},
+		{"\n", "corpus.jsonl: no abstracts"},
+	} {
+		if _, err := ReadCorpus(write("corpus.jsonl", c.text)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("corpus %q: err = %v, want %q", c.text, err, c.want)
+		}
+	}
+	corpus, err := ReadCorpus(write("corpus.jsonl", good))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ text, want string }{
+		{`{"id": 1, "claim": "x"}` + "\n" + `{"id": 1, "claim": "y"}`, "claims.jsonl:2: claim id 1 repeated"},
+		{`{"claim": "x"}`, "claims.jsonl:1: field id missing"},
+		{`{"id": 3, "claim": "  "}`, "claims.jsonl:1: field claim empty"},
+		{`{"id": 3, "claim": "x", "cited_doc_ids": [9]}`, "claims.jsonl:1: cited_doc_ids: doc 9 is not in the corpus"},
+	} {
+		if _, err := ReadClaims(write("claims.jsonl", c.text), corpus); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("claims %q: err = %v, want %q", c.text, err, c.want)
+		}
+	}
+	claims, err := ReadClaims(write("claims.jsonl", `{"id": 3, "claim": "x"}`+"\n"+`{"id": 4, "claim": "y"}`), corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n"), claims, 2, corpus); err == nil || !strings.Contains(err.Error(), "run.trec: claim 4 has no ranking") {
+		t.Errorf("a claim missing from the run: %v", err)
+	}
+	if _, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n4 Q0 7 1 2.0 m\n"), claims, 2, corpus); err == nil || !strings.Contains(err.Error(), `claim 4: doc "7" is not in the corpus`) {
+		t.Errorf("a doc missing from the corpus: %v", err)
+	}
+	got, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n4 Q0 1 1 2.0 m\n"), claims, 2, corpus)
+	if err != nil || !slices.Equal(got[3], []int{1}) || !slices.Equal(got[4], []int{1}) {
+		t.Errorf("fromRun = %v, %v", got, err)
+	}
+}
