@@ -1,6 +1,8 @@
 package readerlm
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -23,8 +25,10 @@ func LoRAOf(r *configs.Recipe) *LoRA { return configs.SectionOf[LoRA](r, "lora")
 // of the queries of data.dir (data.train_split's judged queries for training, data.dev_split's
 // for the held-out perplexity).
 type Config struct {
-	// InitFrom is the pretrained model: a LLaMA GGUF file (its tokenizer is used), relative to
-	// the recipe's directory; required.
+	// InitFrom is the pretrained model, relative to the recipe's directory; required: a LLaMA
+	// GGUF file (its tokenizer is used), or a Hugging Face LlamaForCausalLM directory
+	// (config.json, model.safetensors in float32, float16 or bfloat16, tokenizer.json and
+	// tokenizer_config.json: export.OpenLlama), e.g. one `train export` wrote.
 	InitFrom string `toml:"init_from"`
 	// Mode is "lora" (adapters of [lora] trained, the base frozen) or "full" (every parameter).
 	// Default "lora".
@@ -57,9 +61,14 @@ func defaultLoRA() LoRA {
 
 func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	if c.InitFrom == "" {
-		v.Fail("reader_lm.init_from", "required: a LLaMA GGUF file")
+		v.Fail("reader_lm.init_from", "required: a LLaMA GGUF file or Hugging Face directory")
 	}
-	v.File("reader_lm.init_from", &c.InitFrom)
+	if c.InitFrom != "" { // a file or a directory, relative to the recipe
+		c.InitFrom = filepath.Clean(v.Abs(c.InitFrom))
+		if _, err := os.Stat(c.InitFrom); err != nil {
+			v.Fail("reader_lm.init_from", "%v", err)
+		}
+	}
 	v.OneOf("reader_lm.mode", c.Mode, []string{"lora", "full"})
 	configs.AtLeast(v, "reader_lm.max_length", c.MaxLength, 2)
 	if c.MaxLength > 4096 {

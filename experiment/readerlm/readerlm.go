@@ -1,5 +1,6 @@
 // Package readerlm is the recipe kind reader_lm: causal language-model fine-tuning of a
-// pretrained LLaMA (model.Llama from a GGUF file, e.g. SmolLM2-135M-Instruct), in full or with
+// pretrained LLaMA (model.Llama from a GGUF file, e.g. SmolLM2-135M-Instruct, or from a Hugging
+// Face LlamaForCausalLM directory in float32, float16 or bfloat16), in full or with
 // LoRA adapters (model.LlamaLoRA; Hu et al., 2021), with AdamW, on the texts of a dataset's
 // queries (SciFact claims as text), reporting the held-out perplexity before and after. One
 // package and one registration (experiment.Register) with its own [reader_lm] and [lora]
@@ -24,7 +25,6 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
-	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -56,7 +56,7 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 	if err := experiment.CheckEstimate(rec, o.Out, e, keys); err != nil {
 		return "", err
 	}
-	m, tok, err := export.OpenLlamaGGUF(c.InitFrom)
+	m, tok, err := export.OpenLlama(c.InitFrom)
 	if err != nil {
 		return "", fmt.Errorf("reader_lm.init_from: %w", err)
 	}
@@ -156,16 +156,13 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 }
 
 // Memory estimates the memory of training the recipe's LLaMA (model.EstimateLlamaTraining)
-// from reader_lm.init_from's header alone, before any weight is read, at the larger of
+// from reader_lm.init_from's header (GGUF) or config.json (a Hugging Face directory) alone,
+// before any weight is read, at the larger of
 // train.batch_size and reader_lm.eval_batch sequences of reader_lm.max_length tokens; keys
 // names the recipe keys and model sizes behind it.
 func Memory(rec *configs.Recipe) (model.MemoryEstimate, string, error) {
 	c := Of(rec)
-	f, err := gguf.Open(c.InitFrom)
-	if err != nil {
-		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
-	}
-	cfg, err := model.LlamaConfigGGUF(f)
+	cfg, err := export.LlamaConfigOf(c.InitFrom)
 	if err != nil {
 		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
 	}
