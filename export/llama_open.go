@@ -97,10 +97,8 @@ func OpenLlamaModel(path string) (m *model.Llama, tok *tokenize.GGUFTokenizer, f
 	var k struct {
 		Kind string `json:"kind"`
 	}
-	if err := ck.DecodeConfig(&k); err != nil {
-		return nil, nil, "", err
-	}
-	if k.Kind != KindReaderLM {
+	raw, _ := ck.Config.(json.RawMessage)
+	if err := json.Unmarshal(raw, &k); err != nil || k.Kind != KindReaderLM {
 		return nil, nil, "", fmt.Errorf("%s: a %q checkpoint, not a LLaMA (%q)", filepath.Join(ck.Dir, checkpoints.ConfigFile), k.Kind, KindReaderLM)
 	}
 	m, tok, c, err := OpenReaderLM(ck)
