@@ -4,17 +4,13 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 
-	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/ragtrain/ragtrain/data"
+	"github.com/ragtrain/ragtrain/experiment/readerlm"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -38,7 +34,10 @@ type SmolLM2Shapes struct {
 	PromptL, MaxNew int
 	GenB            int
 	LR, WD, Clip    float64
-	LoRA            model.LoRAConfig
+	// Micro is the rows per forward and backward pass of our step (reader_lm.micro_batch; 0:
+	// TrainB, one pass); the peer always runs one pass.
+	Micro int
+	LoRA  model.LoRAConfig
 }
 
 // DefaultSmolLM2Shapes are the issue's: 4 x 512 tokens, 128 new tokens after 256, batches of 1
@@ -118,7 +117,11 @@ func (d *SmolLM2Data) size(w Workload) string {
 	s := d.Shapes
 	switch w.Name {
 	case SmolLM2TrainFull, SmolLM2TrainLoRA:
-		return fmt.Sprintf("%d x %d tokens of SciFact abstracts, next-token loss, AdamW", s.TrainB, s.TrainL)
+		passes := ""
+		if s.Micro > 0 && s.Micro < s.TrainB {
+			passes = fmt.Sprintf(" (ours in passes of %d rows, reader_lm.micro_batch)", s.Micro)
+		}
+		return fmt.Sprintf("%d x %d tokens of SciFact abstracts, next-token loss, AdamW%s", s.TrainB, s.TrainL, passes)
 	case SmolLM2GenB8:
 		return fmt.Sprintf("%d prompts of %d tokens, %d new tokens each, greedy, no stop", s.GenB, s.PromptL, s.MaxNew)
 	}
@@ -152,87 +155,55 @@ func newSmolLM2Job(name, dir string) (job, error) {
 	return nil, fmt.Errorf("bench: unknown workload %q", name)
 }
 
-// smolTrainJob: one causal-LM training step of the LLaMA (the graph of kind reader_lm:
-// Llama.BuildLogProbs, losses.TokenNLL over every next token), clipping, AdamW on the trainable
-// parameters (every one, or the LoRA adapters with dropout).
+// smolTrainJob: one training step of kind reader_lm (readerlm.NewTask: Llama.BuildLogProbs,
+// losses.TokenNLL over every next token of the TrainB rows, in passes of Micro rows), then
+// clipping and AdamW on the trainable parameters (every one, or the LoRA adapters with dropout).
 type smolTrainJob struct {
-	gp   trainer.GraphParams
+	task trainer.Task
 	opt  *trainer.AdamW
 	s    SmolLM2Shapes
-	loss *gorgonia.Node
+	step int
 	last float64
 }
 
 func newSmolTrainJob(m *model.Llama, d *SmolLM2Data, lora bool) (*smolTrainJob, error) {
 	s := d.Shapes
-	B, L := s.TrainB, s.TrainL
 	trainable := m.Params()
 	if lora {
 		l, err := model.NewLlamaLoRA(m, s.LoRA, 42)
 		if err != nil {
 			return nil, err
 		}
-		l.RNG, l.Train = &model.RNG{R: rand.New(rand.NewPCG(42, 1))}, true
+		l.RNG = &model.RNG{}
 		m.AttachLoRA(l)
 		trainable = l.Params()
 	}
-	g := gorgonia.NewGraph()
-	b := model.NewBinder(g)
-	in := model.NewInputs(g, B, L, "lm")
-	M := B * (L - 1)
-	tg := model.NewTargets(g, M, "lm.targets")
-	logp, err := m.BuildLogProbs(b, in, tg)
+	micro := s.Micro
+	if micro == 0 {
+		micro = s.TrainB
+	}
+	task, err := readerlm.NewTask(m, s.TrainB, micro, s.TrainL, d.Train, 42, trainable)
 	if err != nil {
 		return nil, err
 	}
-	keep := tensor.New(tensor.WithShape(M), tensor.WithBacking(floats(ones(M))))
-	kn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(M), gorgonia.WithValue(keep), gorgonia.WithName("lm.keep"))
-	loss, err := losses.TokenNLL(logp, kn)
-	if err != nil {
-		return nil, err
-	}
-	var ids []int
-	pos, tgt := make([]int, 0, M), make([]int, 0, M)
-	for r, row := range d.Train {
-		ids = append(ids, row...)
-		for t := range L - 1 {
-			pos, tgt = append(pos, r*L+t), append(tgt, row[t+1])
-		}
-	}
-	if err := in.Let(ids, floats(ones(B*L)), nil); err != nil {
-		return nil, err
-	}
-	if err := tg.Let(pos, tgt); err != nil {
-		return nil, err
-	}
-	isTrainable := map[*model.Param]bool{}
-	var nodes gorgonia.Nodes
-	for _, p := range trainable {
-		isTrainable[p] = true
-		nodes = append(nodes, b.Node(p))
-	}
-	if _, err := gorgonia.Grad(loss, nodes...); err != nil {
-		return nil, err
-	}
-	model.ShareBuffers(g, loss)
-	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(nodes...))
-	return &smolTrainJob{gp: trainer.NewGraphParamsOf(b, vm, func(p *model.Param) bool { return isTrainable[p] }),
-		opt: trainer.NewAdamW(s.WD), s: s, loss: loss}, nil
+	return &smolTrainJob{task: task, opt: trainer.NewAdamW(s.WD), s: s}, nil
 }
 
 func (j *smolTrainJob) run() (int, error) {
-	if err := j.gp.Run(); err != nil {
+	loss, n, err := j.task.Step(j.step)
+	if err != nil {
 		return 0, err
 	}
-	ps := j.gp.Params()
+	ps := j.task.Params()
 	trainer.ClipGlobalNorm(ps, j.s.Clip)
 	j.opt.Step(ps, j.s.LR)
-	j.gp.AfterUpdate()
-	j.last = scalar(j.loss)
-	return j.s.TrainB, nil
+	j.task.AfterUpdate()
+	j.step++
+	j.last = loss
+	return n, nil
 }
 func (j *smolTrainJob) check() (float64, string) { return j.last, "" }
-func (j *smolTrainJob) close()                   { j.gp.VM.Close() }
+func (j *smolTrainJob) close()                   {}
 
 // smolGenJob: greedy generation of MaxNew tokens for each prompt, together (the cached
 // decoder's batch), no stop token; the digest is that of the new tokens.

@@ -94,6 +94,20 @@ func TestServeSmolLM2(t *testing.T) {
 		}
 		ours[c.name] = msgs[1]
 	}
+	// our step in passes of one row: the same first loss (the mean over the step's targets)
+	d.Shapes.Micro = 1
+	b, _ := json.Marshal(d)
+	microDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(microDir, "smollm2.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := serve(t, SmolLM2TrainFull, microDir, "run\nquit\n")
+	if err != nil || len(msgs) != 3 {
+		t.Fatalf("micro 1: %v %+v", err, msgs)
+	}
+	if l, w := msgs[1].Loss, ours[SmolLM2TrainFull].Loss; math.Abs(l-w) > 1e-6*w {
+		t.Errorf("first loss in passes of 1 row %.8f, in one pass %.8f", l, w)
+	}
 	if os.Getenv("RAGTRAIN_SMOLLM2_PEER") == "" {
 		t.Skip("the transformers peer (minutes of imports on a loaded machine): RAGTRAIN_SMOLLM2_PEER=1")
 	}

@@ -400,3 +400,14 @@ func (t *lmTask) Step(step int) (float64, int, error) {
 	}
 	return loss, len(batch), nil
 }
+
+// NewTask is the kind's training step as a trainer.Task, for the bench (cmd/bench's smollm2-train
+// workloads): B texts per step (each at most L tokens, the last one eos) drawn from seqs as a run
+// draws them, in passes of micro texts, the gradients taken for trainable (m's parameters, or
+// its attached LoRA adapters, whose dropout is then on).
+func NewTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param) (trainer.Task, error) {
+	if micro < 1 || micro > B {
+		return nil, fmt.Errorf("reader_lm: micro batch %d, want 1..%d", micro, B)
+	}
+	return newLMTask(m, B, micro, L, seqs, seed, trainable)
+}
