@@ -119,8 +119,12 @@ func TestServeSmolLM2(t *testing.T) {
 	if _, err := pythonImports(py, "transformers"); err != nil {
 		t.Skipf("no transformers: %v", err)
 	}
-	script := filepath.Join(t.TempDir(), "smollm2_peer.py")
+	scripts := t.TempDir()
+	script := filepath.Join(scripts, "smollm2_peer.py")
 	if err := os.WriteFile(script, smolPeerPy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(scripts, "peer.py"), peerPy, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for name, o := range ours {

@@ -18,31 +18,18 @@ generation only: greedy, the prompts one after another (llama-cpp-python's Llama
 sequence), n_ctx = prompt + new tokens.
 
 The digest of a generation run is sha256 of one line "[t1 t2 ...]" per prompt (Go's fmt of the
-new token ids), its first 16 hex digits, as bench/smollm2.go writes it.
+new token ids), its first 16 hex digits, as bench/smollm2.go writes it. Needs peer.py beside it
+(the orchestrator writes both) for the protocol's helpers.
 """
 import argparse
 import hashlib
 import json
 import os
-import resource
 import sys
 import time
 
-
-def send(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def peak_rss_kib():
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peer import peak_rss_kib, send  # noqa: E402  (peer.py, written beside this script)
 
 
 def digest(rows):
