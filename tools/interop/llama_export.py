@@ -50,6 +50,8 @@ def main():
     ap.add_argument("--n-gen", type=int, default=4)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prefix", action="store_true", help="generation prompts are the first half of each claim's words as plain text "
+                    "(no chat template): a fine-tune on claims continues them, where it answers a chat prompt with eos at once")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
     src = os.path.abspath(args.model)
@@ -97,19 +99,23 @@ def main():
     ok &= worst <= 1e-3
 
     claims = [q["text"] for q in read_jsonl(os.path.join(args.data, "queries.jsonl"))[: args.n_gen]]
-    prompts = [tok(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for c in claims]
+    if args.prefix:
+        claims = [" ".join(c.split()[: max(1, len(c.split()) // 2)]) for c in claims]
+        prompts = [tok(c, add_special_tokens=False)["input_ids"] for c in claims]
+    else:
+        prompts = [tok(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True, tokenize=False),
+                       add_special_tokens=False)["input_ids"] for c in claims]
     if os.path.isfile(src) or is_run:
         path = os.path.join(tmp, "prompts.jsonl")
         with open(path, "w") as f:
             for c in claims:
                 f.write(json.dumps({"prompt": c}) + "\n")
-        out = subprocess.run(["go", "run", "./cmd/train", "generate", "-model", src, "-prompts", path, "-chat",
-                              "-max-new-tokens", str(args.new)], cwd=ROOT, capture_output=True, text=True)
+        out = subprocess.run(["go", "run", "./cmd/train", "generate", "-model", src, "-prompts", path,
+                              "-max-new-tokens", str(args.new)] + ([] if args.prefix else ["-chat"]), cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"train generate: {out.stderr}")
         go = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-        how = "train generate -chat"
+        how = "train generate" + ("" if args.prefix else " -chat")
     else:
         llamago(src, prompts, os.path.join(tmp, "gen"), "generate", ["-max-new", str(args.new), "-stop", str(tok.eos_token_id)])
         go = read_jsonl(os.path.join(tmp, "gen", "generate.jsonl"))
@@ -132,7 +138,7 @@ def main():
             print(f"  prompt {i}: transformers text {text!r}\n            go text           {go[i]['text']!r}")
         if i < 3:
             print(f"  prompt {i}: {claims[i]!r} -> {text!r}")
-    print(f"generation: {same} of {len(prompts)} chat prompts token-identical over up to {args.new} greedy tokens "
+    print(f"generation: {same} of {len(prompts)} {'claim-prefix' if args.prefix else 'chat'} prompts token-identical over up to {args.new} greedy tokens "
           f"(transformers model.generate() on the export vs {how})")
     ok &= same == len(prompts)
     if "text" in go[0]:
