@@ -3,7 +3,6 @@ package tokenize
 import (
 	"encoding/json"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -79,33 +78,11 @@ func TestLoadHFByteLevelDigits(t *testing.T) {
 	if a, w := tok.Encode("x  12y"), append(append(append(tok.Encode("x  "), tok.Encode("1")...), tok.Encode("2")...), tok.Encode("y")...); !reflect.DeepEqual(a, w) {
 		t.Errorf("Encode(x  12y) = %v, want %v", a, w)
 	}
-	py := os.Getenv("RAGTRAIN_PYTHON")
-	if py == "" {
-		py = filepath.Join("..", ".venv", "bin", "python")
-	}
-	if testing.Short() {
-		t.Skip("-short: the tokenizers check runs Python")
-	}
-	if _, err := os.Stat(py); err != nil {
-		t.Skipf("no Python environment at %s", py)
-	}
 	texts := []string{"x  12y", "in 2019, 3.5 mg", "  7", "a\t\t42\n\n9", "١٢٣ ٤", "½ and ⅔", "no digits here", "x1y2z3  "}
 	for _, s := range loadGGUFGolden(t, filepath.Join("testdata", "tiny-bpe_golden.json")).Strings {
 		texts = append(texts, s.Text)
 	}
-	in, _ := json.Marshal(texts)
-	cmd := exec.Command(py, "-c", `import json, sys, tokenizers
-t = tokenizers.Tokenizer.from_file(sys.argv[1])
-print(json.dumps([t.encode(s).ids for s in json.load(sys.stdin)]))`, path)
-	cmd.Stdin = strings.NewReader(string(in))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Skipf("%s cannot run tokenizers: %v", py, err)
-	}
-	var ids [][]int
-	if err := json.Unmarshal(out, &ids); err != nil {
-		t.Fatal(err)
-	}
+	ids := tokenizersIDs(t, path, texts)
 	for i, s := range texts {
 		if got := tok.Encode(s); !(len(got) == 0 && len(ids[i]) == 0) && !reflect.DeepEqual(got, ids[i]) {
 			t.Errorf("%q: tokenizers %v, Encode %v", s, ids[i], got)
