@@ -57,6 +57,7 @@ type Files struct {
 	Corpus  string // corpus.tsv: id TAB passage (title + " " + text)
 	Queries string // queries.tsv: id TAB text
 	SciFact string // scifact.json (PrepareSciFact), when a pretrained-shape workload runs
+	SmolLM2 string // smollm2.json (PrepareSmolLM2), when a SmolLM2 workload runs
 }
 
 // Prepare builds the benchmark inputs from the BEIR collection in dir (Cranfield) and writes them

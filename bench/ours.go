@@ -45,6 +45,8 @@ func newJob(name, dir string) (job, error) {
 	}
 	if w, ok := Find(name); ok && w.SciFact {
 		return newSciFactJob(name, dir)
+	} else if ok && w.SmolLM2 {
+		return newSmolLM2Job(name, dir)
 	}
 	d, err := LoadData(filepath.Join(dir, "data.json"))
 	if err != nil {

@@ -20,6 +20,9 @@ import (
 	"github.com/ragtrain/ragtrain/model"
 )
 
+//go:embed pytorch/smollm2_peer.py
+var smolPeerPy []byte
+
 //go:embed pytorch/peer.py
 var peerPy []byte
 
@@ -39,6 +42,14 @@ type Options struct {
 	SciFact       string
 	Pretrained    string
 	SciFactShapes SciFactShapes
+	// SmolLM2 is the SmolLM2-135M-Instruct GGUF of the SmolLM2 workloads (their token ids are
+	// SciFact's abstracts, encoded by its tokenizer) and SmolLM2Shapes their sizes (zero:
+	// DefaultSmolLM2Shapes). LlamaCppPath is a PYTHONPATH under which the venv's Python imports
+	// llama_cpp (llama-cpp-python, e.g. pip install --target DIR), the generation workloads'
+	// second peer; "": the venv's own, if it has it.
+	SmolLM2       string
+	SmolLM2Shapes SmolLM2Shapes
+	LlamaCppPath  string
 	// Venv is the interpreter of the repository's virtual environment (tools/pyenv/setup.sh:
 	// PyTorch 2, sentence-transformers), the first peer and the one ratios are taken against;
 	// "": none. Python is Debian's (PyTorch 1.13, python3-torch), a second peer; "":
@@ -163,7 +174,11 @@ func Run(o Options) ([]Result, error) {
 	loads := startLoads(10 * time.Second)
 	var wls []Workload
 	if len(o.Workloads) == 0 {
-		wls = Workloads()
+		for _, w := range Workloads() {
+			if !w.SmolLM2 { // real weights, minutes per run: only when named
+				wls = append(wls, w)
+			}
+		}
 	}
 	for _, n := range o.Workloads {
 		w, ok := Find(n)
@@ -178,7 +193,7 @@ func Run(o Options) ([]Result, error) {
 	var sci *SciFactData
 	var files Files
 	var err error
-	if slices.ContainsFunc(wls, func(w Workload) bool { return !w.SciFact }) {
+	if slices.ContainsFunc(wls, func(w Workload) bool { return !w.SciFact && !w.SmolLM2 }) {
 		logf("preparing inputs from %s in %s", o.Dataset, o.WorkDir)
 		if d, files, err = Prepare(o.Dataset, o.WorkDir, DefaultShapes(), 42); err != nil {
 			return nil, err
@@ -194,6 +209,17 @@ func Run(o Options) ([]Result, error) {
 			return nil, err
 		}
 		logf("token ids: %s", sci.Tokenizer)
+	}
+	var smol *SmolLM2Data
+	if slices.ContainsFunc(wls, func(w Workload) bool { return w.SmolLM2 }) {
+		ss := o.SmolLM2Shapes
+		if ss.TrainB == 0 {
+			ss = DefaultSmolLM2Shapes()
+		}
+		logf("preparing the SmolLM2 inputs from %s and %s in %s", o.SciFact, o.SmolLM2, o.WorkDir)
+		if smol, files.SmolLM2, err = PrepareSmolLM2(o.SciFact, o.SmolLM2, o.WorkDir, ss); err != nil {
+			return nil, err
+		}
 	}
 	systems, notes := o.systems(files, logf)
 	for _, n := range notes {
@@ -211,6 +237,9 @@ func Run(o Options) ([]Result, error) {
 		}
 		if w.SciFact {
 			res.Size = sci.size(w)
+		}
+		if w.SmolLM2 {
+			res.Size = smol.size(w)
 		}
 		var use []system
 		for _, s := range systems {
@@ -420,16 +449,23 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 		return systems, notes
 	}
 	script := filepath.Join(o.WorkDir, "peer.py")
+	smolScript := filepath.Join(o.WorkDir, "smollm2_peer.py")
 	if err := atomicfile.WriteFile(script, peerPy); err != nil {
+		return systems, append(notes, fmt.Sprintf("PyTorch: not run: %v", err))
+	}
+	if err := atomicfile.WriteFile(smolScript, smolPeerPy); err != nil {
 		return systems, append(notes, fmt.Sprintf("PyTorch: not run: %v", err))
 	}
 	torch := func(label, py string, extra ...string) system {
 		return system{label: label, peer: PeerPyTorch, start: func(w Workload) *exec.Cmd {
-			data := f.Data
+			sc, data := script, f.Data
 			if w.SciFact {
 				data = f.SciFact
 			}
-			args := append([]string{script, "--workload", w.Name, "--data", data, "--threads", strconv.Itoa(o.Threads)}, extra...)
+			if w.SmolLM2 {
+				sc, data = smolScript, f.SmolLM2
+			}
+			args := append([]string{sc, "--workload", w.Name, "--data", data, "--threads", strconv.Itoa(o.Threads)}, extra...)
 			c := exec.Command(py, args...)
 			c.Env = env()
 			return c
@@ -449,6 +485,21 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 			s.only = func(w Workload) bool { return w.Compile }
 			systems = append(systems, s)
 		}
+		if v, err := llamaCppVersion(py, o.LlamaCppPath); err != nil {
+			notes = append(notes, fmt.Sprintf("llama.cpp: not run: %v", err))
+		} else {
+			s := torch("llama.cpp (llama-cpp-python "+v+", Q4_1 GGUF)", py, "--backend", "llamacpp")
+			s.only = func(w Workload) bool { return w.LlamaCpp }
+			inner := s.start
+			s.start = func(w Workload) *exec.Cmd {
+				c := inner(w)
+				if o.LlamaCppPath != "" {
+					c.Env = append(c.Env, "PYTHONPATH="+o.LlamaCppPath)
+				}
+				return c
+			}
+			systems = append(systems, s)
+		}
 		if stVersion, err := pythonImports(py, "sentence_transformers"); err != nil {
 			notes = append(notes, fmt.Sprintf("sentence-transformers: not run: %v", err))
 		} else {
@@ -463,7 +514,9 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 		notes = append(notes, fmt.Sprintf("PyTorch (Debian): not run: %s is the venv's interpreter", py))
 	} else {
 		logf("PyTorch %s via %s", version, py)
-		systems = append(systems, torch("PyTorch "+version+" (Debian)", py))
+		s := torch("PyTorch "+version+" (Debian)", py)
+		s.only = func(w Workload) bool { return !w.SmolLM2 } // no transformers there
+		systems = append(systems, s)
 	}
 	if cp, err := buildLucene(o.WorkDir, o.JavaLibs); err != nil {
 		notes = append(notes, fmt.Sprintf("Lucene: not run: %v", err))
@@ -545,6 +598,19 @@ func findTorch(py string) (string, string, string, error) {
 		tried = append(tried, c)
 	}
 	return "", "", "", fmt.Errorf("no Python with torch (tried %s)", strings.Join(tried, ", "))
+}
+
+// llamaCppVersion returns the version of llama_cpp as py imports it with PYTHONPATH path.
+func llamaCppVersion(py, path string) (string, error) {
+	c := exec.Command(py, "-c", "import llama_cpp; print(llama_cpp.__version__)")
+	if path != "" {
+		c.Env = append(os.Environ(), "PYTHONPATH="+path)
+	}
+	out, err := c.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s cannot import llama_cpp (PYTHONPATH %q; pip install --target DIR llama-cpp-python, then -llamacpp-path DIR)", py, path)
+	}
+	return strings.TrimSpace(string(out)), nil
 }
 
 // pythonImports returns the version of module as py imports it.

@@ -78,8 +78,12 @@ type Workload struct {
 	// BM25. SciFactFLOPs is that of the pretrained-shape workloads, which set SciFact.
 	GEMMFLOPs    func(Shapes) float64
 	SciFactFLOPs func(*SciFactData) float64
-	// SciFact workloads read scifact.json (PrepareSciFact), the others data.json (Prepare).
-	SciFact bool
+	// SciFact workloads read scifact.json (PrepareSciFact), SmolLM2 ones smollm2.json
+	// (PrepareSmolLM2; their PyTorch peer is bench/pytorch/smollm2_peer.py, transformers on the
+	// same GGUF), the others data.json (Prepare).
+	SciFact, SmolLM2 bool
+	// LlamaCpp: llama.cpp (llama-cpp-python on the GGUF) runs beside the PyTorch peer.
+	LlamaCpp bool
 	// Compile: also run PyTorch with torch.compile; Encode: also run sentence-transformers'
 	// encode() (passages in, vectors out, its own tokenizing and batching).
 	Compile, Encode bool
@@ -125,6 +129,10 @@ func Workloads() []Workload {
 			}},
 		{Name: "minilm-cross-score", Title: "cross-encoder scoring, all-MiniLM-L6-v2 shapes", Unit: "pairs", Peer: PeerPyTorch, SciFact: true, Compile: true,
 			SciFactFLOPs: func(d *SciFactData) float64 { return crossFwd(d.Shapes.MiniLM, d.Shapes.ScoreN, d.Shapes.CrossL) }},
+		{Name: SmolLM2TrainFull, Title: "SmolLM2-135M training step, full", Unit: "sequences", Peer: PeerPyTorch, Target: 1, TargetMem: true, SmolLM2: true},
+		{Name: SmolLM2TrainLoRA, Title: "SmolLM2-135M training step, LoRA", Unit: "sequences", Peer: PeerPyTorch, Target: 1, TargetMem: true, SmolLM2: true},
+		{Name: SmolLM2GenB1, Title: "SmolLM2-135M generation, batch 1, KV cache", Unit: "tokens", Peer: PeerPyTorch, Target: 1, TargetMem: true, SmolLM2: true, LlamaCpp: true},
+		{Name: SmolLM2GenB8, Title: "SmolLM2-135M generation, batch 8, KV cache", Unit: "tokens", Peer: PeerPyTorch, Target: 1, TargetMem: true, SmolLM2: true, LlamaCpp: true},
 		{Name: "bm25-index", Title: "BM25 indexing, Cranfield", Unit: "docs", Peer: PeerLucene},
 		{Name: "bm25-query", Title: "BM25 querying, 225 queries, top 1000", Unit: "queries", Peer: PeerLucene, Target: 1},
 	}

@@ -20,7 +20,7 @@ func init() { register(KindReaderLM, exportReaderLM) }
 // (full fine-tuning) or only the adapters (LoRA: the base weights are init_from's, frozen).
 type ReaderLMConfig struct {
 	Kind     string            `json:"kind"`      // "reader_lm"
-	InitFrom string            `json:"init_from"` // the base: a LLaMA GGUF file (its tokenizer too)
+	InitFrom string            `json:"init_from"` // the base: a LLaMA GGUF file or Hugging Face directory (its tokenizer too)
 	Llama    model.LlamaConfig `json:"llama"`
 	LoRA     *model.LoRAConfig `json:"lora,omitempty"` // nil: full fine-tuning
 }
@@ -34,7 +34,7 @@ func OpenReaderLM(ck *checkpoints.Checkpoint) (*model.Llama, *tokenize.GGUFToken
 	if err := ck.DecodeConfig(&c); err != nil {
 		return nil, nil, c, err
 	}
-	m, tok, err := OpenLlamaGGUF(c.InitFrom)
+	m, tok, err := OpenLlama(c.InitFrom)
 	if err != nil {
 		return nil, nil, c, fmt.Errorf("%s: init_from: %w", cfgPath, err)
 	}

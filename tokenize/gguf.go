@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/ragtrain/ragtrain/gguf"
 )
@@ -55,6 +57,7 @@ type GGUFTokenizer struct {
 	pad, unk int
 	template string // tokenizer.chat_template
 	system   string // its default system message, "" if none
+	digits   bool   // every \p{N} its own pre-token before GPT-2's pattern (tokenizers' Digits, individual_digits)
 }
 
 // Token types of llama.cpp (llama_token_type / gguf TokenType).
@@ -91,74 +94,26 @@ func LoadGGUFTokenizer(f *gguf.File) (*GGUFTokenizer, error) {
 			return nil, fail("%s is true: adding BOS/EOS is not supported", k)
 		}
 	}
-	t := &GGUFTokenizer{tokens: toks, vocab: make(map[string]int, len(toks))}
-	t.special = make([]bool, len(toks))
-	t.control = make([]bool, len(toks))
 	var types []int64
 	if _, present := f.Meta["tokenizer.ggml.token_type"]; present {
 		if types, ok = f.Ints("tokenizer.ggml.token_type"); !ok || len(types) != len(toks) {
 			return nil, fail("tokenizer.ggml.token_type: want %d integers", len(toks))
 		}
 	}
-	for id, tok := range toks {
-		t.vocab[hfSpelling(tok)] = id
-		if types == nil {
-			continue
-		}
-		switch types[id] {
-		case tokenControl:
-			// A control token outside the byte alphabet is a llama.cpp
-			// mislabel transformers skips; so do we.
-			if inAlphabet(tok) {
-				t.special[id], t.control[id] = true, true
-			}
-		case tokenUserDefined:
-			// transformers adds it only when it is a vocabulary key, i.e.
-			// spelled in the byte alphabet.
-			t.special[id] = inAlphabet(tok)
-		}
-	}
-	for id, sp := range t.special {
-		if sp && toks[id] != "" {
-			t.added = append(t.added, id)
-		}
-	}
-	// Longest content first, so the first hit at a position is the longest.
-	sortByLenDesc(t.added, toks)
-	for b := range t.model.char {
-		t.model.char[b] = -1
-		if id, ok := t.vocab[string(byteEnc[b])]; ok {
-			t.model.char[b] = id
-		}
-	}
-	t.model.merges = make(map[uint64]merge, len(merges))
-	digitMerge := false
-	for rank, m := range merges {
-		a, b, ok := strings.Cut(m, " ")
-		if !ok || strings.Contains(b, " ") {
-			return nil, fail("tokenizer.ggml.merges[%d] %q: want two tokens separated by one space", rank, m)
-		}
-		ia, oka := t.vocab[a]
-		ib, okb := t.vocab[b]
-		ic, okc := t.vocab[a+b]
-		if !oka || !okb || !okc {
-			return nil, fail("tokenizer.ggml.merges[%d] %q: a token or the merged token is not in the vocabulary", rank, m)
-		}
-		if _, dup := t.model.merges[pairKey(ia, ib)]; !dup {
-			t.model.merges[pairKey(ia, ib)] = merge{rank: rank, id: ic}
-		}
-		digitMerge = digitMerge || strings.ContainsAny(m, "0123456789")
-	}
-	switch pre, _ := f.String("tokenizer.ggml.pre"); pre {
+	pre, _ := f.String("tokenizer.ggml.pre")
+	switch pre {
 	case "", "default", "gpt2", "gpt-2":
 	case "smollm":
-		if digitMerge {
-			return nil, fail("tokenizer.ggml.pre \"smollm\" with merges joining digits: llama.cpp would keep digits apart, transformers would merge them")
-		}
 	default:
 		return nil, fail("tokenizer.ggml.pre %q: only GPT-2's pattern (\"gpt2\", \"smollm\") is supported", pre)
 	}
-	var err error
+	t, digitMerge, err := newByteLevelBPE(toks, types, merges, "tokenizer.ggml.merges")
+	if err != nil {
+		return nil, fail("%v", err)
+	}
+	if pre == "smollm" && digitMerge {
+		return nil, fail("tokenizer.ggml.pre \"smollm\" with merges joining digits: llama.cpp would keep digits apart, transformers would merge them")
+	}
 	if t.bos, err = tokenID(f, toks, "tokenizer.ggml.bos_token_id", -1); err != nil {
 		return nil, err
 	}
@@ -227,7 +182,20 @@ func sortByLenDesc(ids []int, toks []string) {
 func (t *GGUFTokenizer) Encode(text string) []int {
 	var out []int
 	plain := func(s string) {
-		gpt2Split(s, func(p string) { out = t.model.encode(p, out) })
+		emit := func(p string) { out = t.model.encode(p, out) }
+		if !t.digits {
+			gpt2Split(s, emit)
+			return
+		}
+		last := 0
+		for i, r := range s {
+			if unicode.IsNumber(r) {
+				gpt2Split(s[last:i], emit)
+				emit(s[i : i+utf8.RuneLen(r)])
+				last = i + utf8.RuneLen(r)
+			}
+		}
+		gpt2Split(s[last:], emit)
 	}
 	last := 0
 	for i := 0; i < len(text); i++ {

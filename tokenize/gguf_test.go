@@ -248,6 +248,27 @@ func TestGGUFTokenizerWriteHF(t *testing.T) {
 		cfg["add_bos_token"] != false || !strings.Contains(cfg["chat_template"].(string), "<|im_start|>") {
 		t.Errorf("tokenizer_config.json %v", cfg)
 	}
+	g := loadGGUFGolden(t, filepath.Join("testdata", "tiny-bpe_golden.json"))
+	var texts []string
+	for _, s := range g.Strings {
+		texts = append(texts, s.Text)
+	}
+	ids := tokenizersIDs(t, filepath.Join(dir, "tokenizer.json"), texts)
+	for i, s := range texts {
+		got := tok.Encode(s)
+		if len(got) == 0 && len(ids[i]) == 0 {
+			continue
+		}
+		if !reflect.DeepEqual(got, ids[i]) {
+			t.Errorf("%q: tokenizers on WriteHF's tokenizer.json %v, Encode %v", s, ids[i], got)
+		}
+	}
+}
+
+// tokenizersIDs encodes texts with the tokenizers library (RAGTRAIN_PYTHON, else the venv) on
+// the tokenizer.json at path; the test is skipped with -short or without Python.
+func tokenizersIDs(t *testing.T, path string, texts []string) [][]int {
+	t.Helper()
 	py := os.Getenv("RAGTRAIN_PYTHON")
 	if py == "" {
 		py = filepath.Join("..", ".venv", "bin", "python")
@@ -258,15 +279,10 @@ func TestGGUFTokenizerWriteHF(t *testing.T) {
 	if _, err := os.Stat(py); err != nil {
 		t.Skipf("no Python environment at %s", py)
 	}
-	g := loadGGUFGolden(t, filepath.Join("testdata", "tiny-bpe_golden.json"))
-	var texts []string
-	for _, s := range g.Strings {
-		texts = append(texts, s.Text)
-	}
 	in, _ := json.Marshal(texts)
 	cmd := exec.Command(py, "-c", `import json, sys, tokenizers
 t = tokenizers.Tokenizer.from_file(sys.argv[1])
-print(json.dumps([t.encode(s).ids for s in json.load(sys.stdin)]))`, filepath.Join(dir, "tokenizer.json"))
+print(json.dumps([t.encode(s).ids for s in json.load(sys.stdin)]))`, path)
 	cmd.Stdin = strings.NewReader(string(in))
 	out, err := cmd.Output()
 	if err != nil {
@@ -276,15 +292,7 @@ print(json.dumps([t.encode(s).ids for s in json.load(sys.stdin)]))`, filepath.Jo
 	if err := json.Unmarshal(out, &ids); err != nil {
 		t.Fatal(err)
 	}
-	for i, s := range texts {
-		got := tok.Encode(s)
-		if len(got) == 0 && len(ids[i]) == 0 {
-			continue
-		}
-		if !reflect.DeepEqual(got, ids[i]) {
-			t.Errorf("%q: tokenizers on WriteHF's tokenizer.json %v, Encode %v", s, ids[i], got)
-		}
-	}
+	return ids
 }
 
 func BenchmarkGGUFTokenizerEncode(b *testing.B) {

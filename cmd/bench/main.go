@@ -6,6 +6,7 @@
 //	VENV=/path/.venv go run ./cmd/bench -only minilm-train,minilm-encode -minilm-b 16
 //	go run ./cmd/bench -only ann -ann-n 200000    # HNSW against exact search (issue 17)
 //	go run ./cmd/bench -only scale -scale-n 100000,500000,2000000   # time and memory as the corpus grows
+//	go run ./cmd/bench -only smollm2-train-full,smollm2-train-lora,smollm2-generate-b1,smollm2-generate-b8 -llamacpp-path DIR
 //
 // The ann workload runs only when named in -only: it measures exact search (index.Flat) and
 // HNSW (index/ann) on random projections of a synthetic collection, in this process. So does
@@ -40,7 +41,7 @@ func main() {
 		cpuProf  = flag.String("cpuprofile", "", "internal: write a CPU profile of the timed runs (with -worker)")
 		memProf  = flag.String("memprofile", "", "internal: write an allocation profile (with -worker)")
 		dataset  = flag.String("data", "datasets/cranfield", "BEIR directory of Cranfield")
-		only     = flag.String("only", "", "comma-separated workloads (default all: "+strings.Join(names(), ", ")+"); also "+bench.ANNWorkload+", only when named")
+		only     = flag.String("only", "", "comma-separated workloads (default all: "+strings.Join(names(), ", ")+"); also "+bench.ANNWorkload+" and "+strings.Join(smolNames(), ", ")+", only when named")
 		reps     = flag.Int("reps", 9, "timed runs per system; the median is reported")
 		warmup   = flag.Int("warmup", 2, "untimed runs per system before timing (Lucene: at least 5)")
 		threads  = flag.Int("threads", 2, "threads of every process (GOMAXPROCS, OPENBLAS_NUM_THREADS, torch.set_num_threads, JVM processors)")
@@ -53,6 +54,10 @@ func main() {
 		lists    = flag.Int("minilm-lists", bench.DefaultSciFactShapes().CrossLists, "lists of 8 pairs per minilm-cross-train step")
 		encodeN  = flag.Int("encode-n", bench.DefaultSciFactShapes().EncodeN, "SciFact passages per minilm-encode and bge-small-encode run")
 		scoreN   = flag.Int("score-n", bench.DefaultSciFactShapes().ScoreN, "pairs per minilm-cross-score run")
+		smollm2  = flag.String("smollm2", "pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf", "the GGUF of the SmolLM2 workloads (bash tools/pretrained/get.sh SmolLM2-135M-Instruct); they run only when named in -only")
+		llamaCpp = flag.String("llamacpp-path", os.Getenv("LLAMACPP_PYTHONPATH"), "PYTHONPATH under which the venv's Python imports llama_cpp (pip install --target DIR llama-cpp-python), the SmolLM2 generation workloads' second peer (default $LLAMACPP_PYTHONPATH)")
+		smolMB   = flag.Int("smollm2-micro", 0, "rows per forward/backward pass of our SmolLM2 training step (reader_lm.micro_batch; 0: all 4 at once)")
+		timeout  = flag.Duration("timeout", 10*time.Minute, "longest wait for one worker's answer (start or one run) before it is killed")
 		openblas = flag.Bool("openblas", true, "also build and run our OpenBLAS variant (go build -tags openblas)")
 		peers    = flag.Bool("peers", true, "run PyTorch and Lucene")
 		profile  = flag.Bool("profile", false, "write CPU and allocation profiles of our workers into -work")
@@ -95,6 +100,7 @@ func main() {
 	o := bench.Options{
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
+		SmolLM2: *smollm2, LlamaCppPath: *llamaCpp, Timeout: *timeout, SmolLM2Shapes: smolShapes(*smolMB),
 		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak, Settle: *settle,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
@@ -238,7 +244,25 @@ func runScale(s bench.ScaleOptions) error {
 func names() []string {
 	var n []string
 	for _, w := range bench.Workloads() {
-		n = append(n, w.Name)
+		if !w.SmolLM2 {
+			n = append(n, w.Name)
+		}
+	}
+	return n
+}
+
+func smolShapes(micro int) bench.SmolLM2Shapes {
+	s := bench.DefaultSmolLM2Shapes()
+	s.Micro = micro
+	return s
+}
+
+func smolNames() []string {
+	var n []string
+	for _, w := range bench.Workloads() {
+		if w.SmolLM2 {
+			n = append(n, w.Name)
+		}
 	}
 	return n
 }

@@ -10,10 +10,9 @@ import (
 	"io"
 	"os"
 
-	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
-	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // generateArgs are the flags of `train generate`.
@@ -25,11 +24,12 @@ type generateArgs struct {
 	topP           float64
 	seed           uint64
 	batch          int
+	log            io.Writer // where the model read is named (stderr), nil: nowhere
 }
 
 func generateFlags(a *generateArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train generate", flag.ContinueOnError)
-	fs.StringVar(&a.model, "model", "", "LLaMA model: a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1 tensors; e.g. pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf from tools/pretrained/get.sh). Exported Hugging Face directories and run directories are not supported yet")
+	fs.StringVar(&a.model, "model", "", "LLaMA model: a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1 tensors; e.g. pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf from tools/pretrained/get.sh), a Hugging Face LlamaForCausalLM directory (e.g. one `train export` wrote), or a reader_lm run directory (its latest checkpoint, the newest intact one if that is damaged; LoRA merged) or checkpoint directory")
 	fs.StringVar(&a.prompts, "prompts", "", `JSONL file, one {"prompt": "..."} object per line (blank lines skipped)`)
 	fs.IntVar(&a.maxNew, "max-new-tokens", 128, "new tokens per prompt at most (the stop token included); prompt + this must fit the model's context")
 	fs.BoolVar(&a.chat, "chat", false, "wrap each prompt in the tokenizer's chat template as one user message, ready for the assistant's reply")
@@ -61,6 +61,7 @@ func runGenerate(args []string) error {
 	if a.maxNew < 1 || a.temperature < 0 || !(a.topP > 0 && a.topP <= 1) || a.batch < 1 {
 		return fmt.Errorf("generate: -max-new-tokens %d, -temperature %g, -top-p %g, -batch %d: want >= 1, >= 0, in (0,1] and >= 1", a.maxNew, a.temperature, a.topP, a.batch)
 	}
+	a.log = os.Stderr
 	if err := generate(a, os.Stdout); err != nil {
 		return fmt.Errorf("generate: %w", err)
 	}
@@ -114,25 +115,15 @@ func generate(a generateArgs, w io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if st, err := os.Stat(a.model); err != nil {
-		return err
-	} else if st.IsDir() {
-		return fmt.Errorf("-model %s is a directory: only GGUF files are supported yet (exported and run directories come later)", a.model)
-	}
-	f, err := gguf.Open(a.model)
-	if err != nil {
-		return err
-	}
-	m, err := model.LoadLlamaGGUF(f)
-	if err != nil {
-		return err
-	}
-	tok, err := tokenize.LoadGGUFTokenizer(f)
+	m, tok, from, err := export.OpenLlamaModel(a.model)
 	if err != nil {
 		return err
 	}
 	if tok.VocabSize() > m.Cfg.Vocab {
 		return fmt.Errorf("%s: the tokenizer has %d tokens, the model %d", a.model, tok.VocabSize(), m.Cfg.Vocab)
+	}
+	if a.log != nil {
+		fmt.Fprintf(a.log, "generate: %s, %d layers, H = %d, V = %d\n", from, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.Vocab)
 	}
 	ids := make([][]int, len(prompts))
 	for i, p := range prompts {

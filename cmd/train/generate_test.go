@@ -3,12 +3,15 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -179,8 +182,8 @@ func TestGenerateSubcommand(t *testing.T) {
 	if _, err := runGenerateOut(t, "-model", path, "-prompts", bad); err == nil || !strings.Contains(err.Error(), bad+":2:") {
 		t.Errorf("bad line: %v", err)
 	}
-	if _, err := runGenerateOut(t, "-model", dir, "-prompts", prompts); err == nil || !strings.Contains(err.Error(), "only GGUF files") {
-		t.Errorf("a directory: %v", err)
+	if _, err := runGenerateOut(t, "-model", dir, "-prompts", prompts); err == nil || !strings.Contains(err.Error(), "config.json") {
+		t.Errorf("a directory that is no model: %v", err)
 	}
 }
 
@@ -194,4 +197,133 @@ func TestGenerateUsage(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "-model and -prompts are required") {
 		t.Errorf("generate without -prompts: exit %d, %q", code, errOut)
 	}
+}
+
+// TestGenerateFromDirectories: -model may be the GGUF's Hugging Face export (the same
+// generations as the GGUF), a reader_lm run directory (its latest checkpoint's LoRA merged:
+// model.LlamaDecoder on Llama.MergeLoRA's weights; when that checkpoint is damaged, the newest
+// intact one) or a checkpoint directory.
+func TestGenerateFromDirectories(t *testing.T) {
+	path, m := tinyGGUF(t)
+	dir := t.TempDir()
+	prompts := filepath.Join(dir, "p.jsonl")
+	if err := os.WriteFile(prompts, []byte(`{"prompt": "hello world"}`+"\n"+`{"prompt": "a b c"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tokens := func(gs []generated) [][]int {
+		var out [][]int
+		for _, g := range gs {
+			out = append(out, g.Tokens)
+		}
+		return out
+	}
+	gen := func(model string, chat bool) [][]int {
+		t.Helper()
+		args := []string{"-model", model, "-prompts", prompts, "-max-new-tokens", "10"}
+		if chat {
+			args = append(args, "-chat")
+		}
+		g, err := runGenerateOut(t, args...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tokens(g)
+	}
+	f, _ := gguf.Open(path)
+	tok, err := tokenize.LoadGGUFTokenizer(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// what the decoder generates with model w
+	want := func(w *model.Llama, chat bool) [][]int {
+		t.Helper()
+		d, err := model.NewLlamaDecoder(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out [][]int
+		for _, s := range []string{"hello world", "a b c"} {
+			if chat {
+				s = tok.ChatPrompt(s)
+			}
+			g, err := d.Generate([][]int{tok.Encode(s)}, model.SampleOptions{MaxNew: 10, Stop: []int{2}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, append([]int{}, g[0].Tokens...))
+		}
+		return out
+	}
+	base := want(m, false)
+	if g := gen(path, false); !equalTokens(g, base) {
+		t.Fatalf("GGUF: %v, want %v", g, base)
+	}
+	hf := filepath.Join(dir, "hf")
+	if _, err := export.ExportLlamaGGUF(path, hf); err != nil {
+		t.Fatal(err)
+	}
+	for _, chat := range []bool{false, true} {
+		if g, w := gen(hf, chat), want(m, chat); !equalTokens(g, w) {
+			t.Errorf("exported directory, chat=%t: %v, want the GGUF's %v", chat, g, w)
+		}
+	}
+
+	// A run directory with two LoRA checkpoints (adapters B random, so that they change the model).
+	lc := model.LoRAConfig{Rank: 2, Alpha: 4, Targets: []string{"q_proj", "v_proj", "down_proj"}}
+	run := filepath.Join(dir, "run")
+	merged := map[int]*model.Llama{}
+	for step := 2; step <= 4; step += 2 {
+		l, err := model.NewLlamaLoRA(m, lc, uint64(step))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ts []checkpoints.Tensor
+		for i, p := range l.Params() {
+			d := p.Value.Data().([]float32)
+			for j := range d {
+				if strings.Contains(p.Name, "lora_B") {
+					d[j] = float32(math.Sin(float64(step*1000+i*37+j))) * 2
+				}
+			}
+			ts = append(ts, checkpoints.Tensor{Name: p.Name, Shape: append([]int{}, p.Value.Shape()...), Data: d})
+		}
+		m.AttachLoRA(l)
+		if merged[step], err = m.MergeLoRA(); err != nil {
+			t.Fatal(err)
+		}
+		m.AttachLoRA(nil)
+		err = checkpoints.Save(run, &checkpoints.Checkpoint{Params: ts, Trainer: checkpoints.TrainerState{Phase: "reader_lm", Step: step},
+			Config: export.ReaderLMConfig{Kind: export.KindReaderLM, InitFrom: path, Llama: m.Cfg, LoRA: &lc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	w4, w2 := want(merged[4], false), want(merged[2], false)
+	if equalTokens(w4, base) || equalTokens(w2, w4) {
+		t.Fatalf("the adapters change nothing: base %v, step 2 %v, step 4 %v", base, w2, w4)
+	}
+	if g := gen(run, false); !equalTokens(g, w4) {
+		t.Errorf("run directory: %v, want step 4 merged %v", g, w4)
+	}
+	ck2 := filepath.Join(run, "checkpoint-reader_lm-2")
+	if g := gen(ck2, false); !equalTokens(g, w2) {
+		t.Errorf("checkpoint directory %s: %v, want %v", ck2, g, w2)
+	}
+	// damage the latest checkpoint: the newest intact one (step 2) generates
+	st := filepath.Join(run, "checkpoint-reader_lm-4", checkpoints.ModelFile)
+	b, err := os.ReadFile(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-1] ^= 0xff
+	if err := os.WriteFile(st, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if g := gen(run, false); !equalTokens(g, w2) {
+		t.Errorf("run directory with its latest damaged: %v, want step 2's %v", g, w2)
+	}
+}
+
+func equalTokens(a, b [][]int) bool {
+	return slices.EqualFunc(a, b, func(x, y []int) bool { return slices.Equal(x, y) })
 }

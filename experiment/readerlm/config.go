@@ -1,6 +1,8 @@
 package readerlm
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -23,8 +25,10 @@ func LoRAOf(r *configs.Recipe) *LoRA { return configs.SectionOf[LoRA](r, "lora")
 // of the queries of data.dir (data.train_split's judged queries for training, data.dev_split's
 // for the held-out perplexity).
 type Config struct {
-	// InitFrom is the pretrained model: a LLaMA GGUF file (its tokenizer is used), relative to
-	// the recipe's directory; required.
+	// InitFrom is the pretrained model, relative to the recipe's directory; required: a LLaMA
+	// GGUF file (its tokenizer is used), or a Hugging Face LlamaForCausalLM directory
+	// (config.json, model.safetensors in float32, float16 or bfloat16, tokenizer.json and
+	// tokenizer_config.json: export.OpenLlama), e.g. one `train export` wrote.
 	InitFrom string `toml:"init_from"`
 	// Mode is "lora" (adapters of [lora] trained, the base frozen) or "full" (every parameter).
 	// Default "lora".
@@ -34,6 +38,14 @@ type Config struct {
 	MaxLength int `toml:"max_length"`
 	// EvalBatch is the sequences per forward pass of the perplexity evaluation; >= 1. Default 16.
 	EvalBatch int `toml:"eval_batch"`
+	// MicroBatch is the sequences per forward and backward pass of training: a step of
+	// train.batch_size sequences runs ceil(batch_size / micro_batch) passes and accumulates
+	// their gradients, each pass's mean NLL weighted by its share of the step's target tokens,
+	// so the step's gradient is the full batch's (up to float32 summation order; LoRA dropout
+	// masks are drawn pass by pass). The activations held at once shrink by batch_size /
+	// micro_batch: the memory lever for long sequences (4 x 512 tokens of SmolLM2). 0 (the
+	// default): batch_size, one pass.
+	MicroBatch int `toml:"micro_batch"`
 }
 
 // LoRA is the [lora] section (model.LoRAConfig; peft's LoraConfig names).
@@ -57,15 +69,31 @@ func defaultLoRA() LoRA {
 
 func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	if c.InitFrom == "" {
-		v.Fail("reader_lm.init_from", "required: a LLaMA GGUF file")
+		v.Fail("reader_lm.init_from", "required: a LLaMA GGUF file or Hugging Face directory")
 	}
-	v.File("reader_lm.init_from", &c.InitFrom)
+	if c.InitFrom != "" { // a file or a directory, relative to the recipe
+		c.InitFrom = filepath.Clean(v.Abs(c.InitFrom))
+		if _, err := os.Stat(c.InitFrom); err != nil {
+			v.Fail("reader_lm.init_from", "%v", err)
+		}
+	}
 	v.OneOf("reader_lm.mode", c.Mode, []string{"lora", "full"})
 	configs.AtLeast(v, "reader_lm.max_length", c.MaxLength, 2)
 	if c.MaxLength > 4096 {
 		v.Fail("reader_lm.max_length", "must be <= 4096, got %d", c.MaxLength)
 	}
 	configs.AtLeast(v, "reader_lm.eval_batch", c.EvalBatch, 1)
+	if c.MicroBatch < 0 || c.MicroBatch > r.Train.BatchSize {
+		v.Fail("reader_lm.micro_batch", "must be in [0, train.batch_size = %d], got %d", r.Train.BatchSize, c.MicroBatch)
+	}
+}
+
+// micro is the sequences per training pass (MicroBatch, or the whole batch).
+func (c *Config) micro(batch int) int {
+	if c.MicroBatch == 0 {
+		return batch
+	}
+	return c.MicroBatch
 }
 
 func checkLoRA(v *configs.Checker, _ *configs.Recipe, l *LoRA) {

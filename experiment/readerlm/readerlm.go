@@ -1,5 +1,6 @@
 // Package readerlm is the recipe kind reader_lm: causal language-model fine-tuning of a
-// pretrained LLaMA (model.Llama from a GGUF file, e.g. SmolLM2-135M-Instruct), in full or with
+// pretrained LLaMA (model.Llama from a GGUF file, e.g. SmolLM2-135M-Instruct, or from a Hugging
+// Face LlamaForCausalLM directory in float32, float16 or bfloat16), in full or with
 // LoRA adapters (model.LlamaLoRA; Hu et al., 2021), with AdamW, on the texts of a dataset's
 // queries (SciFact claims as text), reporting the held-out perplexity before and after. One
 // package and one registration (experiment.Register) with its own [reader_lm] and [lora]
@@ -24,7 +25,6 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
-	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -56,7 +56,7 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 	if err := experiment.CheckEstimate(rec, o.Out, e, keys); err != nil {
 		return "", err
 	}
-	m, tok, err := export.OpenLlamaGGUF(c.InitFrom)
+	m, tok, err := export.OpenLlama(c.InitFrom)
 	if err != nil {
 		return "", fmt.Errorf("reader_lm.init_from: %w", err)
 	}
@@ -131,7 +131,7 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 			return dir, err
 		}
 	}
-	if ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.MaxLength, train, seed, trainable); err != nil {
+	if ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.micro(rec.Train.BatchSize), c.MaxLength, train, seed, trainable); err != nil {
 		return dir, err
 	}
 	lg, err := experiment.OpenRunLog(dir, resume)
@@ -156,16 +156,14 @@ func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 }
 
 // Memory estimates the memory of training the recipe's LLaMA (model.EstimateLlamaTraining)
-// from reader_lm.init_from's header alone, before any weight is read, at the larger of
-// train.batch_size and reader_lm.eval_batch sequences of reader_lm.max_length tokens; keys
+// from reader_lm.init_from's header (GGUF) or config.json (a Hugging Face directory) alone,
+// before any weight is read, at the larger of
+// the training pass's sequences (reader_lm.micro_batch, else train.batch_size) and
+// reader_lm.eval_batch sequences of reader_lm.max_length tokens; keys
 // names the recipe keys and model sizes behind it.
 func Memory(rec *configs.Recipe) (model.MemoryEstimate, string, error) {
 	c := Of(rec)
-	f, err := gguf.Open(c.InitFrom)
-	if err != nil {
-		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
-	}
-	cfg, err := model.LlamaConfigGGUF(f)
+	cfg, err := export.LlamaConfigOf(c.InitFrom)
 	if err != nil {
 		return model.MemoryEstimate{}, "", fmt.Errorf("reader_lm.init_from: %w", err)
 	}
@@ -176,9 +174,9 @@ func Memory(rec *configs.Recipe) (model.MemoryEstimate, string, error) {
 		lora = &lc
 		keys += fmt.Sprintf(", lora.rank = %d, lora.targets = %v", lc.Rank, lc.Targets)
 	}
-	rows := max(rec.Train.BatchSize, c.EvalBatch)
-	keys += fmt.Sprintf(", train.batch_size = %d, reader_lm.eval_batch = %d, reader_lm.max_length = %d (init_from: H = %d, %d layers, FFN %d, V = %d)",
-		rec.Train.BatchSize, c.EvalBatch, c.MaxLength, cfg.Hidden, cfg.Layers, cfg.FFN, cfg.Vocab)
+	rows := max(c.micro(rec.Train.BatchSize), c.EvalBatch)
+	keys += fmt.Sprintf(", train.batch_size = %d, reader_lm.micro_batch = %d, reader_lm.eval_batch = %d, reader_lm.max_length = %d (init_from: H = %d, %d layers, FFN %d, V = %d)",
+		rec.Train.BatchSize, c.MicroBatch, c.EvalBatch, c.MaxLength, cfg.Hidden, cfg.Layers, cfg.FFN, cfg.Vocab)
 	return model.EstimateLlamaTraining(cfg, lora, rows*c.MaxLength, c.MaxLength), keys, nil
 }
 
@@ -284,6 +282,7 @@ func newPerplexity(m *model.Llama, B, L int) (*perplexity, error) {
 	if err != nil {
 		return nil, err
 	}
+	model.ShareBuffers(g, lb.logp) // forward only: activations die as they are consumed
 	return &perplexity{lb: lb, vm: gorgonia.NewTapeMachine(g)}, nil
 }
 
@@ -312,31 +311,40 @@ func (p *perplexity) run(texts [][]int) (float64, error) {
 // lmTask trains the trainable parameters on batches of B texts: step s takes texts s·B ..
 // s·B+B-1 of the sequence of epochs, each a permutation of the texts drawn from (seed, epoch),
 // so a batch depends on the step alone (exact resume); the LoRA dropout masks are drawn from
-// (seed, step).
+// (seed, step). The graph holds micro texts; a step runs ceil(B/micro) passes whose gradients
+// the machine accumulates, each pass's mean NLL weighted by its share of the step's targets.
 type lmTask struct {
 	trainer.GraphParams
-	lb    *lmBatch
-	loss  *gorgonia.Node
-	seqs  [][]int
-	seed  uint64
-	lora  *model.LlamaLoRA
-	epoch int
-	perm  []int
+	B      int
+	lb     *lmBatch
+	loss   *gorgonia.Node // the pass's weighted mean NLL
+	weight *gorgonia.Node // the pass's share of the step's target tokens (nil: one pass)
+	seqs   [][]int
+	seed   uint64
+	lora   *model.LlamaLoRA
+	epoch  int
+	perm   []int
 }
 
-func newLMTask(m *model.Llama, B, L int, seqs [][]int, seed uint64, trainable []*model.Param) (*lmTask, error) {
-	t := &lmTask{seqs: seqs, seed: seed, lora: m.LoRA(), epoch: -1}
+func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param) (*lmTask, error) {
+	t := &lmTask{B: B, seqs: seqs, seed: seed, lora: m.LoRA(), epoch: -1}
 	if t.lora != nil {
 		t.lora.Train = true
 	}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	var err error
-	if t.lb, err = newLMBatch(g, b, m, B, L); err != nil {
+	if t.lb, err = newLMBatch(g, b, m, micro, L); err != nil {
 		return nil, err
 	}
 	if t.loss, err = losses.TokenNLL(t.lb.logp, t.lb.keepN); err != nil {
 		return nil, err
+	}
+	if micro < B {
+		t.weight = gorgonia.NewScalar(g, tensor.Float32, gorgonia.WithValue(float32(0)), gorgonia.WithName("lm.pass_weight"))
+		if t.loss, err = gorgonia.Mul(t.loss, t.weight); err != nil {
+			return nil, err
+		}
 	}
 	keep := map[*model.Param]bool{}
 	var nodes gorgonia.Nodes
@@ -347,28 +355,59 @@ func newLMTask(m *model.Llama, B, L int, seqs [][]int, seed uint64, trainable []
 	if _, err := gorgonia.Grad(t.loss, nodes...); err != nil {
 		return nil, fmt.Errorf("reader_lm gradient graph: %w", err)
 	}
+	model.ShareBuffers(g, t.loss) // only the loss and the gradients are read after a pass
 	t.GraphParams = trainer.NewGraphParamsOf(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(nodes...)), func(p *model.Param) bool { return keep[p] })
 	return t, nil
 }
 
 func (t *lmTask) Step(step int) (float64, int, error) {
 	n := len(t.seqs)
-	batch := make([][]int, t.lb.B)
+	batch := make([][]int, t.B)
+	targets := 0
 	for j := range batch {
-		k := step*t.lb.B + j
+		k := step*t.B + j
 		if e := k / n; e != t.epoch {
 			t.epoch, t.perm = e, rand.New(rand.NewPCG(t.seed, uint64(e))).Perm(n)
 		}
 		batch[j] = t.seqs[t.perm[k%n]]
-	}
-	if err := t.lb.let(batch); err != nil {
-		return 0, 0, err
+		targets += len(batch[j]) - 1
 	}
 	if t.lora != nil {
 		t.lora.RNG.R = rand.New(rand.NewPCG(t.seed^0x6c6f7261, uint64(step)))
 	}
-	if err := t.Run(); err != nil {
-		return 0, 0, err
+	var loss float64
+	for i := 0; i < t.B; i += t.lb.B {
+		pass := batch[i:min(i+t.lb.B, t.B)]
+		if t.weight != nil {
+			own := 0
+			for _, s := range pass {
+				own += len(s) - 1
+			}
+			if err := gorgonia.Let(t.weight, float32(float64(own)/float64(targets))); err != nil {
+				return 0, 0, err
+			}
+			if i > 0 {
+				t.VM.Reset() // the gradients stay in the dual values: this pass adds to them
+			}
+		}
+		if err := t.lb.let(pass); err != nil {
+			return 0, 0, err
+		}
+		if err := t.Run(); err != nil {
+			return 0, 0, err
+		}
+		loss += trainer.ScalarValue(t.loss)
 	}
-	return trainer.ScalarValue(t.loss), len(batch), nil
+	return loss, len(batch), nil
+}
+
+// NewTask is the kind's training step as a trainer.Task, for the bench (cmd/bench's smollm2-train
+// workloads): B texts per step (each at most L tokens, the last one eos) drawn from seqs as a run
+// draws them, in passes of micro texts, the gradients taken for trainable (m's parameters, or
+// its attached LoRA adapters, whose dropout is then on).
+func NewTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param) (trainer.Task, error) {
+	if micro < 1 || micro > B {
+		return nil, fmt.Errorf("reader_lm: micro batch %d, want 1..%d", micro, B)
+	}
+	return newLMTask(m, B, micro, L, seqs, seed, trainable)
 }

@@ -2,6 +2,7 @@ package readerlm_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"os"
@@ -27,6 +28,15 @@ func tinyGGUF(t *testing.T, dir string) string { return testkit.TinyLlamaGGUF(t,
 func tinyRecipe(t *testing.T, mode string) *configs.Recipe {
 	t.Helper()
 	dir := t.TempDir()
+	return tinyRecipeFrom(t, dir, mode, tinyGGUF(t, dir))
+}
+
+// tinyRecipeFrom is the tiny recipe starting from initFrom (a GGUF file or a directory).
+func tinyRecipeFrom(t *testing.T, dir, mode, initFrom string) *configs.Recipe {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	data, err := filepath.Abs(filepath.Join("..", "..", "datasets", "scifact"))
 	if err != nil {
 		t.Fatal(err)
@@ -47,7 +57,7 @@ warmup_steps = 2
 log_every = 1
 checkpoint_every = 2
 [reader_lm]
-init_from = "` + tinyGGUF(t, dir) + `"
+init_from = "` + initFrom + `"
 mode = "` + mode + `"
 max_length = 12
 eval_batch = 8
@@ -196,5 +206,147 @@ func TestReaderLMMemoryRefused(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(rec.OutputDir); len(entries) > 0 {
 		t.Errorf("%s holds %d entries (%s first); err = %v", rec.OutputDir, len(entries), entries[0].Name(), err)
+	}
+}
+
+// TestReaderLMFromHFDirectory: reader_lm.init_from may name a Hugging Face LlamaForCausalLM
+// directory. The tiny GGUF's export (export.WriteLlamaHF: float32 weights, tokenizer.json)
+// trains to the GGUF run's metrics and parameters bit for bit, in full and LoRA; and the tiny
+// bfloat16 checkpoint transformers saved (export/testdata/llama-tiny-bf16, untied head) with a
+// 64-token byte-level tokenizer written here fine-tunes, lowering its dev perplexity, and its
+// run reopens from the directory (export.OpenReaderLM) with the trained weights.
+func TestReaderLMFromHFDirectory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	for _, mode := range []string{"lora", "full"} {
+		dir := t.TempDir()
+		gg := tinyGGUF(t, dir)
+		hf := filepath.Join(dir, "hf")
+		if _, err := export.ExportLlamaGGUF(gg, hf); err != nil {
+			t.Fatal(err)
+		}
+		a, err := experiment.Run(context.Background(), tinyRecipeFrom(t, filepath.Join(dir, "a"), mode, gg), experiment.Options{Out: io.Discard, Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := experiment.Run(context.Background(), tinyRecipeFrom(t, filepath.Join(dir, "b"), mode, hf), experiment.Options{Out: io.Discard, Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		testkit.SameMetrics(t, mode+" (GGUF vs HF directory): ", a, b, testkit.Untimed)
+		ca, err := checkpoints.Load(a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cb, err := checkpoints.Load(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range ca.Params {
+			for j, v := range ca.Params[i].Data {
+				if math.Float32bits(v) != math.Float32bits(cb.Params[i].Data[j]) {
+					t.Fatalf("%s: %s[%d] = %v from the HF directory, %v from the GGUF", mode, ca.Params[i].Name, j, cb.Params[i].Data[j], v)
+				}
+			}
+		}
+	}
+
+	// transformers' own bfloat16 save, with a tokenizer of 64 byte-level tokens.
+	dir := t.TempDir()
+	hf := filepath.Join(dir, "bf16")
+	if err := os.MkdirAll(hf, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{"config.json", "model.safetensors"} {
+		b, err := os.ReadFile(filepath.Join("..", "..", "export", "testdata", "llama-tiny-bf16", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(hf, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeTinyHFTokenizer(t, hf, 64)
+	rec := tinyRecipeFrom(t, dir, "full", hf)
+	run, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := experiment.ReadMetrics(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, after := mt["reader_lm/dev_perplexity_before"], mt["reader_lm/dev_perplexity_after"]
+	t.Logf("bf16 fixture: dev perplexity %.4f -> %.4f", before, after)
+	if !(after < before) || math.IsInf(before, 0) || math.IsNaN(before) {
+		t.Errorf("bf16 fixture: dev perplexity %v -> %v, want finite and lower", before, after)
+	}
+	ck, err := checkpoints.Load(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, _, c, err := export.OpenReaderLM(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base, err := export.OpenLlamaHF(hf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.InitFrom != hf || m.Cfg != base.Cfg || m.Cfg.TieEmbeddings {
+		t.Fatalf("init_from %s, config %+v, want %s, %+v", c.InitFrom, m.Cfg, hf, base.Cfg)
+	}
+	moved := 0
+	for _, p := range m.Params() {
+		w, g := base.Param(p.Name).Value.Data().([]float32), p.Value.Data().([]float32)
+		for j := range w {
+			if w[j] != g[j] {
+				moved++
+			}
+		}
+	}
+	if moved == 0 {
+		t.Error("the reopened run has the base weights: training moved nothing")
+	}
+}
+
+// writeTinyHFTokenizer writes a byte-level BPE tokenizer of V tokens into dir: three control
+// tokens (<|endoftext|>, <|im_start|> = bos, <|im_end|> = eos) and the byte-alphabet characters
+// of space, the lowercase letters and then the first others of GPT-2's alphabet, no merges.
+func writeTinyHFTokenizer(t *testing.T, dir string, V int) {
+	t.Helper()
+	toks := []string{"<|endoftext|>", "<|im_start|>", "<|im_end|>", "Ġ"}
+	for c := 'a'; c <= 'z'; c++ {
+		toks = append(toks, string(c))
+	}
+	for c := '!'; len(toks) < V; c++ {
+		if c < 'a' || c > 'z' {
+			toks = append(toks, string(c))
+		}
+	}
+	vocab := map[string]int{}
+	added := []map[string]any{}
+	for i, s := range toks {
+		vocab[s] = i
+		if i < 3 {
+			added = append(added, map[string]any{"id": i, "content": s, "special": true})
+		}
+	}
+	bl := map[string]any{"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true}
+	writeJSON(t, filepath.Join(dir, "tokenizer.json"), map[string]any{"version": "1.0", "added_tokens": added,
+		"normalizer": nil, "pre_tokenizer": bl, "post_processor": nil, "decoder": bl,
+		"model": map[string]any{"type": "BPE", "vocab": vocab, "merges": []any{}}})
+	writeJSON(t, filepath.Join(dir, "tokenizer_config.json"), map[string]any{"bos_token": "<|im_start|>", "eos_token": "<|im_end|>", "add_bos_token": false})
+}
+
+func writeJSON(t *testing.T, path string, v any) {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -2,11 +2,13 @@
 
     .venv/bin/python tools/interop/llama_export.py --model pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
     .venv/bin/python tools/interop/llama_export.py --model RUN_EXPORT_DIR     # a fine-tune's export
+    .venv/bin/python tools/interop/llama_export.py --model RUN_DIR --n-gen 8  # a reader_lm run: its export vs `train generate -model RUN_DIR`
 
---model is what our side computes with (a GGUF file, or a Hugging Face LLaMA directory read by
-export.OpenLlamaHF); --peft loads an adapter directory on --export with peft (want the adapted logits of --model,
+--model is what our side computes with (a GGUF file, a Hugging Face LLaMA directory read by
+export.OpenLlamaHF, or a reader_lm run directory: its latest checkpoint, LoRA merged); --peft loads an adapter directory on --export with peft (want the adapted logits of --model,
 the merged export of the same run). --export is the directory transformers loads (default: `go run ./cmd/train
-export -run MODEL` into a temporary directory, for a GGUF; the model itself for a directory).
+export -run MODEL` into a temporary directory, for a GGUF or a run directory; the model itself for
+an exported directory).
 transformers loads it with AutoModelForCausalLM.from_pretrained(export, dtype=float32) and
 AutoTokenizer.from_pretrained(export) (our tokenizer.json, tokenizer_config.json with the chat
 template) and it prints:
@@ -15,8 +17,9 @@ template) and it prints:
      tokenizer): max abs diff (want <= 1e-3);
   2. generation: transformers' model.generate(do_sample=False) on --n-gen chat prompts
      (apply_chat_template of the export) against `go run ./cmd/train generate -chat` on the same
-     prompts when --model is a GGUF (its printed token ids), else llamago -mode generate on
-     transformers' prompt ids: the number token-identical (want all).
+     prompts when --model is a GGUF or a run directory (its printed token ids and text: the
+     decoded text is compared too), else llamago -mode generate on transformers' prompt ids: the
+     number token-identical (want all).
 Exit status 1 when a check fails.
 """
 import argparse
@@ -47,12 +50,15 @@ def main():
     ap.add_argument("--n-gen", type=int, default=4)
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--prefix", action="store_true", help="generation prompts are the first half of each claim's words as plain text "
+                    "(no chat template): a fine-tune on claims continues them, where it answers a chat prompt with eos at once")
     args = ap.parse_args()
     sys.stdout.reconfigure(line_buffering=True)
     src = os.path.abspath(args.model)
     tmp = tempfile.mkdtemp(prefix="interop-llama-export-")
     exp = args.export
-    if exp is None and os.path.isdir(src):
+    is_run = os.path.isdir(src) and any(os.path.exists(os.path.join(src, f)) for f in ("latest", "trainer_state.json"))
+    if exp is None and os.path.isdir(src) and not is_run:
         exp = src
     if exp is None:
         exp = os.path.join(tmp, "export")
@@ -93,39 +99,51 @@ def main():
     ok &= worst <= 1e-3
 
     claims = [q["text"] for q in read_jsonl(os.path.join(args.data, "queries.jsonl"))[: args.n_gen]]
-    prompts = [tok(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True, tokenize=False),
-                   add_special_tokens=False)["input_ids"] for c in claims]
-    if os.path.isfile(src):
+    if args.prefix:
+        claims = [" ".join(c.split()[: max(1, len(c.split()) // 2)]) for c in claims]
+        prompts = [tok(c, add_special_tokens=False)["input_ids"] for c in claims]
+    else:
+        prompts = [tok(tok.apply_chat_template([{"role": "user", "content": c}], add_generation_prompt=True, tokenize=False),
+                       add_special_tokens=False)["input_ids"] for c in claims]
+    if os.path.isfile(src) or is_run:
         path = os.path.join(tmp, "prompts.jsonl")
         with open(path, "w") as f:
             for c in claims:
                 f.write(json.dumps({"prompt": c}) + "\n")
-        out = subprocess.run(["go", "run", "./cmd/train", "generate", "-model", src, "-prompts", path, "-chat",
-                              "-max-new-tokens", str(args.new)], cwd=ROOT, capture_output=True, text=True)
+        out = subprocess.run(["go", "run", "./cmd/train", "generate", "-model", src, "-prompts", path,
+                              "-max-new-tokens", str(args.new)] + ([] if args.prefix else ["-chat"]), cwd=ROOT, capture_output=True, text=True)
         if out.returncode != 0:
             sys.exit(f"train generate: {out.stderr}")
         go = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
-        how = "train generate -chat"
+        how = "train generate" + ("" if args.prefix else " -chat")
     else:
         llamago(src, prompts, os.path.join(tmp, "gen"), "generate", ["-max-new", str(args.new), "-stop", str(tok.eos_token_id)])
         go = read_jsonl(os.path.join(tmp, "gen", "generate.jsonl"))
         how = "llamago -mode generate"
-    same = 0
+    same, same_text = 0, 0
     for i, p in enumerate(prompts):
         with torch.no_grad():
             hf = model.generate(torch.tensor([p]), attention_mask=torch.ones(1, len(p), dtype=torch.long), max_new_tokens=args.new,
                                 do_sample=False)[0, len(p):].tolist()
         if hf and hf[-1] == tok.eos_token_id:
             hf = hf[:-1]
+        text = tok.decode(hf, skip_special_tokens=True)
         if hf == go[i]["tokens"]:
             same += 1
         else:
             print(f"  prompt {i}: transformers {hf}\n            go           {go[i]['tokens']}")
-        if i == 0:
-            print(f"  prompt 0: {claims[0]!r} -> {tok.decode(hf, skip_special_tokens=True)!r}")
-    print(f"generation: {same} of {len(prompts)} chat prompts token-identical over up to {args.new} greedy tokens "
+        if "text" in go[i] and text == go[i]["text"]:
+            same_text += 1
+        elif "text" in go[i]:
+            print(f"  prompt {i}: transformers text {text!r}\n            go text           {go[i]['text']!r}")
+        if i < 3:
+            print(f"  prompt {i}: {claims[i]!r} -> {text!r}")
+    print(f"generation: {same} of {len(prompts)} {'claim-prefix' if args.prefix else 'chat'} prompts token-identical over up to {args.new} greedy tokens "
           f"(transformers model.generate() on the export vs {how})")
     ok &= same == len(prompts)
+    if "text" in go[0]:
+        print(f"generation: {same_text} of {len(prompts)} decoded texts identical (tokenizer.decode(skip_special_tokens) of the export vs generate's \"text\")")
+        ok &= same_text == len(prompts)
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
 

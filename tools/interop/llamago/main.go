@@ -25,6 +25,7 @@ import (
 	"runtime/pprof"
 	"time"
 
+	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
@@ -32,7 +33,7 @@ import (
 )
 
 func main() {
-	path := flag.String("model", "", "GGUF file or Hugging Face LlamaForCausalLM directory")
+	path := flag.String("model", "", "GGUF file, Hugging Face LlamaForCausalLM directory, or reader_lm run or checkpoint directory (LoRA merged)")
 	in := flag.String("in", "", "JSONL file of {\"ids\": [...]}")
 	out := flag.String("out", "", "output directory")
 	mode := flag.String("mode", "logits", "logits or generate")
@@ -151,9 +152,16 @@ func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder boo
 	return fmt.Errorf("unknown mode %q", mode)
 }
 
-// loadLlama reads a GGUF file or a Hugging Face LlamaForCausalLM directory (an export).
+// loadLlama reads a GGUF file, a Hugging Face LlamaForCausalLM directory (an export) or a
+// reader_lm run or checkpoint directory (export.OpenLlamaModel: LoRA merged).
 func loadLlama(path string) (*model.Llama, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		for _, f := range []string{checkpoints.LatestFile, checkpoints.TrainerFile} {
+			if _, err := os.Stat(filepath.Join(path, f)); err == nil {
+				m, _, _, err := export.OpenLlamaModel(path)
+				return m, err
+			}
+		}
 		return export.OpenLlamaHF(path)
 	}
 	f, err := gguf.Open(path)
