@@ -39,8 +39,6 @@ type Recipe struct {
 	World  garden.Config `toml:"world"`
 	Reader Reader        `toml:"reader"`
 	RAG    RAG           `toml:"rag"`
-	// SelfRAG is read by kind = "selfrag" (selfrag.go), with World and Reader.
-	SelfRAG SelfRAG `toml:"selfrag"`
 	// Realm and IndexRefresh are read by the garden retriever studies: kind = "realm", and
 	// "replug" and "atlas" for realm.checkpoint_every and [index_refresh] (realm.go).
 	Realm        Realm        `toml:"realm"`
@@ -465,7 +463,6 @@ func Defaults() *Recipe {
 		World:     garden.DefaultConfig(),
 		Reader:    defaultReader(),
 		RAG:       defaultRAG(),
-		SelfRAG:   defaultSelfRAG(),
 
 		Realm:        defaultRealm(),
 		IndexRefresh: defaultIndexRefresh(),

@@ -220,7 +220,6 @@ func (l *loader) validate(r *Recipe) error {
 	}
 	validateRAG(v, r)
 	validateRealm(v, r)
-	validateSelfRAG(v, r)
 	if v.err != nil {
 		return v.err
 	}

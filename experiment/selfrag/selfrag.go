@@ -51,6 +51,7 @@ func init() {
 	experiment.Register("selfrag", runSelfRAG, configs.KindSpec{
 		Sections: []string{"world", "tokenizer", "reader", "model", "loss", "train", "index", "selfrag"},
 		Losses:   []string{"infonce"},
+		Own:      []configs.Section{section},
 	})
 }
 
@@ -170,7 +171,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	run.RAGConfig.Kind = model.KindSelfRAG
 	run.MidPhase, run.From = true, from
-	s := &selfragRun{GardenRun: run, d: d, sr: rec.SelfRAG}
+	s := &selfragRun{GardenRun: run, d: d, sr: *Of(rec)}
 	if err := s.formats(); err != nil {
 		return dir, err
 	}
@@ -291,7 +292,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 type selfragRun struct {
 	*ragkit.GardenRun
 	d           *ragkit.Data
-	sr          configs.SelfRAG
+	sr          Config
 	fRow, fLong *ragkit.ReaderFormat // selfrag.row_length (one passage), reader.max_length (K passages)
 	bm25        *index.BM25
 	row         map[string]int // chunk id -> index in d.ids
