@@ -159,17 +159,6 @@
 //	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
 //	eval.select_metric                  ""             choose the retriever checkpoint with the best dev value of this metric (one of eval.metrics) at every train checkpoint (every train.eval_every steps when set); kept in <run>/best/; "" evaluates the last step
 //	eval.dev_corpus_sample              0              kind retriever, needs select_metric: rank the dev queries against every passage the dev qrels judge plus this many others drawn with the seed, not the whole corpus (faster; metrics.json "select/dev_corpus_passages" and the output say so); the final evaluation ranks the whole corpus; 0 = whole corpus; >= 0
-//	rerank.first_stage                  "bm25"         candidate source: "bm25", a dense retriever's run directory or a TREC run file
-//	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
-//	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1
-//	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
-//	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
-//	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
-//	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
-//	rerank.match_init                   0.0            gain·I added to the cross-encoder's first-layer query and key projections (a term-matching prior; not with model.init_from, refused with a pretrained body); 0 = off; >= 0
-//	rerank.pretrain_depth               30             BM25 hits of a cropped pseudo-query that its pretraining negatives are drawn from (kind reranker, pretrain.steps > 0); >= 1
-//	rerank.pretrain_window              0              cropped pseudo-queries come from a passage's first pretrain_window words (the part the cross-encoder sees); 0 = anywhere; >= 0
-//	rerank.match_word_scale             1.0            factor on the cross-encoder's initial word embeddings, so a token's word dominates its position and segment; > 0
 //	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0
 //	world.gardeners                     400            gardeners; >= 2 and at most the surnames available
 //	world.first_names                   20             size of the shared first-name pool; >= 1

@@ -21,6 +21,9 @@ func init() {
 	RegisterKind("reranker", KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
 		Losses:   []string{"pairwise", "listwise", "pointwise"},
+		Own: []Section{NewSection("rerank", func() testRerank {
+			return testRerank{FirstStage: "bm25", Candidates: 100, ListSize: 8, Losses: []string{"pairwise", "listwise", "pointwise"}, Interpolate: true}
+		}, nil)},
 	})
 	RegisterKind("rag", KindSpec{Sections: garden, Losses: []string{"infonce"}})
 	RegisterKind("selfrag", KindSpec{
@@ -30,6 +33,16 @@ func init() {
 	})
 	RegisterKind("replug", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}})
 	RegisterKind("realm", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}, Keys: []string{"realm.systems"}})
+}
+
+// testRerank stands in for some of the [rerank] section that experiment/reranker owns.
+type testRerank struct {
+	FirstStage             string   `toml:"first_stage"`
+	Candidates             int      `toml:"candidates"`
+	ListSize               int      `toml:"list_size"`
+	Losses                 []string `toml:"losses"`
+	DropAboveFirstPositive bool     `toml:"drop_above_first_positive"`
+	Interpolate            bool     `toml:"interpolate"`
 }
 
 // testSelfRAG stands in for the [selfrag] section that experiment/selfrag owns.

@@ -72,12 +72,13 @@ func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "r
 func init() {
 	experiment.Register("reranker", runReranker, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
-		Losses:   []string{"pairwise", "listwise", "pointwise"},
+		Losses:   rerankLosses,
+		Own:      []configs.Section{section},
 	})
 }
 
 func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	rr := rec.Rerank
+	rr := Of(rec)
 	if rec.Model.Encoder != model.EncoderTransformer {
 		return "", fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, rec.Model.Encoder)
 	}
@@ -149,7 +150,7 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		return "", err
 	}
 	encCfg := biencoder.EncoderConfig(rec, tok.VocabSize())
-	if err := experiment.CheckMemory(rec, o.Out, experiment.RerankerMemory(rec, encCfg)); err != nil {
+	if err := experiment.CheckMemory(rec, o.Out, Memory(rec, encCfg)); err != nil {
 		return "", err
 	}
 	seedModel, err := model.NewCrossEncoder(encCfg, uint64(rec.Seed))
@@ -313,7 +314,7 @@ func (f *firstStage) describe() string {
 }
 
 func newFirstStage(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string) (*firstStage, error) {
-	src := rec.Rerank.FirstStage
+	src := Of(rec).FirstStage
 	if src == "bm25" {
 		return &firstStage{name: "bm25", source: "bm25", rank: func(_, texts []string, depth int) ([][]index.Hit, error) {
 			out := make([][]index.Hit, len(texts))
@@ -496,7 +497,7 @@ func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.C
 		}
 	}
 	if startStep < ph.steps {
-		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
+		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, Of(rec).ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
 		if err != nil {
 			return nil, err
 		}
@@ -645,7 +646,7 @@ type splitRuns struct {
 }
 
 func (e *rerankEval) run() error {
-	rr := e.rec.Rerank
+	rr := Of(e.rec)
 	alphas := map[string]float64{}
 	if rr.Interpolate {
 		dev := e.rec.Data.DevSplit
@@ -712,7 +713,7 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 	if runs, ok := e.done[split]; ok {
 		return runs, nil
 	}
-	k := e.rec.Rerank.Candidates
+	k := Of(e.rec).Candidates
 	L := e.rec.Tokenizer.MaxLength
 	qids := e.ds.Qrels[split].QueryIDs()
 	texts := make([]string, len(qids))
@@ -738,7 +739,7 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 	runs.pairs, runs.cut = len(pq), enc.Truncated
 	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs\n", split, len(qids), len(pq))
 	tokenize.ReportTruncation(e.o.Out, "eval "+split, L, tokenize.TruncPart{Name: "pairs", Count: &pairs})
-	for _, loss := range e.rec.Rerank.Losses {
+	for _, loss := range Of(e.rec).Losses {
 		start := time.Now()
 		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))
 		if err != nil {
