@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 )
 
 // TestConfig loads [atlas] through the kind's registration and rejects impossible values with
@@ -57,12 +58,6 @@ func TestConfig(t *testing.T) {
 
 // TestDocTable: doc.go documents every [atlas] key with its default.
 func TestDocTable(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := defaultConfig()
-	for _, e := range configs.DocTableErrors(src, "atlas.", &c) {
-		t.Errorf("doc.go: %s", e)
-	}
+	testkit.DocTable(t, "atlas.", &c)
 }

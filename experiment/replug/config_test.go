@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	_ "github.com/ragtrain/ragtrain/experiment/realm" // kind realm, which does not read [replug]
 )
 
@@ -45,12 +46,6 @@ func TestConfig(t *testing.T) {
 
 // TestDocTable: doc.go documents every [replug] key with its default.
 func TestDocTable(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := defaultConfig()
-	for _, e := range configs.DocTableErrors(src, "replug.", &c) {
-		t.Errorf("doc.go: %s", e)
-	}
+	testkit.DocTable(t, "replug.", &c)
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/export"
 )
 
@@ -48,12 +49,6 @@ func TestConfig(t *testing.T) {
 
 // TestDocTable: doc.go documents every [selfrag] key with its default.
 func TestDocTable(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := defaultConfig()
-	for _, e := range configs.DocTableErrors(src, "selfrag.", &c) {
-		t.Errorf("doc.go: %s", e)
-	}
+	testkit.DocTable(t, "selfrag.", &c)
 }

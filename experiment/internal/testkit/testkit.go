@@ -337,3 +337,17 @@ func SameRunDir(t *testing.T, where, full, resumed string) {
 		t.Errorf("%slog.jsonl (phase, step) lines: resumed %v, uninterrupted %v", where, g, w)
 	}
 }
+
+// DocTable checks the key table of the calling package's doc.go against its section's defaults
+// (configs.DocTableErrors with the keys prefix + toml tag, e.g. "rerank."): every key documented
+// with its default, no row naming a key the section lacks.
+func DocTable(t *testing.T, prefix string, defaults any) {
+	t.Helper()
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range configs.DocTableErrors(src, prefix, defaults) {
+		t.Errorf("doc.go: %s", e)
+	}
+}
