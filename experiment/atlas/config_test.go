@@ -16,10 +16,7 @@ func TestConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.toml")
 	load := func(body string) (*configs.Recipe, error) {
-		if err := os.WriteFile(path, []byte("kind = \"atlas\"\n[tokenizer]\ntrain = true\n[model]\nshared_towers = false\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, path, "kind = \"atlas\"\n[tokenizer]\ntrain = true\n[model]\nshared_towers = false\n"+body)
 	}
 	r, err := load("[atlas]\nsystems = [\"supervised\", \"loo_both\"]\ntau_loo = 2.0\n")
 	if err != nil {

@@ -1,7 +1,6 @@
 package replug
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,10 +17,7 @@ func TestConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.toml")
 	load := func(kind, body string) (*configs.Recipe, error) {
-		if err := os.WriteFile(path, []byte("kind = \""+kind+"\"\n[tokenizer]\ntrain = true\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, path, "kind = \""+kind+"\"\n[tokenizer]\ntrain = true\n"+body)
 	}
 	r, err := load("replug", "[replug]\nsteps = 7\ntowers = \"both\"\n")
 	if err != nil {

@@ -32,14 +32,7 @@ func TestConfig(t *testing.T) {
 	dir := configFixture(t)
 	const base = "\n[data]\ndir = \"data\"\n[tokenizer]\ntrain = true\n"
 	load := func(name, text string) (*configs.Recipe, error) {
-		path := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, filepath.Join(dir, name), text)
 	}
 	r, err := load("minimal.toml", "kind = \"reranker\""+base)
 	if err != nil {

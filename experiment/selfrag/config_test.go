@@ -1,7 +1,6 @@
 package selfrag
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,10 +15,7 @@ import (
 func TestConfig(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "s.toml")
 	load := func(body string) (*configs.Recipe, error) {
-		if err := os.WriteFile(path, []byte("kind = \"selfrag\"\n[tokenizer]\ntrain = true\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, path, "kind = \"selfrag\"\n[tokenizer]\ntrain = true\n"+body)
 	}
 	r, err := load("[selfrag]\ntop_k = 5\nsupport_weight = 2.5\n")
 	if err != nil {

@@ -351,3 +351,16 @@ func DocTable(t *testing.T, prefix string, defaults any) {
 		t.Errorf("doc.go: %s", e)
 	}
 }
+
+// LoadText writes text to path (its directory made) and loads it as a recipe: the recipe
+// tests of the kinds' own sections, whose errors name the file, line and key.
+func LoadText(t *testing.T, path, text string) (*configs.Recipe, error) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return configs.Load(path)
+}
