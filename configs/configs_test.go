@@ -95,9 +95,6 @@ func TestDefaults(t *testing.T) {
 		{"index.ann_ef_search", r.Index.ANNEfSearch, 64},
 		{"eval.rrf_k", r.Eval.RRFK, 60},
 		{"sampler.negative_window", r.Sampler.NegativeWindow, [2]int{1, 30}},
-		{"rerank.candidates", r.Rerank.Candidates, 100},
-		{"rerank.list_size", r.Rerank.ListSize, 8},
-		{"rerank.losses", r.Rerank.Losses, []string{"pairwise", "listwise", "pointwise"}},
 		{"model.heads", r.Model.Heads, 4},
 		{"model.max_position", r.Model.MaxPosition, 512},
 		{"pretrain.steps", r.Pretrain.Steps, 0},
@@ -119,7 +116,7 @@ func TestDefaults(t *testing.T) {
 func TestPathResolution(t *testing.T) {
 	dir := fixture(t)
 	path := filepath.Join(dir, "recipes", "sub", "x.toml")
-	writeRecipe(t, path, fmt.Sprintf(`kind = "reranker"
+	writeRecipe(t, path, `kind = "reranker"
 output_dir = "out"
 [data]
 dir = "../../data"
@@ -127,9 +124,7 @@ dir = "../../data"
 file = "../../tok.json"
 [model]
 init_from = "../../runs/r1"
-[rerank]
-first_stage = %q
-`, filepath.Join(dir, "runs", "r1")))
+`)
 	r, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +134,6 @@ first_stage = %q
 		{"data.dir", r.Data.Dir, filepath.Join(dir, "data")},
 		{"tokenizer.file", r.Tokenizer.File, filepath.Join(dir, "tok.json")},
 		{"model.init_from", r.Model.InitFrom, filepath.Join(dir, "runs", "r1")},
-		{"rerank.first_stage", r.Rerank.FirstStage, filepath.Join(dir, "runs", "r1")},
 		{"name", r.Name, "x"},
 	} {
 		if c.got != c.want {
@@ -315,12 +309,6 @@ func TestLoadErrors(t *testing.T) {
 		{"heads do not divide", "[model]\nencoder = \"transformer\"\nhidden = 130\n", false, `:3: model.hidden: model.hidden = 130 is not a multiple of model.heads = 4`},
 		{"positions below length", "[model]\nencoder = \"transformer\"\nmax_position = 32\n", false, `:3: model.max_position: model.max_position = 32 is below tokenizer.max_length = 64`},
 		{"crop max below min", "[pretrain]\ncrop_min = 40\n", false, `:2: pretrain.crop_min: pretrain.crop_max = 32 is below pretrain.crop_min = 40`},
-		{"list above candidates", "kind = \"reranker\"\n[rerank]\ncandidates = 4\n", false, `:3: rerank.candidates: rerank.list_size = 8 exceeds rerank.candidates = 4`},
-		{"rerank loss unknown", "kind = \"reranker\"\n[rerank]\nlosses = [\"hinge\"]\n", false, `:3: rerank.losses: unknown value "hinge", want one of "pairwise", "listwise" or "pointwise"`},
-		{"rerank losses empty", "kind = \"reranker\"\n[rerank]\nlosses = []\n", false, `:3: rerank.losses: must name at least one of "pairwise", "listwise" or "pointwise"`},
-		{"rerank train_depth 0", "kind = \"reranker\"\n[rerank]\ntrain_depth = 0\n", false, `:3: rerank.train_depth: must be >= 1, got 0`},
-		{"interpolate without dev", "kind = \"reranker\"\n[data]\ndir = \"data\"\ndev_split = \"\"\n[tokenizer]\ntrain = true\n", true,
-			`:4: data.dev_split: rerank.interpolate chooses alpha on data.dev_split, which is empty`},
 		// tokenizer: neither or both
 		{"tokenizer neither", "[data]\ndir = \"data\"\n[tokenizer]\nvocab_size = 200\n", true, `:3: tokenizer: set file = "path/to/tokenizer.json" or train = true (or model.init_from, whose tokenizer is used)`},
 		{"tokenizer neither, no table", "[data]\ndir = \"data\"\n", true, `: tokenizer: set file = "path/to/tokenizer.json" or train = true (or model.init_from, whose tokenizer is used)`},
@@ -333,7 +321,6 @@ func TestLoadErrors(t *testing.T) {
 		{"eval split missing", "[eval]\nsplits = [\"valid\"]\n", false, `:2: eval.splits: stat ` + filepath.Join(dir, "data", "qrels", "valid.tsv") + `: no such file`},
 		{"tokenizer file missing", "[data]\ndir = \"data\"\n[tokenizer]\nfile = \"missing.json\"\n", true, `:4: tokenizer.file: stat ` + filepath.Join(dir, "missing.json") + `: no such file`},
 		{"init_from missing", "[model]\ninit_from = \"runs/r2\"\n", false, `:2: model.init_from: stat ` + filepath.Join(dir, "runs", "r2") + `: no such file`},
-		{"first stage missing", "kind = \"reranker\"\n[rerank]\nfirst_stage = \"dense\"\n", false, `:3: rerank.first_stage: not "bm25" and not a run directory: stat ` + filepath.Join(dir, "dense") + `: no such file`},
 	} {
 		text := c.text
 		if !c.raw {
@@ -428,19 +415,6 @@ metrics = ["MAP", "P@10"]
 	if r, err = Load(path); err != nil || !r.Train.DynamicPadding || r.Train.MiniBatchSize != 4 {
 		t.Fatalf("train.dynamic_padding with mini_batch_size: err %v", err)
 	}
-	path = filepath.Join(dir, "edges-reranker.toml")
-	writeRecipe(t, path, `kind = "reranker"
-[data]
-dir = "data"
-[tokenizer]
-train = true
-[rerank]
-candidates = 2
-list_size = 2
-`)
-	if _, err := Load(path); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func TestKeyLines(t *testing.T) {
@@ -484,9 +458,9 @@ func TestDocTable(t *testing.T) {
 	}
 	// A floor, not a count: sections are added by parallel work; DocTableErrors checks every
 	// key against its row. 103 keys existed when the floor was set, 84 after [atlas] and
-	// [replug] moved to their kinds' packages (issue 36).
-	if n := len(leafValues(reflect.ValueOf(*Defaults()), "")); n < 84 {
-		t.Errorf("schema has %d keys, want at least 84 (leafValues lost a section?)", n)
+	// [replug] moved to their kinds' packages, 57 after [selfrag] and [rerank] (issue 36).
+	if n := len(leafValues(reflect.ValueOf(*Defaults()), "")); n < 57 {
+		t.Errorf("schema has %d keys, want at least 57 (leafValues lost a section?)", n)
 	}
 }
 
@@ -515,23 +489,5 @@ func TestDiffNamesTheFirstDifferentKey(t *testing.T) {
 	}
 	if !strings.HasPrefix(d, "loss.temperature: ") || !strings.Contains(d, "0.1") {
 		t.Fatalf("diff %q, want it to name loss.temperature and 0.1", d)
-	}
-}
-
-// TestFirstStageRunFile: rerank.first_stage may name a TREC run file, resolved like a run
-// directory.
-func TestFirstStageRunFile(t *testing.T) {
-	dir := fixture(t)
-	path := filepath.Join(dir, "file.toml")
-	writeRecipe(t, path, "kind = \"reranker\"\n[rerank]\nfirst_stage = \"tok.json\"\ntrain_depth = 50\n"+base)
-	r, err := Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := filepath.Join(dir, "tok.json"); r.Rerank.FirstStage != want || r.Rerank.TrainDepth != 50 {
-		t.Errorf("first_stage %q, train_depth %d; want %q, 50", r.Rerank.FirstStage, r.Rerank.TrainDepth, want)
-	}
-	if d := Defaults().Rerank.TrainDepth; d != 30 {
-		t.Errorf("default train_depth %d, want 30", d)
 	}
 }

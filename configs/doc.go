@@ -159,17 +159,6 @@
 //	eval.metrics                        ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  "<name>" or "<name>@<k>", name one of nDCG, MRR, Recall, P, MAP
 //	eval.select_metric                  ""             choose the retriever checkpoint with the best dev value of this metric (one of eval.metrics) at every train checkpoint (every train.eval_every steps when set); kept in <run>/best/; "" evaluates the last step
 //	eval.dev_corpus_sample              0              kind retriever, needs select_metric: rank the dev queries against every passage the dev qrels judge plus this many others drawn with the seed, not the whole corpus (faster; metrics.json "select/dev_corpus_passages" and the output say so); the final evaluation ranks the whole corpus; 0 = whole corpus; >= 0
-//	rerank.first_stage                  "bm25"         candidate source: "bm25", a dense retriever's run directory or a TREC run file
-//	rerank.candidates                   100            K: first-stage hits reranked per evaluated query; >= 1
-//	rerank.train_depth                  30             N: first-stage hits per training query that list negatives are drawn from; >= 1
-//	rerank.list_size                    8              passages per training list, at least one relevant; 2 <= list_size <= candidates
-//	rerank.drop_above_first_positive    false          drop unjudged candidates ranked above the first judged-relevant one (suspected false negatives)
-//	rerank.losses                       ["pairwise", "listwise", "pointwise"]  reranker losses trained and compared, each at most once
-//	rerank.interpolate                  true           also report alpha * s_first + (1 - alpha) * s_rerank, min-max normalised per query, alpha chosen on dev
-//	rerank.match_init                   0.0            gain·I added to the cross-encoder's first-layer query and key projections (a term-matching prior; not with model.init_from, refused with a pretrained body); 0 = off; >= 0
-//	rerank.pretrain_depth               30             BM25 hits of a cropped pseudo-query that its pretraining negatives are drawn from (kind reranker, pretrain.steps > 0); >= 1
-//	rerank.pretrain_window              0              cropped pseudo-queries come from a passage's first pretrain_window words (the part the cross-encoder sees); 0 = anywhere; >= 0
-//	rerank.match_word_scale             1.0            factor on the cross-encoder's initial word embeddings, so a token's word dominates its position and segment; > 0
 //	world.seed                          1              seed of the garden world (kind "rag"); the same [world] gives byte-identical files; >= 0
 //	world.gardeners                     400            gardeners; >= 2 and at most the surnames available
 //	world.first_names                   20             size of the shared first-name pool; >= 1
@@ -214,22 +203,6 @@
 //	rag.lr                              0.0005         peak AdamW learning rate of joint training; > 0
 //	rag.update_reader                   true           train the reader jointly with the query tower (false: the query tower alone)
 //	rag.held_out_questions              true           joint training asks the questions of half the training gardeners, reader fine-tuning the other half
-//	selfrag.row_length                  48             L of single-passage reader sequences (kind "selfrag": fine-tuning, per-passage decoding); reader.max_length is the concatenation's; in [8, reader.max_length]
-//	selfrag.irrelevant_fraction         0.4            fraction of reflective fine-tuning contexts that are not the gardener's entry (BM25 hits: news naming the gardener, other entries); in [0, 1]
-//	selfrag.relevance_loss_weight       0.0            the IsRel decisions get a loss term of their own (their mean NLL x this weight); 0: ordinary target tokens; >= 0
-//	selfrag.pair_fraction               0.0            fraction of relevant contexts followed by their minimal-pair negative (same passage, question about a same-first-name gardener with another surname); in [0, 1]
-//	selfrag.entry_negative_fraction     0.5            fraction of irrelevant contexts that are a same-first-name gardener's entry rather than news (when both exist); in [0, 1]
-//	selfrag.unsupported_fraction        0.1            fraction of relevant contexts whose sentence stating the asked fact is removed (target ends in [No support]); in [0, 1]
-//	selfrag.rename_fraction             0.5            fraction of reflective fine-tuning contexts where the gardener gets another surname throughout (names compared, not recalled); in [0, 1]
-//	selfrag.rename_surnames             "world"        where renamed surnames come from: "world" (a random world surname, one WordPiece token, never an existing name) or "invented" (mostly 2-4 pieces)
-//	selfrag.retrieve_confidence         0.5            [No Retrieve] label when the closed-book LM is right with at least this probability; in [0, 1]
-//	selfrag.finetune_steps              800            reflective fine-tuning steps (loss on target tokens, reader.replay rows replayed); >= 0
-//	selfrag.batch_size                  48             training questions per reflective fine-tuning step; >= 1
-//	selfrag.lr                          0.001          peak AdamW learning rate of reflective fine-tuning; > 0
-//	selfrag.top_k                       3              K: BM25 passages scored one by one (and joined by the concatenation baseline); >= 1
-//	selfrag.retrieve_threshold          0.5            retrieve when P([Retrieve]) / (P([Retrieve]) + P([No Retrieve])) >= this; in [0, 1]
-//	selfrag.relevance_threshold         0.5            answer from a passage only when P([Relevant]) / (P([Relevant]) + P([Irrelevant])) >= this; in [0, 1]
-//	selfrag.support_weight              1.0            weight of the support score against relevance when choosing among passing passages; >= 0
 //	realm.systems                       ["supervised", "async", "sync"]  retrievers trained from one start and compared (kind "realm"): "supervised", "async"/"sync"/"off" (REALM joint training, index refreshed in that mode), "frozen" (document tower frozen; needs model.shared_towers = false)
 //	realm.steps                         200            joint training steps per REALM system; >= 0
 //	realm.batch_size                    16             training questions per REALM step; >= 1

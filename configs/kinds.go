@@ -11,15 +11,15 @@ import (
 // KindSpec says what a kind of recipe reads. Load rejects a recipe whose file
 // sets a section its kind does not read, or names a loss it cannot train.
 type KindSpec struct {
-	// Sections are the top-level tables the kind reads: "data", "tokenizer",
-	// "model", "loss", "sampler", "pretrain", "train", "index", "eval",
-	// "rerank", "world", "reader", "rag", "selfrag", "replug", "realm",
-	// "index_refresh". The top-level keys (kind, name, seed, output_dir) are
-	// read by every kind.
+	// Sections are the top-level tables the kind reads: the shared ones,
+	// "data", "tokenizer", "model", "loss", "sampler", "pretrain", "train",
+	// "index", "eval", "world", "reader", "rag", "realm", "index_refresh",
+	// and those a kind owns (Own: "rerank", "selfrag", "atlas", ...). The
+	// top-level keys (kind, name, seed, output_dir) are read by every kind.
 	Sections []string
 	// Losses are the loss names the kind trains: the values loss.name may
-	// take when the kind reads [loss], and those rerank.losses may list when
-	// it reads [rerank].
+	// take when the kind reads [loss] (a kind's own section checks its own
+	// loss keys, as the reranker's rerank.losses).
 	Losses []string
 	// Own are the sections the kind owns, defined in its package (struct, defaults, validation);
 	// RegisterKind adds them to the schema and their names to Sections.

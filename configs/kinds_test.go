@@ -21,14 +21,34 @@ func init() {
 	RegisterKind("reranker", KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
 		Losses:   []string{"pairwise", "listwise", "pointwise"},
+		Own: []Section{NewSection("rerank", func() testRerank {
+			return testRerank{FirstStage: "bm25", Candidates: 100, ListSize: 8, Losses: []string{"pairwise", "listwise", "pointwise"}, Interpolate: true}
+		}, nil)},
 	})
 	RegisterKind("rag", KindSpec{Sections: garden, Losses: []string{"infonce"}})
 	RegisterKind("selfrag", KindSpec{
 		Sections: []string{"world", "tokenizer", "reader", "model", "loss", "train", "index", "selfrag"},
 		Losses:   []string{"infonce"},
+		Own:      []Section{NewSection("selfrag", func() testSelfRAG { return testSelfRAG{TopK: 3, Threshold: 0.5} }, nil)},
 	})
 	RegisterKind("replug", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}})
 	RegisterKind("realm", KindSpec{Sections: append(garden[:len(garden):len(garden)], "realm", "index_refresh"), Losses: []string{"infonce"}, Keys: []string{"realm.systems"}})
+}
+
+// testRerank stands in for some of the [rerank] section that experiment/reranker owns.
+type testRerank struct {
+	FirstStage             string   `toml:"first_stage"`
+	Candidates             int      `toml:"candidates"`
+	ListSize               int      `toml:"list_size"`
+	Losses                 []string `toml:"losses"`
+	DropAboveFirstPositive bool     `toml:"drop_above_first_positive"`
+	Interpolate            bool     `toml:"interpolate"`
+}
+
+// testSelfRAG stands in for the [selfrag] section that experiment/selfrag owns.
+type testSelfRAG struct {
+	TopK      int     `toml:"top_k"`
+	Threshold float64 `toml:"threshold"`
 }
 
 func TestRegisterKindPanics(t *testing.T) {
@@ -145,5 +165,38 @@ func TestResolvedWritesTheKindsSections(t *testing.T) {
 	}
 	if _, err := Load(oldPath); err == nil || !strings.Contains(err.Error(), "section [selfrag] is not read") {
 		t.Errorf("an old resolved recipe with a non-default foreign section: err = %v", err)
+	}
+}
+
+// TestDecodeSection: a package that cannot import the kind reads keys of its section by name:
+// the file's values, the defaults of a nil recipe, the shared sections alike; an unknown
+// section is an error naming it.
+func TestDecodeSection(t *testing.T) {
+	dir := fixture(t)
+	path := filepath.Join(dir, "s.toml")
+	writeRecipe(t, path, "kind = \"selfrag\"\n[tokenizer]\ntrain = true\n[index]\nk1 = 0.9\n[selfrag]\ntop_k = 5\n")
+	r, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dec struct {
+		TopK      int     `toml:"top_k"`
+		Threshold float64 `toml:"threshold"`
+	}
+	if err := DecodeSection(r, "selfrag", &dec); err != nil || dec.TopK != 5 || dec.Threshold != 0.5 {
+		t.Errorf("recipe: %+v, %v; want top_k 5, threshold 0.5", dec, err)
+	}
+	dec.TopK = 0
+	if err := DecodeSection(nil, "selfrag", &dec); err != nil || dec.TopK != 3 {
+		t.Errorf("nil recipe: %+v, %v; want the defaults' top_k 3", dec, err)
+	}
+	var bm25 struct {
+		K1 float64 `toml:"k1"`
+	}
+	if err := DecodeSection(r, "index", &bm25); err != nil || bm25.K1 != 0.9 {
+		t.Errorf("shared [index]: %+v, %v; want k1 0.9", bm25, err)
+	}
+	if err := DecodeSection(r, "selfrg", &dec); err == nil || !strings.Contains(err.Error(), "no section [selfrg]") {
+		t.Errorf("unknown section: err = %v", err)
 	}
 }

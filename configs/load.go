@@ -379,16 +379,6 @@ func (l *loader) resolve(r *Recipe, dir string) error {
 			return l.errf("reader.init_from", "%v", err)
 		}
 	}
-	switch r.Rerank.FirstStage {
-	case "":
-		return l.errf("rerank.first_stage", `must be "bm25", a run directory or a TREC run file`)
-	case "bm25":
-	default:
-		r.Rerank.FirstStage = abs(r.Rerank.FirstStage)
-		if _, err := os.Stat(r.Rerank.FirstStage); err != nil {
-			return l.errf("rerank.first_stage", `not "bm25" and not a run directory: %v`, err)
-		}
-	}
 	return nil
 }
 

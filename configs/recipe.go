@@ -34,13 +34,10 @@ type Recipe struct {
 	Train     Train     `toml:"train"`
 	Index     Index     `toml:"index"`
 	Eval      Eval      `toml:"eval"`
-	Rerank    Rerank    `toml:"rerank"`
 	// World, Reader and RAG are read by kind = "rag" (rag.go).
 	World  garden.Config `toml:"world"`
 	Reader Reader        `toml:"reader"`
 	RAG    RAG           `toml:"rag"`
-	// SelfRAG is read by kind = "selfrag" (selfrag.go), with World and Reader.
-	SelfRAG SelfRAG `toml:"selfrag"`
 	// Realm and IndexRefresh are read by the garden retriever studies: kind = "realm", and
 	// "replug" and "atlas" for realm.checkpoint_every and [index_refresh] (realm.go).
 	Realm        Realm        `toml:"realm"`
@@ -405,55 +402,6 @@ type Eval struct {
 	DevCorpusSample int `toml:"dev_corpus_sample"`
 }
 
-// Rerank is the [rerank] section, read by kind = "reranker".
-type Rerank struct {
-	// FirstStage produces the candidates: "bm25", a dense retriever's run
-	// directory (its latest checkpoint encodes the corpus), or a TREC run file
-	// (qid Q0 docid rank score tag) ranking every training and evaluated
-	// query; paths relative to the recipe file. Default "bm25".
-	FirstStage string `toml:"first_stage"`
-	// Candidates is K, the first-stage hits reranked per evaluated query; >= 1.
-	// Default 100.
-	Candidates int `toml:"candidates"`
-	// TrainDepth is N, the first-stage hits per training query that the
-	// negatives of its training lists are drawn from; >= 1. Default 30.
-	TrainDepth int `toml:"train_depth"`
-	// ListSize is the passages per training list (one or more relevant);
-	// 2 <= list_size <= candidates. Default 8.
-	ListSize int `toml:"list_size"`
-	// DropAboveFirstPositive drops candidates ranked above the first judged
-	// relevant one from training lists, as suspected false negatives.
-	// Default false.
-	DropAboveFirstPositive bool `toml:"drop_above_first_positive"`
-	// Losses are the reranker losses trained and compared, each once:
-	// "pairwise", "listwise", "pointwise".
-	// Default ["pairwise", "listwise", "pointwise"].
-	Losses []string `toml:"losses"`
-	// Interpolate also reports alpha * s_first + (1 - alpha) * s_rerank with
-	// both min-max normalised per query and alpha chosen on the dev split.
-	// Default true.
-	Interpolate bool `toml:"interpolate"`
-	// MatchInit is the gain added, as gain·I, to the query and key
-	// projections of the cross-encoder's first layer before training
-	// (model.CrossEncoder.InitMatching: a prior for term matching); 0 = off;
-	// >= 0. Default 0.
-	MatchInit float64 `toml:"match_init"`
-	// PretrainDepth is the BM25 hits of a cropped pseudo-query that the
-	// negatives of its pretraining list are drawn from (pretrain.steps > 0);
-	// a depth past the corpus size draws from every passage sharing a word
-	// with it; >= 1. Default 30.
-	PretrainDepth int `toml:"pretrain_depth"`
-	// PretrainWindow, when > 0, cuts the cropped pseudo-queries from the
-	// first pretrain_window words of a passage, the part the cross-encoder
-	// sees at tokenizer.max_length; 0 = anywhere in the passage; >= 0.
-	// Default 0.
-	PretrainWindow int `toml:"pretrain_window"`
-	// MatchWordScale multiplies the cross-encoder's initial word embeddings
-	// (model.CrossEncoder.InitMatching), so that a token's word dominates
-	// its position and segment; > 0. Default 1.0.
-	MatchWordScale float64 `toml:"match_word_scale"`
-}
-
 // Defaults returns a recipe holding every key's default. It is not valid on
 // its own: data.dir is required and the tokenizer needs file or train. Each
 // call returns fresh slices.
@@ -465,7 +413,6 @@ func Defaults() *Recipe {
 		World:     garden.DefaultConfig(),
 		Reader:    defaultReader(),
 		RAG:       defaultRAG(),
-		SelfRAG:   defaultSelfRAG(),
 
 		Realm:        defaultRealm(),
 		IndexRefresh: defaultIndexRefresh(),
@@ -532,16 +479,6 @@ func Defaults() *Recipe {
 			RRFK:    60,
 			Depth:   1000,
 			Metrics: []string{"nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"},
-		},
-		Rerank: Rerank{
-			FirstStage:     "bm25",
-			Candidates:     100,
-			TrainDepth:     30,
-			ListSize:       8,
-			PretrainDepth:  30,
-			MatchWordScale: 1,
-			Losses:         []string{"pairwise", "listwise", "pointwise"},
-			Interpolate:    true,
 		},
 	}
 }

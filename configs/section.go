@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+
+	"github.com/BurntSushi/toml"
 )
 
 // Section is a table of the recipe that one kind owns (as [atlas] is kind atlas'): its struct,
@@ -119,4 +121,31 @@ func defaultSection(section string) any {
 		return s.New()
 	}
 	return sectionValue(Defaults(), section)
+}
+
+// DecodeSection decodes the section name of r into v, a pointer to a struct whose toml tags
+// name the keys it reads (the section's other keys are ignored): how a package that the owning
+// kind imports, and so cannot import it (export reads the selfrag decoding policy), reads a few
+// keys of a kind's section by their recipe names. A kind's section r does not hold decodes as
+// its defaults, and so does every section of a nil r. It fails when no shared or registered
+// section has that name.
+func DecodeSection(r *Recipe, name string, v any) error {
+	var sec any
+	if r != nil {
+		sec = sectionValue(r, name)
+	}
+	if sec == nil {
+		sec = defaultSection(name)
+	}
+	if sec == nil {
+		return fmt.Errorf("recipe: no section [%s] (a kind's own section is known once its package is imported)", name)
+	}
+	text, err := toml.Marshal(sec)
+	if err != nil {
+		return fmt.Errorf("recipe: encode [%s]: %w", name, err)
+	}
+	if err := toml.Unmarshal(text, v); err != nil {
+		return fmt.Errorf("recipe: decode [%s]: %w", name, err)
+	}
+	return nil
 }

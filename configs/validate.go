@@ -20,7 +20,6 @@ var (
 	falseNegatives     = []string{"mask", "defer"}
 	schedules          = []string{"linear", "cosine", "constant"}
 	systemNames        = []string{"bm25", "dense", "rrf", "rerank", "zeroshot", "finetuned"}
-	rerankLosses       = []string{"pairwise", "listwise", "pointwise"}
 	metricNames        = []string{"nDCG", "MRR", "Recall", "P", "MAP"}
 )
 
@@ -192,35 +191,8 @@ func (l *loader) validate(r *Recipe) error {
 		}
 	}
 
-	rr := r.Rerank
-	AtLeast(v, "rerank.candidates", rr.Candidates, 1)
-	AtLeast(v, "rerank.train_depth", rr.TrainDepth, 1)
-	AtLeast(v, "rerank.list_size", rr.ListSize, 2)
-	v.NonNegative("rerank.match_init", rr.MatchInit)
-	AtLeast(v, "rerank.pretrain_depth", rr.PretrainDepth, 1)
-	AtLeast(v, "rerank.pretrain_window", rr.PretrainWindow, 0)
-	v.Positive("rerank.match_word_scale", rr.MatchWordScale)
-	if rr.ListSize > rr.Candidates {
-		v.Fail(v.SetOf("rerank.list_size", "rerank.candidates"), "rerank.list_size = %d exceeds rerank.candidates = %d", rr.ListSize, rr.Candidates)
-	}
-	if readsSection(r.Kind, "rerank") && rr.Interpolate && r.Data.DevSplit == "" {
-		v.Fail(v.SetOf("rerank.interpolate", "data.dev_split"), "rerank.interpolate chooses alpha on data.dev_split, which is empty")
-	}
-	if len(rr.Losses) == 0 {
-		v.Fail("rerank.losses", "must name at least one of %s", quoteList(rerankLosses))
-	}
-	v.Distinct("rerank.losses", rr.Losses)
-	for _, loss := range rr.Losses {
-		v.OneOf("rerank.losses", loss, rerankLosses)
-	}
-	if readsSection(r.Kind, "rerank") {
-		for _, loss := range rr.Losses {
-			v.kindLoss("rerank.losses", r.Kind, loss)
-		}
-	}
 	validateRAG(v, r)
 	validateRealm(v, r)
-	validateSelfRAG(v, r)
 	if v.err != nil {
 		return v.err
 	}

@@ -45,9 +45,9 @@ func CheckEstimate(rec *configs.Recipe, out io.Writer, e model.MemoryEstimate, k
 	return membudget.Check(e.Total(), what, out)
 }
 
-// describe names the sizes of cfg under the recipe section sec ("model", "reader") and the
-// vocabulary.
-func describe(sec string, cfg model.EncoderConfig) string {
+// Describe names the sizes of cfg under the recipe section sec ("model", "reader") and the
+// vocabulary, as a MemoryPart's Keys do.
+func Describe(sec string, cfg model.EncoderConfig) string {
 	s := fmt.Sprintf("%s.hidden = %d", sec, cfg.Hidden)
 	if sec == "model" {
 		s = fmt.Sprintf("model.encoder = %q, ", cfg.Encoder) + s
@@ -76,22 +76,8 @@ func RetrieverMemory(rec *configs.Recipe, cfg model.EncoderConfig) MemoryPart {
 		tokens = max(tokens, 2*rec.Pretrain.BatchSize*Lp)
 	}
 	s := model.TrainingShape{Towers: biTowers(rec), Tokens: tokens, Length: max(Lq, Lp)}
-	return MemoryPart{Cfg: cfg, Shape: s, Keys: describe("model", cfg) + fmt.Sprintf(
+	return MemoryPart{Cfg: cfg, Shape: s, Keys: Describe("model", cfg) + fmt.Sprintf(
 		", tokenizer.max_length = %d, %d tokens a step (train.batch_size, train.mini_batch_size, sampler.hard_negatives, pretrain.batch_size)", s.Length, s.Tokens)}
-}
-
-// RerankerMemory is the cross-encoder cfg of a reranker recipe at its largest step:
-// rerank.list_size (query, passage) sequences of tokenizer.max_length tokens for each of
-// train.batch_size queries, or of pretrain.batch_size crops.
-func RerankerMemory(rec *configs.Recipe, cfg model.EncoderConfig) MemoryPart {
-	L := rec.Tokenizer.MaxLength
-	rows := rec.Train.BatchSize
-	if rec.Pretrain.Steps > 0 {
-		rows = max(rows, rec.Pretrain.BatchSize)
-	}
-	s := model.TrainingShape{Towers: 1, Tokens: rows * rec.Rerank.ListSize * L, Length: L}
-	return MemoryPart{Cfg: cfg, Shape: s, Keys: describe("model", cfg) + fmt.Sprintf(
-		", tokenizer.max_length = %d, %d tokens a step (train.batch_size, pretrain.batch_size, rerank.list_size)", L, s.Tokens)}
 }
 
 // GardenMemory is what a garden recipe (kinds rag, selfrag, replug, realm, atlas) trains, its
@@ -117,7 +103,7 @@ func GardenMemory(rec *configs.Recipe, bi model.EncoderConfig) []MemoryPart {
 	if g.Steps > 0 && g.BatchSize*g.TopK > rows {
 		rows, lm = g.BatchSize*g.TopK, g.BatchSize*g.TopK
 	}
-	reader := MemoryPart{Cfg: rcfg, Shape: model.TrainingShape{Towers: 1, Tokens: rows * L, Length: L, LMRows: lm}, Keys: describe("reader", rcfg) +
+	reader := MemoryPart{Cfg: rcfg, Shape: model.TrainingShape{Towers: 1, Tokens: rows * L, Length: L, LMRows: lm}, Keys: Describe("reader", rcfg) +
 		fmt.Sprintf(", reader.max_length = %d, %d sequences a step (reader.pretrain_batch_size, reader.finetune_batch_size, reader.replay, rag.batch_size x rag.top_k)", L, rows)}
 	Lq := rec.Tokenizer.QueryLength()
 	tokens := g.BatchSize * Lq
@@ -125,7 +111,7 @@ func GardenMemory(rec *configs.Recipe, bi model.EncoderConfig) []MemoryPart {
 		tokens = max(tokens, 2*rec.Pretrain.BatchSize*rec.Tokenizer.MaxLength)
 	}
 	s := model.TrainingShape{Towers: biTowers(rec), Tokens: tokens, Length: rec.Tokenizer.MaxLength}
-	retriever := MemoryPart{Cfg: bi, Shape: s, Keys: describe("model", bi) + fmt.Sprintf(
+	retriever := MemoryPart{Cfg: bi, Shape: s, Keys: Describe("model", bi) + fmt.Sprintf(
 		", tokenizer.max_length = %d, %d tokens a step (pretrain.batch_size, rag.batch_size)", s.Length, s.Tokens)}
 	return []MemoryPart{reader, retriever}
 }

@@ -28,13 +28,20 @@ const KindSelfRAG = "selfrag"
 
 // SelfRAGDecoding is the reflective decoding policy of a selfrag run (recipe keys selfrag.*,
 // experiment/selfrag/selfrag_decode.go), recorded in ragtrain.json so that a serving stack can decode
-// as the run evaluated.
+// as the run evaluated. The toml tags are the keys of the run's [selfrag] section it is read
+// from (configs.DecodeSection: the section belongs to the kind, which imports export).
 type SelfRAGDecoding struct {
-	RowLength          int     `json:"row_length"`          // L of one-passage sequences
-	TopK               int     `json:"top_k"`               // passages judged one by one
-	RetrieveThreshold  float64 `json:"retrieve_threshold"`  // retrieve when P(Retrieve)/(P(Retrieve)+P(No Retrieve)) >= this
-	RelevanceThreshold float64 `json:"relevance_threshold"` // answer from a passage when P(Relevant)/(P(Relevant)+P(Irrelevant)) >= this
-	SupportWeight      float64 `json:"support_weight"`      // passage score = relevance + support_weight * support
+	RowLength          int     `json:"row_length" toml:"row_length"`                   // L of one-passage sequences
+	TopK               int     `json:"top_k" toml:"top_k"`                             // passages judged one by one
+	RetrieveThreshold  float64 `json:"retrieve_threshold" toml:"retrieve_threshold"`   // retrieve when P(Retrieve)/(P(Retrieve)+P(No Retrieve)) >= this
+	RelevanceThreshold float64 `json:"relevance_threshold" toml:"relevance_threshold"` // answer from a passage when P(Relevant)/(P(Relevant)+P(Irrelevant)) >= this
+	SupportWeight      float64 `json:"support_weight" toml:"support_weight"`           // passage score = relevance + support_weight * support
+}
+
+// DefaultSelfRAGDecoding is the decoding policy of the [selfrag] defaults (the kind's defaults
+// are built from it), recorded when a run's recipe cannot be read.
+func DefaultSelfRAGDecoding() SelfRAGDecoding {
+	return SelfRAGDecoding{RowLength: 48, TopK: 3, RetrieveThreshold: 0.5, RelevanceThreshold: 0.5, SupportWeight: 1}
 }
 
 // selfragPrompt documents the sequences of experiment/selfrag/selfrag_data.go.
@@ -59,12 +66,12 @@ func (r *Run) SelfRAG() (*model.Reader, *tokenize.Tokenizer, ReaderMeta, []Token
 	if err != nil {
 		return nil, nil, ReaderMeta{}, nil, SelfRAGDecoding{}, err
 	}
-	sr := configs.Defaults().SelfRAG
+	dec := DefaultSelfRAGDecoding()
 	if r.Recipe != nil {
-		sr = r.Recipe.SelfRAG
+		if err := configs.DecodeSection(r.Recipe, "selfrag", &dec); err != nil {
+			return nil, nil, ReaderMeta{}, nil, SelfRAGDecoding{}, err
+		}
 	}
-	dec := SelfRAGDecoding{RowLength: sr.RowLength, TopK: sr.TopK, RetrieveThreshold: sr.RetrieveThreshold,
-		RelevanceThreshold: sr.RelevanceThreshold, SupportWeight: sr.SupportWeight}
 	return rd, tok, meta, refl, dec, nil
 }
 

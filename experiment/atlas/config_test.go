@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 )
 
 // TestConfig loads [atlas] through the kind's registration and rejects impossible values with
@@ -15,10 +16,7 @@ func TestConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "a.toml")
 	load := func(body string) (*configs.Recipe, error) {
-		if err := os.WriteFile(path, []byte("kind = \"atlas\"\n[tokenizer]\ntrain = true\n[model]\nshared_towers = false\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, path, "kind = \"atlas\"\n[tokenizer]\ntrain = true\n[model]\nshared_towers = false\n"+body)
 	}
 	r, err := load("[atlas]\nsystems = [\"supervised\", \"loo_both\"]\ntau_loo = 2.0\n")
 	if err != nil {
@@ -57,12 +55,6 @@ func TestConfig(t *testing.T) {
 
 // TestDocTable: doc.go documents every [atlas] key with its default.
 func TestDocTable(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := defaultConfig()
-	for _, e := range configs.DocTableErrors(src, "atlas.", &c) {
-		t.Errorf("doc.go: %s", e)
-	}
+	testkit.DocTable(t, "atlas.", &c)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/readerlm"
+	"github.com/ragtrain/ragtrain/experiment/reranker"
 	"github.com/ragtrain/ragtrain/experiment/scifactverify"
 	"github.com/ragtrain/ragtrain/internal/membudget"
 	"github.com/ragtrain/ragtrain/model"
@@ -101,7 +102,7 @@ func TestShippedRecipesFitMemory(t *testing.T) {
 		case "retriever":
 			parts = []experiment.MemoryPart{experiment.RetrieverMemory(rec, cfg)}
 		case "reranker":
-			parts = []experiment.MemoryPart{experiment.RerankerMemory(rec, cfg)}
+			parts = []experiment.MemoryPart{reranker.Memory(rec, cfg)}
 		default:
 			parts = experiment.GardenMemory(rec, biencoder.EncoderConfig(rec, vocab+2))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -40,138 +41,197 @@ func init() {
 	experiment.Register("rag", runRAG, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}})
 }
 
+// runRAG runs a rag recipe as named stages, methods of ragRun, which carries the run's state
+// from one to the next: the resume point, the world and the models, the start (reader and
+// retriever trained, or restored), the datastore index and the start's evaluation, the joint
+// objectives and the metrics.
 func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	start := time.Now()
-	// Where to start: a resumed run whose start and its evaluation were saved continues from
-	// there; any other run starts at the first phase.
-	var prog *ragkit.Progress
-	fromStart := false
-	if o.ResumeDir != "" {
-		var err error
-		if prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
-			return o.ResumeDir, err
-		}
-		_, saved := prog.Done(ragkit.StudyStartDir)
-		fromStart = saved && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
-		if !fromStart {
-			prog = &ragkit.Progress{Dir: o.ResumeDir}
+	r := &ragRun{start: time.Now(), dir: o.ResumeDir}
+	defer r.close()
+	for _, stage := range []func() error{
+		func() error { return r.resume(o) },    // a resumed run's progress: does its saved start hold?
+		func() error { return r.open(rec, o) }, // the world, the tokenizer, the run directory, the models, BM25
+		func() error { return r.train(ctx) },   // the start: the reader pretrained and fine-tuned, the retriever warmed up
+		r.index,                                // the datastore index; the start evaluated and saved
+		func() error { return r.joint(ctx) },   // each objective of rag.objectives from the start
+		r.finish,                               // metrics.json
+	} {
+		if err := stage(); err != nil {
+			return r.dir, err
 		}
 	}
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
-	}
-	if err != nil {
-		return dir, err
-	}
-	if prog == nil {
-		prog = &ragkit.Progress{Dir: dir}
-	}
-	world := run.World
-	ev := run.NewEval(d)
-	all := append(run.Reader.Params(), run.Encoder.Params()...)
-	bm25 := index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	return r.dir, nil
+}
 
-	startDir := filepath.Join(dir, ragkit.StudyStartDir)
-	if fromStart {
-		ck, err := checkpoints.Load(startDir)
+// ragRun is the state a rag run hands from stage to stage.
+type ragRun struct {
+	*ragkit.GardenRun
+	start     time.Time
+	dir       string           // the run directory once made (the resumed one before)
+	prog      *ragkit.Progress // the finished stages
+	fromStart bool             // a resumed run continuing from its saved start
+	d         *ragkit.Data
+	ev        *ragkit.Eval
+	all       []*model.Param // the reader's and the bi-encoder's parameters
+	bm25      *index.BM25
+	x         *ragkit.Index // the datastore index joint training starts from
+}
+
+// resume reads a resumed run's progress: a run whose start and its evaluation were saved
+// continues from there; any other run starts at the first phase.
+func (r *ragRun) resume(o experiment.Options) error {
+	if o.ResumeDir == "" {
+		return nil
+	}
+	var err error
+	if r.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+		return err
+	}
+	_, saved := r.prog.Done(ragkit.StudyStartDir)
+	r.fromStart = saved && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
+	if !r.fromStart {
+		r.prog = &ragkit.Progress{Dir: o.ResumeDir}
+	}
+	return nil
+}
+
+// open generates the world and makes the run directory (or reopens the resumed one) with the
+// tokenizer, the models and BM25 over the datastore.
+func (r *ragRun) open(rec *configs.Recipe, o experiment.Options) error {
+	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, r.fromStart, "")
+	r.GardenRun, r.d, r.dir = run, d, dir
+	if err != nil {
+		return err
+	}
+	if r.prog == nil {
+		r.prog = &ragkit.Progress{Dir: dir}
+	}
+	r.ev = run.NewEval(d)
+	r.all = append(run.Reader.Params(), run.Encoder.Params()...)
+	r.bm25 = index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	return nil
+}
+
+// close closes the run's log.
+func (r *ragRun) close() {
+	if r.GardenRun != nil && r.Log != nil {
+		r.Log.Close()
+	}
+}
+
+// train makes the start joint training begins from: the reader pretrained as a language model
+// and fine-tuned on training questions, the retriever warmed up without labels; a resumed run
+// restores the saved start instead.
+func (r *ragRun) train(ctx context.Context) error {
+	if r.fromStart {
+		ck, err := checkpoints.Load(filepath.Join(r.Dir, ragkit.StudyStartDir))
 		if err != nil {
-			return dir, err
+			return err
 		}
-		if err := experiment.SetParams(all, ck.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
+		if err := experiment.SetParams(r.all, ck.Params); err != nil {
+			return fmt.Errorf("%s: %w", ck.Dir, err)
 		}
-		st, _ := prog.Done(ragkit.StudyStartDir)
-		prog.Restore(run, ev, st)
-		fmt.Fprintf(o.Out, "resume: the start in %s\n", ck.Dir)
-	} else {
-		if o.ResumeDir != "" {
-			fmt.Fprintf(o.Out, "resume: %s has no saved start yet; starting from the first phase\n", dir)
-		}
-		prog.Begin(run, ev)
-		// The reader: language-model pretraining, then fine-tuning on training questions.
-		rows, cutDocs := run.Format.PackDocuments(d.Docs)
-		fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
-			ragkit.CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
-		if err := run.PretrainReader(ctx, rows); err != nil {
-			return dir, err
-		}
-		if rec.Reader.PretrainPasses > 0 {
-			if err := ev.AddCloze(run.Reader, "lm_cloze"); err != nil {
-				return dir, err
-			}
-		}
-		if err := run.FinetuneReader(ctx, rows, d.FinetuneQ, d.Gold); err != nil {
-			return dir, err
-		}
-		// The retriever: label-free warm-up, then the index joint training starts from.
-		if err := run.WarmupRetriever(ctx, d.Texts); err != nil {
-			return dir, err
+		st, _ := r.prog.Done(ragkit.StudyStartDir)
+		r.prog.Restore(r.GardenRun, r.ev, st)
+		fmt.Fprintf(r.Opts.Out, "resume: the start in %s\n", ck.Dir)
+		return nil
+	}
+	if r.Opts.ResumeDir != "" {
+		fmt.Fprintf(r.Opts.Out, "resume: %s has no saved start yet; starting from the first phase\n", r.Dir)
+	}
+	r.prog.Begin(r.GardenRun, r.ev)
+	rows, cutDocs := r.Format.PackDocuments(r.d.Docs)
+	fmt.Fprintf(r.Opts.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+		ragkit.CountParams(r.Reader.Params()), len(rows), r.Format.L, cutDocs)
+	if err := r.PretrainReader(ctx, rows); err != nil {
+		return err
+	}
+	if r.Rec.Reader.PretrainPasses > 0 {
+		if err := r.ev.AddCloze(r.Reader, "lm_cloze"); err != nil {
+			return err
 		}
 	}
-	x, err := ragkit.NewIndex(run.Encoder, run.Tok, d.IDs, d.Texts, bm25, run.Loss.Cosine(), run.Loss.Temperature, rec.Tokenizer.MaxLength)
-	if err != nil {
-		return dir, err
+	if err := r.FinetuneReader(ctx, rows, r.d.FinetuneQ, r.d.Gold); err != nil {
+		return err
 	}
-	tokenize.ReportTruncation(o.Out, "datastore index", x.L, tokenize.TruncPart{Name: "passages", Count: &x.PassageCut})
-	if !fromStart {
-		if err := run.EvaluateStart(ev, x); err != nil {
-			return dir, err
-		}
-		if err := run.Save(startDir, all, run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
-			return dir, err
-		}
-		if err := prog.Finish(ragkit.StudyStartDir, run, ev); err != nil {
-			return dir, err
-		}
-	}
+	return r.WarmupRetriever(ctx, r.d.Texts)
+}
 
-	// Joint training, each objective from the same start.
+// index encodes the datastore (the index joint training starts from) and, unless the start was
+// restored, evaluates the start and saves it with its evaluation.
+func (r *ragRun) index() error {
+	var err error
+	r.x, err = ragkit.NewIndex(r.Encoder, r.Tok, r.d.IDs, r.d.Texts, r.bm25, r.Loss.Cosine(), r.Loss.Temperature, r.Rec.Tokenizer.MaxLength)
+	if err != nil {
+		return err
+	}
+	tokenize.ReportTruncation(r.Opts.Out, "datastore index", r.x.L, tokenize.TruncPart{Name: "passages", Count: &r.x.PassageCut})
+	if r.fromStart {
+		return nil
+	}
+	if err := r.EvaluateStart(r.ev, r.x); err != nil {
+		return err
+	}
+	if err := r.Save(filepath.Join(r.Dir, ragkit.StudyStartDir), r.all, r.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: r.Seed, LogBytes: r.Log.Size()}); err != nil {
+		return err
+	}
+	return r.prog.Finish(ragkit.StudyStartDir, r.GardenRun, r.ev)
+}
+
+// joint trains each objective of rag.objectives from the same start (a finished one restored, a
+// resumed one continued from the run's latest checkpoint) and evaluates it.
+func (r *ragRun) joint(ctx context.Context) error {
 	var resumeCk *checkpoints.Checkpoint
-	if fromStart && experiment.HasCheckpoint(dir) {
-		if resumeCk, err = checkpoints.Load(dir); err != nil {
-			return dir, err
+	if r.fromStart && experiment.HasCheckpoint(r.Dir) {
+		var err error
+		if resumeCk, err = checkpoints.Load(r.Dir); err != nil {
+			return err
 		}
 	}
-	startParams := ragkit.Snapshot(all)
-	qs := ragkit.JointQuestions(world, d.JointQ, run.Format)
-	for _, obj := range rec.RAG.Objectives {
+	startParams := ragkit.Snapshot(r.all)
+	qs := ragkit.JointQuestions(r.World, r.d.JointQ, r.Format)
+	for _, obj := range r.Rec.RAG.Objectives {
 		name := "rag_" + obj
-		if st, ok := prog.Done(name); ok {
-			prog.Restore(run, ev, st)
-			fmt.Fprintf(o.Out, "%s: finished in an earlier segment\n", name)
+		if st, ok := r.prog.Done(name); ok {
+			r.prog.Restore(r.GardenRun, r.ev, st)
+			fmt.Fprintf(r.Opts.Out, "%s: finished in an earlier segment\n", name)
 			continue
 		}
 		ragkit.Restore(startParams)
-		prog.Begin(run, ev)
+		r.prog.Begin(r.GardenRun, r.ev)
 		var from *checkpoints.Checkpoint
 		if resumeCk != nil && resumeCk.Trainer.Phase == name {
-			if err := experiment.SetParams(all, resumeCk.Params); err != nil {
-				return dir, fmt.Errorf("%s: %w", resumeCk.Dir, err)
+			if err := experiment.SetParams(r.all, resumeCk.Params); err != nil {
+				return fmt.Errorf("%s: %w", resumeCk.Dir, err)
 			}
 			from = resumeCk
-			fmt.Fprintf(o.Out, "resume: %s at step %d\n", from.Dir, from.Trainer.Step)
+			fmt.Fprintf(r.Opts.Out, "resume: %s at step %d\n", from.Dir, from.Trainer.Step)
 		}
-		if err := run.Joint(ctx, name, obj, x, qs, from); err != nil {
-			return dir, err
+		if err := r.Joint(ctx, name, obj, r.x, qs, from); err != nil {
+			return err
 		}
-		if err := run.EvaluateDense(ev, x, name); err != nil {
-			return dir, err
+		if err := r.EvaluateDense(r.ev, r.x, name); err != nil {
+			return err
 		}
-		if err := prog.Finish(name, run, ev); err != nil {
-			return dir, err
+		if err := r.prog.Finish(name, r.GardenRun, r.ev); err != nil {
+			return err
 		}
 	}
+	return nil
+}
 
-	run.Metrics["rag/candidate_mass."+rec.RAG.CandidateMass] = 1
-	run.Metrics["rag/top_k"] = float64(rec.RAG.TopK)
-	run.Metrics["train/seconds"] = run.TrainSec
-	run.Metrics["run/seconds"] = time.Since(start).Seconds()
-	run.Report(ev)
-	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
-	return dir, experiment.WriteMetrics(dir, run.Metrics)
+// finish prints the tables and writes metrics.json.
+func (r *ragRun) finish() error {
+	g := r.Rec.RAG
+	r.Metrics["rag/candidate_mass."+g.CandidateMass] = 1
+	r.Metrics["rag/top_k"] = float64(g.TopK)
+	r.Metrics["train/seconds"] = r.TrainSec
+	r.Metrics["run/seconds"] = time.Since(r.start).Seconds()
+	r.Report(r.ev)
+	fmt.Fprintf(r.Opts.Out, "run: %.0fs\n", time.Since(r.start).Seconds())
+	return experiment.WriteMetrics(r.Dir, r.Metrics)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
+	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -135,8 +136,27 @@ func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, sy
 	return dir, s.finish()
 }
 
-// prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training.
+// prepareStudy runs (or, resuming, restores) the rag pipeline up to joint training, as named
+// stages: the world and the models, the saved start or the phases a checkpoint says are done,
+// the phases left, and the start's index and evaluation.
 func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, dev bool) (*Study, string, error) {
+	s, dir, err := openStudy(rec, o)
+	if err != nil {
+		return s, dir, err
+	}
+	prepared, err := s.restoreStart()
+	if err != nil {
+		return s, dir, err
+	}
+	if err := s.prepare(ctx, prepared); err != nil {
+		return s, dir, err
+	}
+	return s, dir, s.evaluateStart(dev)
+}
+
+// openStudy generates the world, makes the run directory (or reopens the resumed one) with the
+// world, the log, the tokenizer and the models.
+func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
 	t0 := time.Now()
 	if err := CheckMemory(rec, o.Out); err != nil {
 		return nil, "", err
@@ -179,87 +199,108 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 	}
 	run.RAGConfig.Kind = rec.Kind
 	s.ev = run.NewEval(d)
-	all := append(run.Reader.Params(), run.Encoder.Params()...)
+	return s, dir, nil
+}
 
-	// Where to start: the saved start, or the phases a checkpoint says are done.
-	prepared := map[string]bool{}
-	if resume {
-		startDir := filepath.Join(dir, StudyStartDir)
-		if experiment.HasCheckpoint(startDir) {
-			ck, err := checkpoints.Load(startDir)
-			if err != nil {
-				return s, dir, err
-			}
-			if err := experiment.SetParams(all, ck.Params); err != nil {
-				return s, dir, fmt.Errorf("%s: %w", ck.Dir, err)
-			}
-			prepared = map[string]bool{"reader_lm": true, "reader_finetune": true, "retriever_warmup": true, "start": true}
-			fmt.Fprintf(o.Out, "resume: the start in %s\n", ck.Dir)
-			if experiment.HasCheckpoint(dir) {
-				if s.resume, err = checkpoints.Load(dir); err != nil {
-					return s, dir, err
-				}
-			}
-			if err := s.readDone(); err != nil {
-				return s, dir, err
-			}
-		} else if experiment.HasCheckpoint(dir) {
-			ck, err := checkpoints.Load(dir)
-			if err != nil {
-				return s, dir, err
-			}
-			order := []string{"reader_lm", "reader_finetune", "retriever_warmup"}
-			if i := slices.Index(order, ck.Trainer.Phase); i >= 0 {
-				if err := experiment.SetParams(all, ck.Params); err != nil {
-					return s, dir, fmt.Errorf("%s: %w", ck.Dir, err)
-				}
-				for _, p := range order[:i+1] {
-					prepared[p] = true
-				}
-				fmt.Fprintf(o.Out, "resume: %s (phases up to %s done)\n", ck.Dir, ck.Trainer.Phase)
+// params are the reader's and the bi-encoder's parameters, the start the systems share.
+func (s *Study) params() []*model.Param {
+	return append(s.Reader.Params(), s.Encoder.Params()...)
+}
+
+// restoreStart restores a resumed study's parameters from its saved start (every preparing phase
+// done; the latest checkpoint of a system phase and the finished systems read too) or else from
+// a checkpoint of a preparing phase, and returns the phases done.
+func (s *Study) restoreStart() (prepared map[string]bool, err error) {
+	prepared = map[string]bool{}
+	if s.Opts.ResumeDir == "" {
+		return prepared, nil
+	}
+	dir, all := s.Dir, s.params()
+	if startDir := filepath.Join(dir, StudyStartDir); experiment.HasCheckpoint(startDir) {
+		ck, err := checkpoints.Load(startDir)
+		if err != nil {
+			return nil, err
+		}
+		if err := experiment.SetParams(all, ck.Params); err != nil {
+			return nil, fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		prepared = map[string]bool{"reader_lm": true, "reader_finetune": true, "retriever_warmup": true, "start": true}
+		fmt.Fprintf(s.Opts.Out, "resume: the start in %s\n", ck.Dir)
+		if experiment.HasCheckpoint(dir) {
+			if s.resume, err = checkpoints.Load(dir); err != nil {
+				return nil, err
 			}
 		}
+		return prepared, s.readDone()
 	}
+	if !experiment.HasCheckpoint(dir) {
+		return prepared, nil
+	}
+	ck, err := checkpoints.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	order := []string{"reader_lm", "reader_finetune", "retriever_warmup"}
+	if i := slices.Index(order, ck.Trainer.Phase); i >= 0 {
+		if err := experiment.SetParams(all, ck.Params); err != nil {
+			return nil, fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		for _, p := range order[:i+1] {
+			prepared[p] = true
+		}
+		fmt.Fprintf(s.Opts.Out, "resume: %s (phases up to %s done)\n", ck.Dir, ck.Trainer.Phase)
+	}
+	return prepared, nil
+}
 
+// prepare runs the preparing phases not done: the reader's language-model pretraining and
+// fine-tuning, the retriever's warm-up, and saves the start.
+func (s *Study) prepare(ctx context.Context, prepared map[string]bool) error {
+	run, d := s.GardenRun, s.d
 	rows, cutDocs := run.Format.PackDocuments(d.Docs)
-	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+	fmt.Fprintf(s.Opts.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
 		CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
 	if !prepared["reader_lm"] {
 		if err := run.PretrainReader(ctx, rows); err != nil {
-			return s, dir, err
+			return err
 		}
 	}
 	if !prepared["reader_finetune"] {
 		if err := run.FinetuneReader(ctx, rows, d.FinetuneQ, d.Gold); err != nil {
-			return s, dir, err
+			return err
 		}
 	}
 	if !prepared["retriever_warmup"] {
 		if err := run.WarmupRetriever(ctx, d.Texts); err != nil {
-			return s, dir, err
+			return err
 		}
 	}
-	if !prepared["start"] {
-		if err := run.Save(filepath.Join(dir, StudyStartDir), all, run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
-			return s, dir, err
-		}
+	if prepared["start"] {
+		return nil
 	}
+	return run.Save(filepath.Join(s.Dir, StudyStartDir), s.params(), run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()})
+}
 
+// evaluateStart builds BM25 and the starting index over the datastore, evaluates the start (on
+// the dev questions too with dev) and keeps its parameters for every system to start from.
+func (s *Study) evaluateStart(dev bool) error {
+	d, rec := s.d, s.Rec
 	s.bm25 = index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	var err error
 	if s.Index, err = s.freshIndex(); err != nil {
-		return s, dir, err
+		return err
 	}
-	if err := run.EvaluateStart(s.ev, s.Index); err != nil {
-		return s, dir, err
+	if err := s.EvaluateStart(s.ev, s.Index); err != nil {
+		return err
 	}
 	if dev {
-		s.dev = newDevEval(world, d)
+		s.dev = newDevEval(s.World, d)
 		if err := s.devRecall(s.Index, "dense"); err != nil {
-			return s, dir, err
+			return err
 		}
 	}
-	s.start = Snapshot(all)
-	return s, dir, nil
+	s.start = Snapshot(s.params())
+	return nil
 }
 
 // restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),

@@ -1,12 +1,12 @@
 package replug
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	_ "github.com/ragtrain/ragtrain/experiment/realm" // kind realm, which does not read [replug]
 )
 
@@ -17,10 +17,7 @@ func TestConfig(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "r.toml")
 	load := func(kind, body string) (*configs.Recipe, error) {
-		if err := os.WriteFile(path, []byte("kind = \""+kind+"\"\n[tokenizer]\ntrain = true\n"+body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return configs.Load(path)
+		return testkit.LoadText(t, path, "kind = \""+kind+"\"\n[tokenizer]\ntrain = true\n"+body)
 	}
 	r, err := load("replug", "[replug]\nsteps = 7\ntowers = \"both\"\n")
 	if err != nil {
@@ -45,12 +42,6 @@ func TestConfig(t *testing.T) {
 
 // TestDocTable: doc.go documents every [replug] key with its default.
 func TestDocTable(t *testing.T) {
-	src, err := os.ReadFile("doc.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	c := defaultConfig()
-	for _, e := range configs.DocTableErrors(src, "replug.", &c) {
-		t.Errorf("doc.go: %s", e)
-	}
+	testkit.DocTable(t, "replug.", &c)
 }

@@ -100,7 +100,7 @@ func describeArch(d *export.CrossEncoderDir) string {
 // refuseMatchInit refuses the term-matching prior (rerank.match_init, rerank.match_word_scale)
 // on a pretrained body: it rescales the word embeddings and adds gain·I to the first layer's
 // query and key projections, which would overwrite what the body learned.
-func refuseMatchInit(rr configs.Rerank, d *export.CrossEncoderDir, keys recipeKeys) error {
+func refuseMatchInit(rr *Config, d *export.CrossEncoderDir, keys recipeKeys) error {
 	if !d.Body {
 		return nil
 	}

@@ -188,7 +188,7 @@ func TestRerankerInitFromBertBodyRefusals(t *testing.T) {
 	body, _, _ := writeBertBody(t, dir)
 	run := func(modelKeys, extra string) (string, error) {
 		rec, path := bodyRecipe(t, dir, body, modelKeys, extra)
-		rec.Rerank.Losses = []string{"listwise"}
+		Of(rec).Losses = []string{"listwise"}
 		_, err := experiment.Run(context.Background(), rec, experiment.Options{RecipePath: path, Out: io.Discard, Progress: io.Discard})
 		return path, err
 	}

@@ -72,22 +72,76 @@ func FinalModelDir(runDir, loss string) string { return filepath.Join(runDir, "r
 func init() {
 	experiment.Register("reranker", runReranker, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "pretrain", "train", "index", "eval", "rerank"},
-		Losses:   []string{"pairwise", "listwise", "pointwise"},
+		Losses:   rerankLosses,
+		Own:      []configs.Section{section},
 	})
 }
 
+// runReranker runs a reranker recipe as named stages, methods of rerankRun, which carries the
+// run's state from one to the next. Everything that can be refused (the first stage, the
+// init_from directory, the tokenizer, the memory estimate) is read before the run directory
+// exists, so a bad input leaves nothing behind.
 func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	rr := rec.Rerank
-	if rec.Model.Encoder != model.EncoderTransformer {
-		return "", fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, rec.Model.Encoder)
-	}
-	for _, name := range rec.Eval.Metrics {
-		if _, k, err := configs.ParseMetric(name); err == nil && k > rr.Candidates {
-			return "", fmt.Errorf("eval.metrics: %q needs %d hits but a reranker ranks rerank.candidates = %d", name, k, rr.Candidates)
+	r := &rerankRun{rec: rec, o: o, rr: Of(rec), resume: o.ResumeDir != ""}
+	defer r.close()
+	for _, stage := range []func() error{
+		r.check,                              // a cross-encoder; eval.metrics within rerank.candidates
+		r.load,                               // the judged splits, the passages, BM25 and the first stage
+		r.initFrom,                           // model.init_from: its architecture, checked against the recipe
+		r.open,                               // the tokenizer, the memory estimate, the seed's model, the run directory
+		r.mine,                               // training lists of the first stage's hits; cropping lists
+		r.restore,                            // a resumed run's latest checkpoint, the log
+		func() error { return r.train(ctx) }, // the pretrained start, then one model per loss of rerank.losses
+		r.evaluate,                           // the first stage reranked on the eval splits; metrics.json
+	} {
+		if err := stage(); err != nil {
+			return r.dir, err
 		}
 	}
+	return r.dir, nil
+}
+
+// rerankRun is the state a reranker run hands from stage to stage.
+type rerankRun struct {
+	rec    *configs.Recipe // a copy holding model.init_from's architecture once initFrom has run
+	o      experiment.Options
+	rr     *Config
+	resume bool
+
+	ds       *data.Dataset
+	passages []string
+	bm25     *index.BM25
+	first    *firstStage
+	initDir  *export.CrossEncoderDir // model.init_from, nil for none
+	tok      *tokenize.Tokenizer
+	encCfg   model.EncoderConfig
+	seed     *model.CrossEncoder // the seed's model, with init_from's weights or the matching prior
+	dir      string
+	tr       *rerankTrainer
+	models   map[string]*model.CrossEncoder // the trained model of each loss
+	lg       *trainer.Log
+}
+
+// check refuses what a reranker cannot run: a bi-encoder's encoder, a metric deeper than the
+// reranked candidates.
+func (r *rerankRun) check() error {
+	if r.rec.Model.Encoder != model.EncoderTransformer {
+		return fmt.Errorf(`model.encoder = %q: a reranker is a cross-encoder and needs "transformer"`, r.rec.Model.Encoder)
+	}
+	for _, name := range r.rec.Eval.Metrics {
+		if _, k, err := configs.ParseMetric(name); err == nil && k > r.rr.Candidates {
+			return fmt.Errorf("eval.metrics: %q needs %d hits but a reranker ranks rerank.candidates = %d", name, k, r.rr.Candidates)
+		}
+	}
+	return nil
+}
+
+// load reads the judged splits (training, dev for the interpolation, evaluated), the passages,
+// BM25 and the first stage: a bad run file or retriever checkpoint stops the run here.
+func (r *rerankRun) load() error {
+	rec := r.rec
 	splits := []string{rec.Data.TrainSplit}
-	if rr.Interpolate {
+	if r.rr.Interpolate {
 		splits = append(splits, rec.Data.DevSplit)
 	}
 	for _, s := range rec.Eval.Splits {
@@ -95,170 +149,205 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 			splits = append(splits, s)
 		}
 	}
-	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
-	if err != nil {
-		return "", err
+	var err error
+	if r.ds, err = data.LoadJudged(rec.Data.Dir, splits...); err != nil {
+		return err
 	}
-	// The first stage is read before the run directory exists, so that a bad run file or
-	// retriever checkpoint leaves nothing behind.
-	corpus := ds.Corpus
-	passages := make([]string, corpus.Len())
-	for i := range passages {
-		passages[i] = corpus.Passage(i, rec.Data.TitleField)
+	corpus := r.ds.Corpus
+	r.passages = make([]string, corpus.Len())
+	for i := range r.passages {
+		r.passages[i] = corpus.Passage(i, rec.Data.TitleField)
 	}
 	start := time.Now()
-	bm25 := index.NewBM25(corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	first, err := newFirstStage(rec, ds, bm25, passages)
+	r.bm25 = index.NewBM25(corpus.IDs, r.passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	if r.first, err = newFirstStage(rec, r.ds, r.bm25, r.passages); err != nil {
+		return err
+	}
+	if err := checkRerankSystems(rec, r.first.name); err != nil {
+		return err
+	}
+	fmt.Fprintf(r.o.Out, "first stage: %s, ready in %.2fs\n", r.first.describe(), time.Since(start).Seconds())
+	return nil
+}
+
+// initFrom opens model.init_from, refuses the matching prior on a pretrained body and takes the
+// architecture the recipe leaves out from the directory, into a copy of the recipe (the run
+// directory's resolved recipe records it).
+func (r *rerankRun) initFrom() error {
+	if r.rec.Model.InitFrom == "" {
+		return nil
+	}
+	var err error
+	if r.initDir, err = export.OpenCrossEncoder(r.rec.Model.InitFrom); err != nil {
+		return fmt.Errorf("model.init_from: %w", err)
+	}
+	keys := keysOf(r.rec)
+	if err := refuseMatchInit(r.rr, r.initDir, keys); err != nil {
+		return err
+	}
+	rec := *r.rec
+	r.rec = &rec
+	taken, err := initArchitecture(&rec.Model, r.initDir, keys)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := checkRerankSystems(rec, first.name); err != nil {
-		return "", err
+	if len(taken) > 0 {
+		fmt.Fprintf(r.o.Out, "init_from: architecture of %s: %s; from it, as the recipe does not set them: %s\n",
+			r.initDir.Dir, describeArch(r.initDir), strings.Join(taken, ", "))
 	}
-	fmt.Fprintf(o.Out, "first stage: %s, ready in %.2fs\n", first.describe(), time.Since(start).Seconds())
-	// So is the tokenizer (and the init_from directory's weights): a bad tokenizer.json or
-	// model directory stops the run before it has a directory.
-	resume := o.ResumeDir != ""
-	var initDir *export.CrossEncoderDir
-	if rec.Model.InitFrom != "" {
-		if initDir, err = export.OpenCrossEncoder(rec.Model.InitFrom); err != nil {
-			return "", fmt.Errorf("model.init_from: %w", err)
-		}
-		keys := keysOf(rec)
-		if err := refuseMatchInit(rr, initDir, keys); err != nil {
-			return "", err
-		}
-		// The directory fixes the architecture: the sizes the recipe leaves out are its (a copy
-		// of the recipe holds them, and the run directory's resolved recipe records them).
-		r := *rec
-		rec = &r
-		taken, err := initArchitecture(&rec.Model, initDir, keys)
-		if err != nil {
-			return "", err
-		}
-		if len(taken) > 0 {
-			fmt.Fprintf(o.Out, "init_from: architecture of %s: %s; from it, as the recipe does not set them: %s\n",
-				initDir.Dir, describeArch(initDir), strings.Join(taken, ", "))
-		}
-		if L := rec.Tokenizer.MaxLength; L > rec.Model.MaxPosition {
-			return "", fmt.Errorf("%stokenizer.max_length = %d exceeds the %d positions of model.init_from %s", keys.where("tokenizer.max_length"), L, rec.Model.MaxPosition, initDir.Dir)
-		}
+	if L := rec.Tokenizer.MaxLength; L > rec.Model.MaxPosition {
+		return fmt.Errorf("%stokenizer.max_length = %d exceeds the %d positions of model.init_from %s", keys.where("tokenizer.max_length"), L, rec.Model.MaxPosition, r.initDir.Dir)
 	}
-	tok, err := prepareRerankTokenizer(rec, o.ResumeDir, initDir, passages, o.Out)
+	return nil
+}
+
+// open reads the tokenizer, checks the memory estimate, builds the seed's model (init_from's
+// weights or the term-matching prior), then makes the run directory and saves the tokenizer.
+func (r *rerankRun) open() error {
+	rec := r.rec
+	tok, err := prepareRerankTokenizer(rec, r.o.ResumeDir, r.initDir, r.passages, r.o.Out)
 	if err != nil {
-		return "", err
+		return err
 	}
-	encCfg := biencoder.EncoderConfig(rec, tok.VocabSize())
-	if err := experiment.CheckMemory(rec, o.Out, experiment.RerankerMemory(rec, encCfg)); err != nil {
-		return "", err
+	r.encCfg = biencoder.EncoderConfig(rec, tok.VocabSize())
+	if err := experiment.CheckMemory(rec, r.o.Out, Memory(rec, r.encCfg)); err != nil {
+		return err
 	}
-	seedModel, err := model.NewCrossEncoder(encCfg, uint64(rec.Seed))
-	if err != nil {
-		return "", err
+	if r.seed, err = model.NewCrossEncoder(r.encCfg, uint64(rec.Seed)); err != nil {
+		return err
 	}
-	if initDir != nil {
-		if err := initDir.Init(seedModel); err != nil {
-			return "", fmt.Errorf("model.init_from: %w", err)
+	if r.initDir != nil {
+		if err := r.initDir.Init(r.seed); err != nil {
+			return fmt.Errorf("model.init_from: %w", err)
 		}
-	} else if err := seedModel.InitMatching(rr.MatchInit, rr.MatchWordScale); err != nil {
-		return "", fmt.Errorf("rerank.match_init, rerank.match_word_scale: %w", err)
+	} else if err := r.seed.InitMatching(r.rr.MatchInit, r.rr.MatchWordScale); err != nil {
+		return fmt.Errorf("rerank.match_init, rerank.match_word_scale: %w", err)
 	}
-	dir, err := experiment.PrepareRunDir(rec, o)
+	dir, err := experiment.PrepareRunDir(rec, r.o)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if initDir != nil {
+	r.dir = dir
+	if r.initDir != nil {
 		shapes := map[string][]int{}
-		for _, p := range seedModel.Params() {
+		for _, p := range r.seed.Params() {
 			shapes[p.Name] = p.Value.Shape()
 		}
-		reportInit(o.Out, initDir, len(seedModel.Params()), rec.Seed, shapes)
+		reportInit(r.o.Out, r.initDir, len(r.seed.Params()), rec.Seed, shapes)
 	}
-	tok, tokPath, err := experiment.SaveTokenizer(tok, dir, resume)
+	tok, tokPath, err := experiment.SaveTokenizer(tok, r.dir, r.resume)
 	if err != nil {
-		return dir, err
+		return err
 	}
+	r.tok = tok
+	cfg := model.CrossEncoderConfig{Kind: model.KindCrossEncoder, Encoder: r.encCfg, MaxLength: rec.Tokenizer.MaxLength,
+		FirstStage: r.first.source, TrainDepth: r.rr.TrainDepth, ListSize: r.rr.ListSize, DropAboveFirstPositive: r.rr.DropAboveFirstPositive,
+		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: r.rr.PretrainDepth, PretrainWindow: r.rr.PretrainWindow,
+		InitFrom: rec.Model.InitFrom, MatchInit: r.rr.MatchInit, MatchWordScale: r.rr.MatchWordScale}
+	r.tr = &rerankTrainer{Env: experiment.Env{Rec: rec, Opts: r.o, Dir: r.dir, Seed: uint64(rec.Seed), TokenizerPath: tokPath}, tok: tok, cfg: cfg}
+	return nil
+}
 
-	// Training lists: the first stage's top-N of every training query.
-	qrels := ds.Qrels[rec.Data.TrainSplit]
+// mine makes the training lists, the first stage's top rerank.train_depth of every training
+// query, and with pretrain.steps > 0 the cropping lists, whose negatives BM25 draws whatever the
+// first stage (a run file cannot rank pseudo-queries, and BM25 is what their positives must beat).
+func (r *rerankRun) mine() error {
+	rec, rr, corpus := r.rec, r.rr, r.ds.Corpus
+	qrels := r.ds.Qrels[rec.Data.TrainSplit]
 	trainQIDs := qrels.QueryIDs()
 	queryText := map[string]string{}
 	texts := make([]string, len(trainQIDs))
 	for i, q := range trainQIDs {
-		texts[i], _ = ds.Queries.Text(q)
+		texts[i], _ = r.ds.Queries.Text(q)
 		queryText[q] = texts[i]
 	}
-	trainHits, err := first.rank(trainQIDs, texts, rr.TrainDepth)
+	trainHits, err := r.first.rank(trainQIDs, texts, rr.TrainDepth)
 	if err != nil {
-		return dir, err
+		return err
 	}
 	ranking := map[string][]string{}
 	for i, q := range trainQIDs {
 		ranking[q] = hitIDs(trainHits[i])
 	}
-	lists, st, err := sampler.NewLists(sampler.Collection{Queries: queryText, DocIDs: corpus.IDs, DocTexts: passages, Qrels: qrels},
+	lists, st, err := sampler.NewLists(sampler.Collection{Queries: queryText, DocIDs: corpus.IDs, DocTexts: r.passages, Qrels: qrels},
 		ranking, sampler.ListOptions{Size: rr.ListSize, BatchSize: rec.Train.BatchSize, Seed: uint64(rec.Seed),
 			DropAboveFirstPositive: rr.DropAboveFirstPositive})
 	if err != nil {
-		return dir, err
+		return err
 	}
-	fmt.Fprintf(o.Out, "lists: %d training queries, %d %s candidates (top %d), %d judged relevant; %d dropped as suspected false negatives; %d queries without a relevant candidate; %d short of %d negatives\n",
-		st.Queries, st.Candidates, first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
+	r.tr.lists = lists
+	fmt.Fprintf(r.o.Out, "lists: %d training queries, %d %s candidates (top %d), %d judged relevant; %d dropped as suspected false negatives; %d queries without a relevant candidate; %d short of %d negatives\n",
+		st.Queries, st.Candidates, r.first.name, rr.TrainDepth, st.Relevant, st.Dropped, len(st.NoRelevant), len(st.Short), rr.ListSize-1)
+	if rec.Pretrain.Steps == 0 {
+		return nil
+	}
+	search := func(q string, n int) ([]string, error) { return hitIDs(r.bm25.Search(q, n)), nil }
+	pt := rec.Pretrain
+	r.tr.crops, err = sampler.NewCropLists(sampler.Collection{DocIDs: corpus.IDs, DocTexts: r.passages}, search,
+		sampler.CropListOptions{Size: rr.ListSize, BatchSize: pt.BatchSize, MinLen: pt.CropMin, MaxLen: pt.CropMax,
+			Depth: rr.PretrainDepth, Window: rr.PretrainWindow, Seed: uint64(rec.Seed)})
+	return err
+}
 
-	cfg := model.CrossEncoderConfig{Kind: model.KindCrossEncoder, Encoder: encCfg, MaxLength: rec.Tokenizer.MaxLength,
-		FirstStage: first.source, TrainDepth: rr.TrainDepth, ListSize: rr.ListSize, DropAboveFirstPositive: rr.DropAboveFirstPositive,
-		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: rr.PretrainDepth, PretrainWindow: rr.PretrainWindow,
-		InitFrom: rec.Model.InitFrom, MatchInit: rr.MatchInit, MatchWordScale: rr.MatchWordScale}
-	tr := &rerankTrainer{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed), TokenizerPath: tokPath}, tok: tok, cfg: cfg, lists: lists}
-	if rec.Pretrain.Steps > 0 {
-		// Cropping lists draw their negatives from BM25, whatever the first stage: a run file
-		// cannot rank pseudo-queries, and BM25 is what their positives must beat.
-		search := func(q string, n int) ([]string, error) { return hitIDs(bm25.Search(q, n)), nil }
-		pt := rec.Pretrain
-		if tr.crops, err = sampler.NewCropLists(sampler.Collection{DocIDs: corpus.IDs, DocTexts: passages}, search,
-			sampler.CropListOptions{Size: rr.ListSize, BatchSize: pt.BatchSize, MinLen: pt.CropMin, MaxLen: pt.CropMax,
-				Depth: rr.PretrainDepth, Window: rr.PretrainWindow, Seed: uint64(rec.Seed)}); err != nil {
-			return dir, err
-		}
-	}
-	if resume && !experiment.HasCheckpoint(dir) {
-		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", dir)
-	} else if resume {
-		ck, err := checkpoints.Load(dir)
+// restore reads a resumed run's latest checkpoint (the phase and step it continues from) and
+// opens the run's log.
+func (r *rerankRun) restore() error {
+	if r.resume && !experiment.HasCheckpoint(r.dir) {
+		fmt.Fprintf(r.o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", r.dir)
+	} else if r.resume {
+		ck, err := checkpoints.Load(r.dir)
 		if err != nil {
-			return dir, err
+			return err
 		}
-		tr.resumeFrom = ck
-		fmt.Fprintf(o.Out, "resume: %s at %s step %d\n", ck.Dir, ck.Trainer.Phase, ck.Trainer.Step)
+		r.tr.resumeFrom = ck
+		fmt.Fprintf(r.o.Out, "resume: %s at %s step %d\n", ck.Dir, ck.Trainer.Phase, ck.Trainer.Step)
 	}
-	lg, err := experiment.OpenRunLog(dir, resume)
-	if err != nil {
-		return dir, err
+	var err error
+	if r.lg, err = experiment.OpenRunLog(r.dir, r.resume); err != nil {
+		return err
 	}
-	defer lg.Close()
-	tr.Log = lg
-	init, err := tr.initial(ctx, seedModel)
-	if err != nil {
-		return dir, err
-	}
-	models := map[string]*model.CrossEncoder{}
-	for _, loss := range rr.Losses {
-		m, err := tr.train(ctx, rerankPhase{name: loss, loss: loss, steps: rec.Train.Steps, batch: rec.Train.BatchSize, next: lists.Batch}, init)
-		if err != nil {
-			return dir, err
-		}
-		models[loss] = m
-	}
+	r.tr.Log = r.lg
+	return nil
+}
 
+// train trains the start every loss shares (the seed's model, pretrained on cropping lists with
+// pretrain.steps > 0), then one model per loss of rerank.losses from it.
+func (r *rerankRun) train(ctx context.Context) error {
+	init, err := r.tr.initial(ctx, r.seed)
+	if err != nil {
+		return err
+	}
+	r.models = map[string]*model.CrossEncoder{}
+	for _, loss := range r.rr.Losses {
+		m, err := r.tr.train(ctx, rerankPhase{name: loss, loss: loss, steps: r.rec.Train.Steps, batch: r.rec.Train.BatchSize, next: r.tr.lists.Batch}, init)
+		if err != nil {
+			return err
+		}
+		r.models[loss] = m
+	}
+	return nil
+}
+
+// evaluate reranks the first stage's top rerank.candidates on the eval splits with every model
+// (and interpolated with the first stage), and writes metrics.json.
+func (r *rerankRun) evaluate() error {
+	tr := r.tr
 	metrics := map[string]float64{"train/seconds": tr.seconds, "train/pairs": float64(tr.pairs), "train/passages_cut": float64(tr.cut)}
 	if tr.seconds > 0 {
 		metrics["train/examples_per_second"] = float64(tr.pairs) / tr.seconds
 	}
-	ev := &rerankEval{rec: rec, o: o, dir: dir, ds: ds, tok: tok, first: first, models: models, metrics: metrics}
+	ev := &rerankEval{rec: r.rec, o: r.o, dir: r.dir, ds: r.ds, tok: r.tok, first: r.first, models: r.models, metrics: metrics}
 	if err := ev.run(); err != nil {
-		return dir, err
+		return err
 	}
-	return dir, experiment.WriteMetrics(dir, metrics)
+	return experiment.WriteMetrics(r.dir, metrics)
+}
+
+// close closes the run's log.
+func (r *rerankRun) close() {
+	if r.lg != nil {
+		r.lg.Close()
+	}
 }
 
 // prepareRerankTokenizer returns the run's tokenizer without writing anything (experiment.PrepareTokenizer),
@@ -313,7 +402,7 @@ func (f *firstStage) describe() string {
 }
 
 func newFirstStage(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string) (*firstStage, error) {
-	src := rec.Rerank.FirstStage
+	src := Of(rec).FirstStage
 	if src == "bm25" {
 		return &firstStage{name: "bm25", source: "bm25", rank: func(_, texts []string, depth int) ([][]index.Hit, error) {
 			out := make([][]index.Hit, len(texts))
@@ -496,7 +585,7 @@ func (t *rerankTrainer) train(ctx context.Context, ph rerankPhase, init *model.C
 		}
 	}
 	if startStep < ph.steps {
-		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, rec.Rerank.ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
+		task, err := newRerankTask(m, t.tok, ph.loss, ph.batch, Of(rec).ListSize, rec.Tokenizer.MaxLength, seed, phaseStream(ph.name), ph.next)
 		if err != nil {
 			return nil, err
 		}
@@ -645,7 +734,7 @@ type splitRuns struct {
 }
 
 func (e *rerankEval) run() error {
-	rr := e.rec.Rerank
+	rr := Of(e.rec)
 	alphas := map[string]float64{}
 	if rr.Interpolate {
 		dev := e.rec.Data.DevSplit
@@ -712,7 +801,7 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 	if runs, ok := e.done[split]; ok {
 		return runs, nil
 	}
-	k := e.rec.Rerank.Candidates
+	k := Of(e.rec).Candidates
 	L := e.rec.Tokenizer.MaxLength
 	qids := e.ds.Qrels[split].QueryIDs()
 	texts := make([]string, len(qids))
@@ -738,7 +827,7 @@ func (e *rerankEval) rerankSplit(split string) (splitRuns, error) {
 	runs.pairs, runs.cut = len(pq), enc.Truncated
 	fmt.Fprintf(e.o.Out, "%s: %d queries, %d (query, passage) pairs\n", split, len(qids), len(pq))
 	tokenize.ReportTruncation(e.o.Out, "eval "+split, L, tokenize.TruncPart{Name: "pairs", Count: &pairs})
-	for _, loss := range e.rec.Rerank.Losses {
+	for _, loss := range Of(e.rec).Losses {
 		start := time.Now()
 		scores, err := scorePairs(e.models[loss], enc, len(pq), L, e.o.Progress, fmt.Sprintf("score %s %s", split, loss))
 		if err != nil {

@@ -168,7 +168,7 @@ func TestFirstStageRunErrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			rec := rerankRecipe(t, dir, "")
-			rec.Rerank.FirstStage = path
+			Of(rec).FirstStage = path
 			rec.Eval.Systems = []string{"rerank"}
 			_, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 			if err == nil || !strings.Contains(err.Error(), c.want) || strings.Contains(err.Error(), "\n") {
@@ -191,7 +191,7 @@ func TestRerankerResume(t *testing.T) {
 	dir := testkit.NewSlice(t)
 	rec := rerankRecipe(t, dir, "")
 	rec.Train.Steps, rec.Train.CheckpointEvery = 40, 20
-	rec.Rerank.Losses = []string{"pairwise", "listwise"}
+	Of(rec).Losses = []string{"pairwise", "listwise"}
 	rec.Model.Dropout = 0.1                            // the dropout masks must replay too
 	rec.Pretrain.Steps, rec.Pretrain.BatchSize = 10, 4 // cropping lists first, shared by both losses
 	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
@@ -229,8 +229,8 @@ func TestDenseFirstStage(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := rerankRecipe(t, dir, "")
-	rec.Rerank.FirstStage = retDir
-	rec.Rerank.Losses = []string{"listwise"}
+	Of(rec).FirstStage = retDir
+	Of(rec).Losses = []string{"listwise"}
 	rec.Eval.Systems = []string{"dense", "rerank"}
 	rec.Eval.Splits = []string{"test"}
 	rec.Train.Steps = 10
@@ -291,7 +291,7 @@ func TestRerankerInitFromExport(t *testing.T) {
 	dir := testkit.NewSlice(t)
 	rec := rerankRecipe(t, dir, "")
 	rec.Train.Steps, rec.Train.LogEvery = 60, 20
-	rec.Rerank.Losses = []string{"listwise"}
+	Of(rec).Losses = []string{"listwise"}
 	first, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +309,7 @@ func TestRerankerInitFromExport(t *testing.T) {
 		r := rerankRecipe(t, dir, "")
 		r.OutputDir = filepath.Join(dir, fmt.Sprint("again", steps))
 		r.Train.Steps, r.Train.LogEvery = steps, 20
-		r.Rerank.Losses = []string{"listwise"}
+		Of(r).Losses = []string{"listwise"}
 		r.Model.InitFrom = from
 		var out strings.Builder
 		runDir, err := experiment.Run(context.Background(), r, experiment.Options{Out: &out, Progress: io.Discard})

@@ -15,7 +15,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
-	_ "github.com/ragtrain/ragtrain/experiment/reranker" // the teacher is a reranker run
+	"github.com/ragtrain/ragtrain/experiment/reranker" // the teacher is a reranker run
 )
 
 // trainTeacher trains the reranker test recipe's pairwise cross-encoder on the slice in dir and
@@ -24,7 +24,7 @@ func trainTeacher(t *testing.T, dir string, steps int) string {
 	t.Helper()
 	vars := map[string]string{"OUT": filepath.Join(dir, "teacher-runs"), "DATA": filepath.Join(dir, "data")}
 	rec := testkit.Recipe(t, "rerank-slice", filepath.Join(dir, "teacher.toml"), vars, "")
-	rec.Rerank.Losses, rec.Train.Steps = []string{"pairwise"}, steps
+	reranker.Of(rec).Losses, rec.Train.Steps = []string{"pairwise"}, steps
 	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ func init() {
 	experiment.Register("selfrag", runSelfRAG, configs.KindSpec{
 		Sections: []string{"world", "tokenizer", "reader", "model", "loss", "train", "index", "selfrag"},
 		Losses:   []string{"infonce"},
+		Own:      []configs.Section{section},
 	})
 }
 
@@ -107,197 +108,249 @@ func missingStage(prog *ragkit.Progress, phase string, hasPlain bool) string {
 	return ""
 }
 
+// runSelfRAG runs a selfrag recipe as named stages, methods of selfragRun, which carries the
+// run's state from one to the next: the resume point, the world and the models, the plain
+// reader's two stages, the reflective reader's training and the evaluation.
 func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	start := time.Now()
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	// Where to continue: the latest checkpoint of the run directory, the finished stages of
-	// rag.json and the plain reader of plain/.
-	var from, plainCk *checkpoints.Checkpoint
-	var prog *ragkit.Progress
-	tokFile := ""
-	if o.ResumeDir != "" {
-		var err error
-		if experiment.HasCheckpoint(o.ResumeDir) {
-			if from, err = checkpoints.Load(o.ResumeDir); err != nil {
-				return o.ResumeDir, err
-			}
-			if !slices.Contains(phaseOrder, from.Trainer.Phase) {
-				return o.ResumeDir, fmt.Errorf("%s: phase %q is not a selfrag phase (%s)", from.Dir, from.Trainer.Phase, strings.Join(phaseOrder, ", "))
-			}
-			if prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
-				return o.ResumeDir, err
-			}
-		} else {
-			fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", o.ResumeDir)
-		}
-		if pd := filepath.Join(o.ResumeDir, plainDir); experiment.HasCheckpoint(pd) {
-			if plainCk, err = checkpoints.Load(pd); err != nil {
-				return o.ResumeDir, err
-			}
-			tokFile = filepath.Join(plainCk.Dir, checkpoints.TokenizerFile)
-		}
-		if from != nil {
-			if missing := missingStage(prog, from.Trainer.Phase, plainCk != nil); missing != "" {
-				// A run directory of an earlier version, which started again on resume.
-				fmt.Fprintf(o.Out, "resume: %s holds no record of %s; starting from the first phase\n", o.ResumeDir, missing)
-				from, prog = nil, nil
-			}
-		}
-		if from == nil && tokFile == "" {
-			if err := dropReflectiveTokenizer(o.ResumeDir); err != nil {
-				return o.ResumeDir, err
-			}
+	s := &selfragRun{start: time.Now(), sr: *Of(rec), dir: o.ResumeDir}
+	defer s.close()
+	for _, stage := range []func() error{
+		func() error { return s.resume(o) },          // the latest checkpoint, finished stages and plain reader of a resumed run
+		func() error { return s.open(rec, o) },       // the world, the tokenizer, the run directory, the models
+		func() error { return s.pretrainLM(ctx) },    // stage reader_lm: language-model pretraining, the Retrieve labels
+		func() error { return s.finetunePlain(ctx) }, // stage reader_finetune: the plain reader, evaluated, saved in plain/
+		s.grow, // the reflection tokens and a grown copy of the plain reader
+		func() error { return s.finetuneReflective(ctx) }, // stage selfrag_finetune: the reflective reader trained
+		s.evaluate, // the reflective reader, over the poisoned datastore too; metrics.json
+	} {
+		if err := stage(); err != nil {
+			return s.dir, err
 		}
 	}
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, from != nil, tokFile)
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
+	return s.dir, nil
+}
+
+// resume finds where a resumed run continues: the latest checkpoint of its directory, the
+// finished stages of rag.json and the plain reader of plain/; a run directory lacking what its
+// checkpoint's phase needs starts again from the first phase.
+func (s *selfragRun) resume(o experiment.Options) error {
+	if o.ResumeDir == "" {
+		return nil
 	}
+	var err error
+	if experiment.HasCheckpoint(o.ResumeDir) {
+		if s.from, err = checkpoints.Load(o.ResumeDir); err != nil {
+			return err
+		}
+		if !slices.Contains(phaseOrder, s.from.Trainer.Phase) {
+			return fmt.Errorf("%s: phase %q is not a selfrag phase (%s)", s.from.Dir, s.from.Trainer.Phase, strings.Join(phaseOrder, ", "))
+		}
+		if s.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+			return err
+		}
+	} else {
+		fmt.Fprintf(o.Out, "resume: %s has no checkpoint yet; starting from the first phase\n", o.ResumeDir)
+	}
+	if pd := filepath.Join(o.ResumeDir, plainDir); experiment.HasCheckpoint(pd) {
+		if s.plainCk, err = checkpoints.Load(pd); err != nil {
+			return err
+		}
+		s.tokFile = filepath.Join(s.plainCk.Dir, checkpoints.TokenizerFile)
+	}
+	if s.from != nil {
+		if missing := missingStage(s.prog, s.from.Trainer.Phase, s.plainCk != nil); missing != "" {
+			// A run directory of an earlier version, which started again on resume.
+			fmt.Fprintf(o.Out, "resume: %s holds no record of %s; starting from the first phase\n", o.ResumeDir, missing)
+			s.from, s.prog = nil, nil
+		}
+	}
+	if s.from == nil && s.tokFile == "" {
+		return dropReflectiveTokenizer(o.ResumeDir)
+	}
+	return nil
+}
+
+// open generates the world, makes the run directory (or reopens the resumed one) with the
+// tokenizer and the models, and restores the parameters of a checkpoint before the reflective
+// phase.
+func (s *selfragRun) open(rec *configs.Recipe, o experiment.Options) error {
+	run, d, dir, err := ragkit.NewGardenRun(rec, o, "entry", false, s.from != nil, s.tokFile)
+	s.GardenRun, s.d, s.dir = run, d, dir
 	if err != nil {
-		return dir, err
+		return err
 	}
-	if o.ResumeDir != "" && from == nil && tokFile != "" {
+	if o.ResumeDir != "" && s.from == nil && s.tokFile != "" {
 		// Starting again: tokenizer.json may hold the reflection tokens already.
 		if err := run.Tok.Save(run.TokenizerPath); err != nil {
-			return dir, err
+			return err
 		}
 	}
-	if prog == nil {
-		prog = &ragkit.Progress{Dir: dir}
+	if s.prog == nil {
+		s.prog = &ragkit.Progress{Dir: dir}
 	}
 	run.RAGConfig.Kind = model.KindSelfRAG
-	run.MidPhase, run.From = true, from
-	s := &selfragRun{GardenRun: run, d: d, sr: rec.SelfRAG}
+	run.MidPhase, run.From = true, s.from
 	if err := s.formats(); err != nil {
-		return dir, err
+		return err
 	}
-	all := append(run.Reader.Params(), run.Encoder.Params()...)
-	if from != nil && from.Trainer.Phase != "selfrag_finetune" {
-		if err := experiment.SetParams(all, from.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", from.Dir, err)
+	s.all = append(run.Reader.Params(), run.Encoder.Params()...)
+	if s.from != nil && s.from.Trainer.Phase != "selfrag_finetune" {
+		if err := experiment.SetParams(s.all, s.from.Params); err != nil {
+			return fmt.Errorf("%s: %w", s.from.Dir, err)
 		}
 	}
-	// begin starts the stage of phase name, unless an earlier segment finished it: then it
-	// restores the stage's results.
-	begin := func(name string, ev *ragkit.Eval) (restored bool) {
-		if st, ok := prog.Done(name); ok {
-			prog.Restore(run, ev, st)
-			fmt.Fprintf(o.Out, "%s: finished in an earlier segment\n", name)
-			return true
-		}
-		prog.Begin(run, ev)
-		return false
-	}
+	return nil
+}
 
-	// The plain reader: pretraining on long rows, the Retrieve labels, fine-tuning.
-	rows, cutDocs := s.fLong.PackDocuments(d.Docs)
-	fmt.Fprintf(o.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
-		ragkit.CountParams(run.Reader.Params()), len(rows), s.fLong.L, cutDocs)
-	run.Format = s.fRow
-	ev := run.NewEval(d)
-	var retrieve map[int]bool
-	if begin("reader_lm", ev) {
-		if retrieve, err = s.readLabels(); err != nil {
-			return dir, err
-		}
-	} else {
-		run.Format = s.fLong
-		if err := run.PretrainReader(ctx, rows); err != nil {
-			return dir, err
-		}
-		run.Format = s.fRow
-		if rec.Reader.PretrainPasses > 0 {
-			if err := ev.AddCloze(run.Reader, "lm_cloze"); err != nil {
-				return dir, err
-			}
-		}
-		if retrieve, err = s.retrieveLabels(); err != nil {
-			return dir, err
-		}
-		if err := s.writeLabels(retrieve); err != nil {
-			return dir, err
-		}
-		if err := prog.Finish("reader_lm", run, ev); err != nil {
-			return dir, err
+// close closes the run's log.
+func (s *selfragRun) close() {
+	if s.GardenRun != nil && s.Log != nil {
+		s.Log.Close()
+	}
+}
+
+// begin starts the stage of phase name, unless an earlier segment finished it: then it
+// restores the stage's results.
+func (s *selfragRun) begin(name string) (restored bool) {
+	if st, ok := s.prog.Done(name); ok {
+		s.prog.Restore(s.GardenRun, s.ev, st)
+		fmt.Fprintf(s.Opts.Out, "%s: finished in an earlier segment\n", name)
+		return true
+	}
+	s.prog.Begin(s.GardenRun, s.ev)
+	return false
+}
+
+// pretrainLM is stage reader_lm: the reader pretrained as a language model on long rows, its
+// cloze evaluation, and the Retrieve labels read off it (or read back from a finished stage).
+func (s *selfragRun) pretrainLM(ctx context.Context) error {
+	rows, cutDocs := s.fLong.PackDocuments(s.d.Docs)
+	fmt.Fprintf(s.Opts.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
+		ragkit.CountParams(s.Reader.Params()), len(rows), s.fLong.L, cutDocs)
+	s.Format = s.fRow
+	s.ev = s.NewEval(s.d)
+	var err error
+	if s.begin("reader_lm") {
+		s.retrieve, err = s.readLabels()
+		return err
+	}
+	s.Format = s.fLong
+	if err := s.PretrainReader(ctx, rows); err != nil {
+		return err
+	}
+	s.Format = s.fRow
+	if s.Rec.Reader.PretrainPasses > 0 {
+		if err := s.ev.AddCloze(s.Reader, "lm_cloze"); err != nil {
+			return err
 		}
 	}
-	replay, _ := s.fRow.PackDocuments(d.Docs)
-	s.bm25 = index.NewBM25(d.IDs, d.Texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	s.row = make(map[string]int, len(d.IDs))
-	for i, id := range d.IDs {
+	if s.retrieve, err = s.retrieveLabels(); err != nil {
+		return err
+	}
+	if err := s.writeLabels(s.retrieve); err != nil {
+		return err
+	}
+	return s.prog.Finish("reader_lm", s.GardenRun, s.ev)
+}
+
+// finetunePlain is stage reader_finetune: BM25 over the datastore, the plain reader fine-tuned
+// (or restored from plain/), evaluated and saved with its tokenizer in plain/.
+func (s *selfragRun) finetunePlain(ctx context.Context) error {
+	s.replay, _ = s.fRow.PackDocuments(s.d.Docs)
+	s.bm25 = index.NewBM25(s.d.IDs, s.d.Texts, index.BM25Params{K1: s.Rec.Index.K1, B: s.Rec.Index.B})
+	s.row = make(map[string]int, len(s.d.IDs))
+	for i, id := range s.d.IDs {
 		s.row[id] = i
 	}
-	s.searchTest(ev)
-	plain := run.Reader
-	restored := begin("reader_finetune", ev)
-	if restored {
-		if err := experiment.SetParams(all, plainCk.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", plainCk.Dir, err)
+	s.searchTest(s.ev)
+	s.plain = s.Reader
+	if s.plainRestored = s.begin("reader_finetune"); s.plainRestored {
+		if err := experiment.SetParams(s.all, s.plainCk.Params); err != nil {
+			return fmt.Errorf("%s: %w", s.plainCk.Dir, err)
 		}
-		fmt.Fprintf(o.Out, "resume: the plain reader in %s\n", plainCk.Dir)
-	} else {
-		if err := run.FinetuneReader(ctx, replay, d.FinetuneQ, d.Gold); err != nil {
-			return dir, err
-		}
-		if err := s.evaluatePlain(ev, plain); err != nil {
-			return dir, err
-		}
-		if err := run.Save(filepath.Join(dir, plainDir), all, run.RAGConfig, nil,
-			checkpoints.TrainerState{Phase: "plain", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
-			return dir, err
-		}
-		if err := prog.Finish("reader_finetune", run, ev); err != nil {
-			return dir, err
-		}
+		fmt.Fprintf(s.Opts.Out, "resume: the plain reader in %s\n", s.plainCk.Dir)
+		return nil
 	}
+	if err := s.FinetuneReader(ctx, s.replay, s.d.FinetuneQ, s.d.Gold); err != nil {
+		return err
+	}
+	if err := s.evaluatePlain(s.ev, s.plain); err != nil {
+		return err
+	}
+	if err := s.Save(filepath.Join(s.Dir, plainDir), s.all, s.RAGConfig, nil,
+		checkpoints.TrainerState{Phase: "plain", Seed: s.Seed, LogBytes: s.Log.Size()}); err != nil {
+		return err
+	}
+	return s.prog.Finish("reader_finetune", s.GardenRun, s.ev)
+}
 
-	// The reflective reader: reflection tokens, a grown copy of the plain reader, fine-tuning.
-	if err := s.addReflectionTokens(restored); err != nil {
-		return dir, err
+// grow adds the reflection tokens to the tokenizer and makes the reflective reader: a copy of
+// the plain reader with the vocabulary grown (model.GrowVocab), restored from a checkpoint of the
+// reflective phase.
+func (s *selfragRun) grow() error {
+	if err := s.addReflectionTokens(s.plainRestored); err != nil {
+		return err
 	}
-	refl, err := model.GrowVocab(plain, run.Tok.VocabSize(), run.Seed^streamSelfRAG)
+	refl, err := model.GrowVocab(s.plain, s.Tok.VocabSize(), s.Seed^streamSelfRAG)
 	if err != nil {
-		return dir, err
+		return err
 	}
-	fmt.Fprintf(o.Out, "reflection tokens: vocabulary %d -> %d ids, new embedding rows = the mean of the old\n", plain.Vocab(), refl.Vocab())
-	run.Reader = refl
-	run.RAGConfig.Reader.Vocab = refl.Vocab()
-	if from != nil && from.Trainer.Phase == "selfrag_finetune" {
-		if err := experiment.SetParams(append(refl.Params(), run.Encoder.Params()...), from.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", from.Dir, err)
+	fmt.Fprintf(s.Opts.Out, "reflection tokens: vocabulary %d -> %d ids, new embedding rows = the mean of the old\n", s.plain.Vocab(), refl.Vocab())
+	s.refl, s.Reader = refl, refl
+	s.RAGConfig.Reader.Vocab = refl.Vocab()
+	if s.from != nil && s.from.Trainer.Phase == "selfrag_finetune" {
+		if err := experiment.SetParams(append(refl.Params(), s.Encoder.Params()...), s.from.Params); err != nil {
+			return fmt.Errorf("%s: %w", s.from.Dir, err)
 		}
 	}
-	if err := s.finetuneReflective(ctx, replay, retrieve); err != nil {
-		return dir, err
-	}
-	if err := s.evaluateReflective(ev, refl); err != nil {
-		return dir, err
-	}
-	if err := s.evaluatePoisoned(ev, plain, refl); err != nil {
-		return dir, err
-	}
+	return nil
+}
 
-	run.Metrics["train/seconds"] = run.TrainSec
-	run.Metrics["run/seconds"] = time.Since(start).Seconds()
-	s.report(ev)
-	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
-	return dir, experiment.WriteMetrics(dir, run.Metrics)
+// evaluate evaluates the reflective reader, the plain and reflective readers over the poisoned
+// datastore, prints the tables and writes metrics.json.
+func (s *selfragRun) evaluate() error {
+	if err := s.evaluateReflective(s.ev, s.refl); err != nil {
+		return err
+	}
+	if err := s.evaluatePoisoned(s.ev, s.plain, s.refl); err != nil {
+		return err
+	}
+	s.Metrics["train/seconds"] = s.TrainSec
+	s.Metrics["run/seconds"] = time.Since(s.start).Seconds()
+	s.report(s.ev)
+	fmt.Fprintf(s.Opts.Out, "run: %.0fs\n", time.Since(s.start).Seconds())
+	return experiment.WriteMetrics(s.Dir, s.Metrics)
 }
 
 // selfragRun is a rag run with what the selfrag phases add.
 type selfragRun struct {
 	*ragkit.GardenRun
-	d           *ragkit.Data
-	sr          configs.SelfRAG
-	fRow, fLong *ragkit.ReaderFormat // selfrag.row_length (one passage), reader.max_length (K passages)
-	bm25        *index.BM25
-	row         map[string]int // chunk id -> index in d.ids
-	topK        [][]string     // per test question, BM25's top K passages
-	concat      []string       // per test question, those passages joined
-	rateRows    []eval.Row
+	start time.Time
+	dir   string // the run directory once made (the resumed one before)
+	// the resume point: the checkpoint continued from, the finished stages, the plain reader
+	// and its tokenizer file
+	from, plainCk *checkpoints.Checkpoint
+	prog          *ragkit.Progress
+	tokFile       string
+
+	d             *ragkit.Data
+	sr            Config
+	all           []*model.Param // the plain reader's and the bi-encoder's parameters
+	ev            *ragkit.Eval
+	retrieve      map[int]bool // per training question, its Retrieve label
+	replay        [][]int      // packed rows of selfrag.row_length replayed in fine-tuning
+	plain, refl   *model.Reader
+	plainRestored bool                 // the plain reader came from plain/
+	fRow, fLong   *ragkit.ReaderFormat // selfrag.row_length (one passage), reader.max_length (K passages)
+	bm25          *index.BM25
+	row           map[string]int // chunk id -> index in d.ids
+	topK          [][]string     // per test question, BM25's top K passages
+	concat        []string       // per test question, those passages joined
+	rateRows      []eval.Row
 }
 
 // formats makes the two reader formats from the run's current tokenizer.
@@ -441,8 +494,8 @@ func (s *selfragRun) readLabels() (map[int]bool, error) {
 
 // finetuneReflective trains the reflective reader on the training questions' reflective
 // examples (selfrag_data.go), the loss on the target tokens, replaying reader.replay rows.
-func (s *selfragRun) finetuneReflective(ctx context.Context, replay [][]int, retrieve map[int]bool) error {
-	sr, rd := s.sr, s.Rec.Reader
+func (s *selfragRun) finetuneReflective(ctx context.Context) error {
+	sr, rd, replay, retrieve := s.sr, s.Rec.Reader, s.replay, s.retrieve
 	if sr.FinetuneSteps == 0 || len(s.d.FinetuneQ) == 0 {
 		return nil
 	}

@@ -424,7 +424,7 @@ func TestPairNegative(t *testing.T) {
 func resumeRecipe(t *testing.T) *configs.Recipe {
 	rec := smallSelfRAGRecipe(t, "")
 	rec.Reader.PretrainPasses, rec.Reader.PretrainBatchSize = 1, 32
-	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 60, 60
+	rec.Reader.FinetuneSteps, Of(rec).FinetuneSteps = 60, 60
 	rec.Train.LogEvery, rec.Train.CheckpointEvery = 5, 10
 	return rec
 }
@@ -533,7 +533,7 @@ func TestSelfRAGResumeWithoutCheckpointStartsAgain(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	rec := resumeRecipe(t)
-	rec.Reader.FinetuneSteps, rec.SelfRAG.FinetuneSteps = 20, 20
+	rec.Reader.FinetuneSteps, Of(rec).FinetuneSteps = 20, 20
 	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -583,7 +583,7 @@ func TestPairsTeachSurnameComparison(t *testing.T) {
 	other := map[float64]float64{}
 	for _, pf := range []float64{0, 1} {
 		rec := smallSelfRAGRecipe(t, "")
-		rec.SelfRAG.PairFraction = pf
+		Of(rec).PairFraction = pf
 		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
 		if err != nil {
 			t.Fatal(err)

@@ -337,3 +337,30 @@ func SameRunDir(t *testing.T, where, full, resumed string) {
 		t.Errorf("%slog.jsonl (phase, step) lines: resumed %v, uninterrupted %v", where, g, w)
 	}
 }
+
+// DocTable checks the key table of the calling package's doc.go against its section's defaults
+// (configs.DocTableErrors with the keys prefix + toml tag, e.g. "rerank."): every key documented
+// with its default, no row naming a key the section lacks.
+func DocTable(t *testing.T, prefix string, defaults any) {
+	t.Helper()
+	src, err := os.ReadFile("doc.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range configs.DocTableErrors(src, prefix, defaults) {
+		t.Errorf("doc.go: %s", e)
+	}
+}
+
+// LoadText writes text to path (its directory made) and loads it as a recipe: the recipe
+// tests of the kinds' own sections, whose errors name the file, line and key.
+func LoadText(t *testing.T, path, text string) (*configs.Recipe, error) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return configs.Load(path)
+}

@@ -1,11 +1,23 @@
-package configs
+package selfrag
 
-// SelfRAG is the [selfrag] section, read by kind = "selfrag": a reader fine-tuned with Self-RAG
+import (
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/export"
+)
+
+// section is the [selfrag] table of the recipe, which this kind owns (configs.Section): Load
+// decodes it with Config's defaults and checks it with check.
+var section = configs.NewSection("selfrag", defaultConfig, check)
+
+// Of returns the [selfrag] section of a recipe.
+func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "selfrag") }
+
+// Config is the [selfrag] section of kind = "selfrag": a reader fine-tuned with Self-RAG
 // reflection tokens (Asai et al. 2024) on the garden world of [world], and decoding driven by
 // them. The reader is the one of [reader] (pretrained as a language model, fine-tuned as a plain
 // reader exactly as kind = "rag" does), then grown by the seven reflection tokens and fine-tuned
 // again on reflective targets; [index] gives BM25, the retriever of every reader system.
-type SelfRAG struct {
+type Config struct {
 	// RowLength is L of single-passage reader sequences ("[CLS] <ctx> passage </ctx> question
 	// target [SEP]") in fine-tuning and per-passage decoding; reader.max_length is the longest
 	// sequence (top_k passages concatenated into one context, and the packed pretraining rows);
@@ -70,18 +82,18 @@ type SelfRAG struct {
 	SupportWeight float64 `toml:"support_weight"`
 }
 
-func defaultSelfRAG() SelfRAG {
-	return SelfRAG{
-		RowLength: 48, IrrelevantFraction: 0.4, EntryNegativeFraction: 0.5, UnsupportedFraction: 0.1, RenameFraction: 0.5, RenameSurnames: "world", RetrieveConfidence: 0.5,
+func defaultConfig() Config {
+	d := export.DefaultSelfRAGDecoding() // the decoding policy an export records without the recipe
+	return Config{
+		RowLength: d.RowLength, IrrelevantFraction: 0.4, EntryNegativeFraction: 0.5, UnsupportedFraction: 0.1, RenameFraction: 0.5, RenameSurnames: "world", RetrieveConfidence: 0.5,
 		FinetuneSteps: 800, BatchSize: 48, LR: 1e-3,
-		TopK: 3, RetrieveThreshold: 0.5, RelevanceThreshold: 0.5, SupportWeight: 1,
+		TopK: d.TopK, RetrieveThreshold: d.RetrieveThreshold, RelevanceThreshold: d.RelevanceThreshold, SupportWeight: d.SupportWeight,
 	}
 }
 
-// validateSelfRAG checks [selfrag] (the world and the reader are validateRAG's).
-func validateSelfRAG(v *Checker, r *Recipe) {
-	s := r.SelfRAG
-	AtLeast(v, "selfrag.row_length", s.RowLength, 8)
+// check validates [selfrag] within the recipe r (the world and the reader are configs').
+func check(v *configs.Checker, r *configs.Recipe, s *Config) {
+	configs.AtLeast(v, "selfrag.row_length", s.RowLength, 8)
 	if s.RowLength > r.Reader.MaxLength {
 		v.Fail(v.SetOf("selfrag.row_length", "reader.max_length"), "selfrag.row_length = %d exceeds reader.max_length = %d", s.RowLength, r.Reader.MaxLength)
 	}
@@ -93,10 +105,10 @@ func validateSelfRAG(v *Checker, r *Recipe) {
 	v.InRange("selfrag.rename_fraction", s.RenameFraction, 0, 1, true)
 	v.OneOf("selfrag.rename_surnames", s.RenameSurnames, []string{"world", "invented"})
 	v.InRange("selfrag.retrieve_confidence", s.RetrieveConfidence, 0, 1, true)
-	AtLeast(v, "selfrag.finetune_steps", s.FinetuneSteps, 0)
-	AtLeast(v, "selfrag.batch_size", s.BatchSize, 1)
+	configs.AtLeast(v, "selfrag.finetune_steps", s.FinetuneSteps, 0)
+	configs.AtLeast(v, "selfrag.batch_size", s.BatchSize, 1)
 	v.Positive("selfrag.lr", s.LR)
-	AtLeast(v, "selfrag.top_k", s.TopK, 1)
+	configs.AtLeast(v, "selfrag.top_k", s.TopK, 1)
 	v.InRange("selfrag.retrieve_threshold", s.RetrieveThreshold, 0, 1, true)
 	v.InRange("selfrag.relevance_threshold", s.RelevanceThreshold, 0, 1, true)
 	v.NonNegative("selfrag.support_weight", s.SupportWeight)
