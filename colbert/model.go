@@ -146,7 +146,7 @@ func (m *Model) BuildTokens(b *model.Binder, in *model.Inputs, train bool) (*gor
 // query padding) and the skiplist.
 type Markers struct {
 	Query, Document, Mask int
-	Skip                 map[int]bool
+	Skip                  map[int]bool
 }
 
 // MarkersOf looks the markers, [MASK] and the punctuation skiplist up in tok (a BERT WordPiece

@@ -239,4 +239,3 @@ func TestProjectionGradientFD(t *testing.T) {
 		g.VM.Close()
 	}
 }
-
