@@ -2,6 +2,7 @@ package colbert_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"math"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -174,5 +176,27 @@ func TestColBERTResumesExactly(t *testing.T) {
 	}
 	if v := mt["colbert/nDCG@10"]; !(v > 0) {
 		t.Errorf("colbert nDCG@10 %v", v)
+	}
+	// train export: a PyLate directory whose projection is the checkpoint's
+	hf := filepath.Join(t.TempDir(), "pylate")
+	if err := export.Export(full, hf, export.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ts, _, err := checkpoints.ReadSafetensors(filepath.Join(hf, export.ColBERTDenseDir, export.ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(a.Params, func(p checkpoints.Tensor) bool { return p.Name == cb.ProjName })
+	if len(ts) != 1 || ts[0].Name != "linear.weight" || !slices.Equal(ts[0].Shape, []int{8, 16}) || !slices.Equal(ts[0].Data, a.Params[i].Data) {
+		t.Fatalf("1_Dense holds %d tensors, the first %s %v", len(ts), ts[0].Name, ts[0].Shape)
+	}
+	var st map[string]any
+	b2, err := os.ReadFile(filepath.Join(hf, export.STConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b2, &st)
+	if st["query_prefix"] != "[unused0]" || st["document_prefix"] != "[unused1]" || st["query_length"] != 8.0 || st["document_length"] != 24.0 || st["similarity_fn_name"] != "MaxSim" {
+		t.Fatalf("config_sentence_transformers.json: %v", st)
 	}
 }
