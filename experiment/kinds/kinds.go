@@ -12,6 +12,7 @@ package kinds
 
 import (
 	_ "github.com/ragtrain/ragtrain/experiment/atlas"
+	_ "github.com/ragtrain/ragtrain/experiment/colbert"
 	_ "github.com/ragtrain/ragtrain/experiment/fusion"
 	_ "github.com/ragtrain/ragtrain/experiment/rag"
 	_ "github.com/ragtrain/ragtrain/experiment/readerlm"

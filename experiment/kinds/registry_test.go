@@ -11,12 +11,12 @@ import (
 )
 
 func TestKindsRegister(t *testing.T) {
-	want := []string{"atlas", "fusion", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "scifact_verify", "selfrag"}
+	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "scifact_verify", "selfrag"}
 	if got := experiment.Kinds(); !slices.Equal(got, want) {
 		t.Errorf("Kinds() = %v, want %v", got, want)
 	}
-	rec := &configs.Recipe{Kind: "colbert", OutputDir: t.TempDir()}
-	if _, err := experiment.Run(context.Background(), rec, experiment.Options{}); err == nil || !strings.Contains(err.Error(), `"colbert" is not implemented`) {
+	rec := &configs.Recipe{Kind: "colpali", OutputDir: t.TempDir()}
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{}); err == nil || !strings.Contains(err.Error(), `"colpali" is not implemented`) {
 		t.Errorf("unknown kind: %v", err)
 	}
 }

@@ -21,5 +21,7 @@ if [ -f "$stamp" ] && cmp -s "$stamp" "$req"; then
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --upgrade pip >&2
 "$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off -r "$req" >&2
+# packages whose declared dependencies would move the pins above (requirements-nodeps.txt)
+"$venv/bin/python" -m pip install --disable-pip-version-check --progress-bar off --no-deps -r "$root/tools/pyenv/requirements-nodeps.txt" >&2
 cp "$req" "$stamp"
 echo "$venv/bin/python"

@@ -1,0 +1,241 @@
+package colbert
+
+import (
+	"math"
+	"slices"
+	"testing"
+
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// testVocab is a tiny BERT vocabulary with the markers, [MASK] and some punctuation.
+var testVocab = []string{"[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!",
+	"the", "cat", "sat", "on", "mat", "dog", "ran", "a", "big", "red", "fish", "swam", "in", "sea", "blue", "sky"}
+
+func testTokenizer(t *testing.T) *tokenize.Tokenizer {
+	t.Helper()
+	tok, err := tokenize.FromVocab(testVocab, tokenize.DefaultVocabOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func testConfig(v int) Config {
+	return Config{Encoder: model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: 8, Layers: 1, Heads: 2, FFN: 16, MaxPosition: 32},
+		Dim: 4, QueryLength: 8, DocumentLength: 12}
+}
+
+func TestMarkersAndPadding(t *testing.T) {
+	tok := testTokenizer(t)
+	m, err := New(testConfig(tok.VocabSize()), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, err := MarkersOf(tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mk.Query != 1 || mk.Document != 2 || mk.Mask != 6 || len(mk.Skip) != 3 || !mk.Skip[7] || !mk.Skip[8] || !mk.Skip[9] {
+		t.Fatalf("markers %+v", mk)
+	}
+	q := m.EncodeQueries(tok, mk, []string{"the cat sat"})
+	// [CLS] [Q] the cat sat [SEP] [MASK] [MASK]; the [MASK]s not attended, every token scored
+	if want := []int{4, 1, 10, 11, 12, 5, 6, 6}; !slices.Equal(q.IDs, want) {
+		t.Fatalf("query ids %v, want %v", q.IDs, want)
+	}
+	if want := []float32{1, 1, 1, 1, 1, 1, 0, 0}; !slices.Equal(q.Mask, want) {
+		t.Fatalf("query attention %v, want %v", q.Mask, want)
+	}
+	if slices.Contains(q.Score, 0) {
+		t.Fatalf("query scored %v, want all 1", q.Score)
+	}
+	m.Cfg.AttendExpansion = true
+	if q := m.EncodeQueries(tok, mk, []string{"the cat sat"}); slices.Contains(q.Mask, 0) {
+		t.Fatalf("attend_to_expansion_tokens: attention %v", q.Mask)
+	}
+	// a query longer than QueryLength-1 tokens is cut and keeps [SEP]
+	q = m.EncodeQueries(tok, mk, []string{"the cat sat on the mat the dog ran"})
+	if want := []int{4, 1, 10, 11, 12, 13, 10, 5}; !slices.Equal(q.IDs, want) || q.Truncated != 1 {
+		t.Fatalf("cut query ids %v (truncated %d), want %v", q.IDs, q.Truncated, want)
+	}
+	d := m.EncodeDocuments(tok, mk, []string{"the cat, sat!", "a fish."})
+	if want := []int{4, 2, 10, 11, 8, 12, 9, 5, 0, 0, 0, 0}; !slices.Equal(d.Row(0), want) {
+		t.Fatalf("document ids %v, want %v", d.Row(0), want)
+	}
+	if want := []float32{1, 1, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0}; !slices.Equal(d.Score[:12], want) {
+		t.Fatalf("document scored %v, want %v (punctuation and padding out)", d.Score[:12], want)
+	}
+	if want := []float32{1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}; !slices.Equal(d.Mask[:12], want) {
+		t.Fatalf("document attention %v, want %v (punctuation attended)", d.Mask[:12], want)
+	}
+}
+
+var texts = []string{"the cat sat on the mat.", "a big red fish swam in the blue sea", "the dog ran!", "sky", "the red dog, the blue cat"}
+
+// The encoder's vectors are unit rows, one per scored token, and do not depend on the batch
+// size or the padding (B = 1 against B = 3, length buckets); Exact's scores are MaxSimScore's.
+func TestEncoderAndExact(t *testing.T) {
+	tok := testTokenizer(t)
+	m, err := New(testConfig(tok.VocabSize()), 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, _ := NewEncoder(m, tok, 1)
+	e3, _ := NewEncoder(m, tok, 3)
+	d1, err := e1.Documents(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d3, err := e3.Documents(texts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d1.Offs, d3.Offs) {
+		t.Fatalf("offsets %v vs %v", d1.Offs, d3.Offs)
+	}
+	// "the cat sat on the mat." is [CLS] [D] 6 words [SEP] with "." skipped: 9 scored tokens
+	if d1.Count(0) != 9 || d1.Count(3) != 4 {
+		t.Fatalf("scored tokens %d and %d, want 9 and 4", d1.Count(0), d1.Count(3))
+	}
+	for i, v := range d1.Vecs {
+		if math.Abs(float64(v-d3.Vecs[i])) > 1e-5 {
+			t.Fatalf("value %d: %v with B=1, %v with B=3", i, v, d3.Vecs[i])
+		}
+	}
+	for r := range len(d1.Vecs) / 4 {
+		var s float64
+		for _, x := range d1.Vecs[r*4 : r*4+4] {
+			s += float64(x) * float64(x)
+		}
+		if math.Abs(s-1) > 1e-5 {
+			t.Fatalf("row %d has squared norm %v", r, s)
+		}
+	}
+	q, err := e3.Queries([]string{"red fish", "the cat"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Count(0) != 8 || q.Count(1) != 8 {
+		t.Fatalf("query tokens %d, %d, want 8 (QueryLength)", q.Count(0), q.Count(1))
+	}
+	x, _ := NewExact([]string{"a", "b", "c", "d", "e"}, d1)
+	s := x.Scores(q.Rows(0))
+	for i := range texts {
+		if want := MaxSimScore(q.Rows(0), d1.Rows(i), 4); math.Abs(s[i]-want) > 1e-5 {
+			t.Fatalf("passage %d: exact %v, MaxSimScore %v", i, s[i], want)
+		}
+	}
+	hits := x.Search(q.Rows(0), 2)
+	if len(hits) != 2 || hits[0].Score < hits[1].Score || hits[0].Score != slices.Max(s) {
+		t.Fatalf("hits %v for scores %v", hits, s)
+	}
+}
+
+// The training graph's loss (no dropout) is InfoNCE over the scores the encoder and MaxSimScore
+// give: the training and the search paths compute one model.
+func TestGraphLossMatchesSearchPath(t *testing.T) {
+	tok := testTokenizer(t)
+	m, err := NewOf(testConfig(tok.VocabSize()), 5, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mk, _ := MarkersOf(tok)
+	b := Batch{Queries: []string{"red fish", "the cat"}, Passages: texts[:4]}
+	g, err := NewGraph(m, 2, 4, Loss{Name: "colbert_contrastive", Temperature: 0.5}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Fill(m, tok, mk, b, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.VM.RunAll(); err != nil {
+		t.Fatal(err)
+	}
+	got := g.Loss.Value().Data().(float64)
+	e, _ := NewEncoder(m, tok, 2)
+	q, _ := e.Queries(b.Queries)
+	d, _ := e.Documents(b.Passages)
+	var want float64
+	for i := range 2 {
+		var z float64
+		for j := range 4 {
+			z += math.Exp(MaxSimScore(q.Rows(i), d.Rows(j), 4) / 0.5)
+		}
+		want += -(MaxSimScore(q.Rows(i), d.Rows(i), 4)/0.5 - math.Log(z)) / 2
+	}
+	if math.Abs(got-want) > 1e-5*math.Abs(want) {
+		t.Fatalf("graph loss %v, search-path loss %v", got, want)
+	}
+}
+
+// Finite differences of the loss in the projection and in the encoder's last LayerNorm and
+// word embeddings (float64), for both ColBERT losses.
+func TestProjectionGradientFD(t *testing.T) {
+	tok := testTokenizer(t)
+	for _, loss := range []Loss{{Name: "colbert_contrastive", Temperature: 0.3}, {Name: "colbert_kl_distill", Temperature: 1, TeacherTemperature: 1}} {
+		m, err := NewOf(testConfig(tok.VocabSize()), 7, tensor.Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mk, _ := MarkersOf(tok)
+		b := Batch{Queries: []string{"red fish", "the cat"}, Passages: texts[:4]}
+		if loss.Name == "colbert_kl_distill" {
+			b.Teacher = []float32{3, 1, 0.5, 2}
+		}
+		g, err := NewGraph(m, 2, 4, loss, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := func() float64 {
+			g.VM.Reset()
+			if err := g.Fill(m, tok, mk, b, nil, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.VM.RunAll(); err != nil {
+				t.Fatal(err)
+			}
+			return g.Loss.Value().Data().(float64)
+		}
+		run()
+		grads := map[string][]float64{}
+		for _, bd := range g.Binder.Bound() {
+			gv, err := bd.Node.Grad()
+			if err != nil {
+				t.Fatal(err)
+			}
+			grads[bd.Param.Name] = slices.Clone(gv.Data().([]float64))
+		}
+		checked := 0
+		for _, p := range m.Params() {
+			if p.Name != ProjName && p.Name != "encoder.embeddings.word" && p.Name != "encoder.layer.0.ffn.norm.weight" {
+				continue
+			}
+			w := p.Value.Data().([]float64)
+			for _, i := range []int{0, 5, len(w) / 2, len(w) - 1} {
+				if p.Name == "encoder.embeddings.word" {
+					i = 10*8 + i%8 // "the"'s row: in the batch
+				}
+				old := w[i]
+				const h = 1e-5
+				w[i] = old + h
+				up := run()
+				w[i] = old - h
+				down := run()
+				w[i] = old
+				fd := (up - down) / (2 * h)
+				if an := grads[p.Name][i]; math.Abs(fd-an) > 1e-6+1e-4*math.Abs(fd) {
+					t.Fatalf("%s: %s[%d]: analytic %v, finite differences %v", loss.Name, p.Name, i, an, fd)
+				}
+				checked++
+			}
+		}
+		if checked < 8 {
+			t.Fatalf("%s: %d values checked", loss.Name, checked)
+		}
+		g.VM.Close()
+	}
+}

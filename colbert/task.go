@@ -1,0 +1,185 @@
+package colbert
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// Batch is one training batch in text: B queries and N = B(1+M) passages, passage i < B the
+// positive of query i, then each query's M hard negatives in query order (rows B+iM ..
+// B+iM+M-1 are query i's); colbert_contrastive uses every passage as a candidate of every
+// query, colbert_kl_distill each query's own 1+M. Teacher, for colbert_kl_distill, is B×(1+M):
+// row i the teacher's scores of query i's positive, then of its negatives.
+type Batch struct {
+	Queries, Passages []string
+	Teacher           []float32
+}
+
+// Loss is a ColBERT training loss from the losses table (colbert_contrastive or
+// colbert_kl_distill) with its settings.
+type Loss struct {
+	Name               string
+	Temperature        float64 // the student's (PyLate: 1 for Contrastive, 1 for Distillation)
+	TeacherTemperature float64 // colbert_kl_distill only
+	NoMinMax           bool    // colbert_kl_distill: PyLate's normalize_scores = False
+}
+
+// Graph is the training graph of a ColBERT model for B queries and N passages of fixed lengths
+// (QueryLength, DocumentLength): token vectors, the loss, its gradients. Cosine similarity and
+// PyLate's masking (passage padding and skiplist multiplied out, MaskZero; every query token
+// scored) as pylate.losses.Contrastive and Distillation compute them.
+type Graph struct {
+	B, N    int
+	G       *gorgonia.ExprGraph
+	VM      gorgonia.VM
+	Q, P    *model.Inputs
+	Loss    *gorgonia.Node
+	Binder  *model.Binder
+	pmask   *tensor.Dense // [N, DocumentLength] scored passage tokens
+	teacher *tensor.Dense // [B, 1+M], colbert_kl_distill only
+}
+
+// NewGraph builds the graph of m's loss for B queries and N passages (train: with dropout).
+func NewGraph(m *Model, B, N int, loss Loss, train bool) (*Graph, error) {
+	spec, err := losses.Lookup(loss.Name)
+	if err != nil {
+		return nil, err
+	}
+	if spec.Batch != losses.LateInteraction {
+		return nil, fmt.Errorf("colbert: loss %q is a %s loss, want a late-interaction one (colbert_contrastive, colbert_kl_distill)", loss.Name, spec.Batch)
+	}
+	if B < 1 || N < B {
+		return nil, fmt.Errorf("colbert: batch of %d queries and %d passages, want N >= B >= 1", B, N)
+	}
+	dt := m.Proj.Value.Dtype()
+	t := &Graph{B: B, N: N, G: gorgonia.NewGraph()}
+	t.Binder = model.NewBinder(t.G)
+	t.Q = model.NewInputsOf(t.G, B, m.Cfg.QueryLength, "query", dt)
+	t.P = model.NewInputsOf(t.G, N, m.Cfg.DocumentLength, "passage", dt)
+	q, err := m.BuildTokens(t.Binder, t.Q, train)
+	if err != nil {
+		return nil, err
+	}
+	p, err := m.BuildTokens(t.Binder, t.P, train)
+	if err != nil {
+		return nil, err
+	}
+	t.pmask = tensor.New(tensor.WithShape(N, m.Cfg.DocumentLength), tensor.Of(dt))
+	in := losses.Inputs{Q: q, P: p, PTokenMask: t.pmask, TokenMasking: losses.MaskZero, Sim: losses.Cosine,
+		Temperature: loss.Temperature, TeacherTemperature: loss.TeacherTemperature, NoMinMax: loss.NoMinMax}
+	if spec.Teacher {
+		if N%B != 0 || N == B {
+			return nil, fmt.Errorf("colbert: %s needs each query's hard negatives (N = B(1+M), M >= 1), got B = %d, N = %d", loss.Name, B, N)
+		}
+		t.teacher = tensor.New(tensor.WithShape(B, N/B), tensor.Of(dt))
+		in.Teacher = t.teacher
+	}
+	if t.Loss, err = spec.Build(in); err != nil {
+		return nil, err
+	}
+	if _, err := gorgonia.Grad(t.Loss, t.Binder.Nodes()...); err != nil {
+		return nil, fmt.Errorf("colbert: gradient graph: %w", err)
+	}
+	t.VM = gorgonia.NewTapeMachine(t.G, gorgonia.BindDualValues(t.Binder.Nodes()...))
+	return t, nil
+}
+
+// Fill encodes a batch into the graph's inputs.
+func (t *Graph) Fill(m *Model, tok *tokenize.Tokenizer, mk Markers, b Batch, qCut, pCut *tokenize.TruncCount) error {
+	if len(b.Queries) != t.B || len(b.Passages) != t.N {
+		return fmt.Errorf("colbert: batch of %d queries and %d passages, graph built for %d and %d", len(b.Queries), len(b.Passages), t.B, t.N)
+	}
+	q := m.EncodeQueries(tok, mk, b.Queries)
+	p := m.EncodeDocuments(tok, mk, b.Passages)
+	qCut.Add(q.Batch)
+	pCut.Add(p.Batch)
+	if err := t.Q.Let(q.IDs, q.Mask, q.Types); err != nil {
+		return err
+	}
+	if err := t.P.Let(p.IDs, p.Mask, p.Types); err != nil {
+		return err
+	}
+	setFloats(t.pmask, p.Score)
+	if t.teacher != nil {
+		if len(b.Teacher) != t.teacher.Len() {
+			return fmt.Errorf("colbert: teacher scores: %d values, want %d (B x (1+M))", len(b.Teacher), t.teacher.Len())
+		}
+		setFloats(t.teacher, b.Teacher)
+	} else if b.Teacher != nil {
+		return fmt.Errorf("colbert: teacher scores given to a loss without a teacher")
+	}
+	return nil
+}
+
+// setFloats copies v into t (float32 or float64).
+func setFloats(t *tensor.Dense, v []float32) {
+	switch d := t.Data().(type) {
+	case []float32:
+		copy(d, v)
+	case []float64:
+		for i, x := range v {
+			d[i] = float64(x)
+		}
+	}
+}
+
+// Task trains a ColBERT model (trainer.Task): each step's batch from Next, encoded, its
+// dropout masks drawn from (Seed, step), so a resumed run repeats every step exactly.
+type Task struct {
+	*Graph
+	trainer.GraphParams
+	m          *Model
+	tok        *tokenize.Tokenizer
+	mk         Markers
+	seed       uint64
+	next       func(step int) (Batch, error)
+	qCut, pCut tokenize.TruncCount
+}
+
+// NewTask builds the training task of m (float32) for batches of B queries and N passages.
+func NewTask(m *Model, tok *tokenize.Tokenizer, B, N int, loss Loss, seed uint64, next func(step int) (Batch, error)) (*Task, error) {
+	mk, err := MarkersOf(tok)
+	if err != nil {
+		return nil, err
+	}
+	g, err := NewGraph(m, B, N, loss, true)
+	if err != nil {
+		return nil, err
+	}
+	return &Task{Graph: g, GraphParams: trainer.NewGraphParams(g.Binder, g.VM), m: m, tok: tok, mk: mk, seed: seed, next: next}, nil
+}
+
+// Step runs step's batch forward and backward and returns the loss and B.
+func (t *Task) Step(step int) (float64, int, error) {
+	b, err := t.next(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := t.Fill(t.m, t.tok, t.mk, b, &t.qCut, &t.pCut); err != nil {
+		return 0, 0, err
+	}
+	t.m.Enc.SetRNG(rand.New(rand.NewPCG(t.seed, uint64(step))))
+	if err := t.GraphParams.Run(); err != nil {
+		return 0, 0, err
+	}
+	return trainer.ScalarValue(t.Loss), t.B, nil
+}
+
+// Close releases the graph.
+func (t *Task) Close() { t.Graph.VM.Close() }
+
+// Truncation reports what the cut to QueryLength and DocumentLength took over the steps run.
+func (t *Task) Truncation() (int, []tokenize.TruncPart) {
+	return t.m.Cfg.QueryLength, []tokenize.TruncPart{
+		{Name: "queries", Count: &t.qCut, L: t.m.Cfg.QueryLength},
+		{Name: "passages", Count: &t.pCut, L: t.m.Cfg.DocumentLength},
+	}
+}

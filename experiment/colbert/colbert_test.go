@@ -1,0 +1,202 @@
+package colbert_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	cb "github.com/ragtrain/ragtrain/colbert"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/tokenize"
+)
+
+// sliceTokenizer writes a BERT WordPiece tokenizer.json over the slice's words, with the markers
+// and the punctuation, to dir.
+func sliceTokenizer(t *testing.T, dir string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, "data", "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := os.ReadFile(filepath.Join(dir, "data", "queries.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vocab := []string{"[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"}
+	for _, c := range cb.Punctuation {
+		vocab = append(vocab, string(c))
+	}
+	seen := map[string]bool{}
+	for _, w := range regexp.MustCompile(`[a-z]+`).FindAllString(strings.ToLower(string(b)+string(q)), -1) {
+		if !seen[w] {
+			seen[w] = true
+			vocab = append(vocab, w)
+		}
+	}
+	tok, err := tokenize.FromVocab(vocab, tokenize.DefaultVocabOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "tokenizer.json")
+	if err := tok.Save(path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func tinyRecipe(t *testing.T, loss string) *configs.Recipe {
+	t.Helper()
+	dir := testkit.NewSlice(t)
+	text := `kind = "colbert"
+name = "tiny-colbert"
+seed = 5
+output_dir = "` + filepath.Join(dir, "runs") + `"
+[data]
+dir = "` + filepath.Join(dir, "data") + `"
+[tokenizer]
+file = "` + sliceTokenizer(t, dir) + `"
+max_length = 24
+[model]
+encoder = "transformer"
+hidden = 16
+layers = 1
+heads = 2
+ffn = 32
+max_position = 64
+[loss]
+name = "` + loss + `"
+temperature = 1.0
+[sampler]
+hard_negatives = 1
+negative_window = [1, 20]
+[train]
+steps = 6
+batch_size = 4
+lr = 1e-3
+warmup_steps = 1
+log_every = 1
+checkpoint_every = 2
+[eval]
+depth = 50
+metrics = ["nDCG@10", "Recall@50"]
+[colbert]
+dim = 8
+query_length = 8
+document_length = 24
+encode_batch = 16
+ncells = 2
+ndocs = 64
+`
+	path := filepath.Join(dir, "recipe.toml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := configs.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// A ColBERT run interrupted after 3 steps and resumed ends with the uninterrupted run's
+// parameters, bit for bit, and its metrics; the exact and PLAID runs and the index are written.
+func TestColBERTResumesExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyRecipe(t, "colbert_contrastive")
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "train", InterruptAt: 3})
+	if err == nil || !strings.Contains(err.Error(), "interrupted") {
+		t.Fatalf("interrupted run: err = %v", err)
+	}
+	var out strings.Builder
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "resume: ") {
+		t.Errorf("the resumed run does not say where it resumed:\n%s", out.String())
+	}
+	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
+	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 6 || !slices.Equal(w, g) {
+		t.Errorf("log steps resumed %v, uninterrupted %v", g, w)
+	}
+	a, err := checkpoints.Load(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := checkpoints.Load(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(a.Params) != len(b.Params) || a.Trainer.Step != 6 || b.Trainer.Step != 6 || !slices.ContainsFunc(a.Params, func(p checkpoints.Tensor) bool { return p.Name == cb.ProjName }) {
+		t.Fatalf("checkpoints of %d and %d tensors at steps %d, %d", len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
+	}
+	for i := range a.Params {
+		for j, v := range a.Params[i].Data {
+			if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
+				t.Fatalf("%s[%d] = %v resumed, %v uninterrupted", a.Params[i].Name, j, b.Params[i].Data[j], v)
+			}
+		}
+	}
+	for _, f := range []string{"test.bm25.trec", "test.colbert.trec", "test.colbert_plaid.trec"} {
+		if _, err := os.Stat(filepath.Join(full, experiment.RunsDir, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	testkit.SameFile(t, filepath.Join(full, "plaid", cb.PlaidFile), filepath.Join(resumed, "plaid", cb.PlaidFile))
+	p, man, err := cb.OpenPlaid(filepath.Join(full, "plaid"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if man.Passages != 200 || p.C() != cb.CentroidCount(man.Tokens) || mt["colbert_plaid/centroids"] != float64(p.C()) {
+		t.Errorf("index of %d passages, %d centroids for %d tokens", man.Passages, p.C(), man.Tokens)
+	}
+	if r := mt["colbert_plaid/recall_of_exact_top10"]; !(r > 0.3 && r <= 1) {
+		t.Errorf("PLAID's recall of the exact top 10: %v", r)
+	}
+	if v := mt["colbert/nDCG@10"]; !(v > 0) {
+		t.Errorf("colbert nDCG@10 %v", v)
+	}
+	// train export: a PyLate directory whose projection is the checkpoint's
+	hf := filepath.Join(t.TempDir(), "pylate")
+	if err := export.Export(full, hf, export.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	ts, _, err := checkpoints.ReadSafetensors(filepath.Join(hf, export.ColBERTDenseDir, export.ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := slices.IndexFunc(a.Params, func(p checkpoints.Tensor) bool { return p.Name == cb.ProjName })
+	if len(ts) != 1 || ts[0].Name != "linear.weight" || !slices.Equal(ts[0].Shape, []int{8, 16}) || !slices.Equal(ts[0].Data, a.Params[i].Data) {
+		t.Fatalf("1_Dense holds %d tensors, the first %s %v", len(ts), ts[0].Name, ts[0].Shape)
+	}
+	var st map[string]any
+	b2, err := os.ReadFile(filepath.Join(hf, export.STConfigFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal(b2, &st)
+	if st["query_prefix"] != "[unused0]" || st["document_prefix"] != "[unused1]" || st["query_length"] != 8.0 || st["document_length"] != 24.0 || st["similarity_fn_name"] != "MaxSim" {
+		t.Fatalf("config_sentence_transformers.json: %v", st)
+	}
+}
