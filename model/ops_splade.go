@@ -41,9 +41,9 @@ type spladeK struct {
 }
 
 func (k *spladeK) name() string { return fmt.Sprintf("SpladeMax#%d", k.id) }
-func (*spladeK) arity() int      { return 4 }
-func (*spladeK) typ() hm.Type    { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
-func (*spladeK) diff() []bool    { return []bool{true, true, true, false} }
+func (*spladeK) arity() int     { return 4 }
+func (*spladeK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
+func (*spladeK) diff() []bool   { return []bool{true, true, true, false} }
 func (k *spladeK) grads(in []tensor.Shape) []*gradTerm {
 	return []*gradTerm{
 		{k: &spladeGradK{src: k, wrt: 0}, args: []int{0, 1, argOut, argGrad}},
