@@ -82,7 +82,7 @@ func TestSpladeModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewSplade(m.Query)
+	s, err := NewSplade(m.Query, -0.5)
 	if err != nil {
 		t.Fatal(err)
 	}

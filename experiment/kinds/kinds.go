@@ -19,4 +19,5 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/reranker"
 	_ "github.com/ragtrain/ragtrain/experiment/retriever"
 	_ "github.com/ragtrain/ragtrain/experiment/selfrag"
+	_ "github.com/ragtrain/ragtrain/experiment/splade"
 )
