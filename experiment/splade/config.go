@@ -2,7 +2,7 @@ package splade
 
 import (
 	"github.com/ragtrain/ragtrain/configs"
-	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/export"
 )
 
 var section = configs.NewSection("splade", defaultConfig, check)
@@ -56,16 +56,4 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 }
 
 // KindName is the recipe kind and the config.json kind of a SPLADE checkpoint.
-const KindName = "splade"
-
-// CheckpointConfig is the config.json of a SPLADE checkpoint: the BERT encoder (one tower for
-// queries and passages), the lengths and the pruning, what export and search need to rebuild
-// the model and encode as training did.
-type CheckpointConfig struct {
-	Kind           string              `json:"kind"` // "splade"
-	Encoder        model.EncoderConfig `json:"encoder"`
-	MaxLength      int                 `json:"max_length"`       // passages
-	QueryMaxLength int                 `json:"query_max_length"` // queries
-	TopKQuery      int                 `json:"top_k_query"`
-	TopKPassage    int                 `json:"top_k_passage"`
-}
+const KindName = export.KindSplade

@@ -24,6 +24,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
@@ -62,7 +63,7 @@ type spladeRun struct {
 	dir      string
 	m        *model.BiEncoder
 	s        *model.Splade
-	cfg      CheckpointConfig
+	cfg      export.SpladeConfig
 	lens     biencoder.Lengths
 	zero     *ranking // the model before training (eval.systems "zeroshot")
 }
@@ -163,8 +164,8 @@ func (r *spladeRun) open() error {
 		return err
 	}
 	r.lens = biencoder.Lengths{Query: rec.Tokenizer.QueryLength(), Passage: rec.Tokenizer.MaxLength}
-	r.cfg = CheckpointConfig{Kind: KindName, Encoder: enc, MaxLength: r.lens.Passage, QueryMaxLength: r.lens.Query,
-		TopKQuery: r.c.TopKQuery, TopKPassage: r.c.TopKPassage}
+	r.cfg = export.SpladeConfig{Kind: KindName, Encoder: enc, MaxLength: r.lens.Passage, QueryMaxLength: r.lens.Query,
+		TopKQuery: r.c.TopKQuery, TopKPassage: r.c.TopKPassage, DecoderBiasInit: r.c.DecoderBiasInit}
 	if rec.Model.InitFrom != "" {
 		if err := experiment.InitFrom(r.m, rec.Model.InitFrom, o.Out); err != nil {
 			return err

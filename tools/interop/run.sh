@@ -6,9 +6,15 @@
 #   bash tools/interop/run.sh bi EXPORT_DIR          # a fine-tuned model after `train export`
 #   bash tools/interop/run.sh llama pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 #                                                    # the LLaMA decoder's logits and greedy generation (llama.py)
+#   bash tools/interop/run.sh splade pretrained/all-MiniLM-L6-v2   # the SparseEncoder export (splade.py)
+#   bash tools/interop/run.sh splade --run RUN                      # of a trained kind = "splade" run
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="$(bash "$root/tools/pyenv/setup.sh")"
+if [ "${1:-}" = splade ]; then
+  shift
+  exec "$py" "$root/tools/interop/splade.py" "$@"
+fi
 if [ "${1:-}" = llama ]; then
   exec "$py" "$root/tools/interop/llama.py" "$@"
 fi
