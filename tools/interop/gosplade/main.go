@@ -23,8 +23,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/experiment/splade"
+	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
