@@ -76,7 +76,7 @@ func TestShippedRecipesLoad(t *testing.T) {
 
 // TestKindsAreRegistered: the six kinds Run implements are registered.
 func TestKindsAreRegistered(t *testing.T) {
-	want := []string{"atlas", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "selfrag"}
+	want := []string{"atlas", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "selfrag", "splade"}
 	if got := configs.Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("registered kinds %v, want %v", got, want)
 	}

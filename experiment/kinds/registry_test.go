@@ -11,7 +11,7 @@ import (
 )
 
 func TestKindsRegister(t *testing.T) {
-	want := []string{"atlas", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "selfrag"}
+	want := []string{"atlas", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "selfrag", "splade"}
 	if got := experiment.Kinds(); !slices.Equal(got, want) {
 		t.Errorf("Kinds() = %v, want %v", got, want)
 	}
