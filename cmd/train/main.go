@@ -36,6 +36,9 @@ Usage:
   train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]
                                    continue each {"prompt": ...} line of FILE with the LLaMA GGUF model M (greedy unless
                                    -temperature > 0); one JSON line {"prompt", "text", "tokens"} per prompt on stdout
+  train search -index DIR -queries FILE -out RUN.trec [-k N]
+                                   rank every query of a BEIR queries.jsonl with a saved SPLADE index (a run's index/splade)
+                                   and write a TREC run
   train help                       print this help (also -h, --help; train export -h, train generate -h for one subcommand's flags)
 `
 
@@ -55,6 +58,8 @@ func mainArgs(args []string) int {
 			cmd, args = runExport, args[1:]
 		case "generate":
 			cmd, args = runGenerate, args[1:]
+		case "search":
+			cmd, args = runSearch, args[1:]
 		}
 	}
 	if err := cmd(args); err != nil {
@@ -70,7 +75,7 @@ func mainArgs(args []string) int {
 // printHelp writes the usage and the flags of every subcommand.
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
-	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs))} {
+	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs)), searchFlags(new(searchArgs))} {
 		fmt.Fprintf(w, "\nFlags of %s:\n", fs.Name())
 		fs.SetOutput(w)
 		fs.PrintDefaults()
@@ -116,7 +121,7 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, help)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, search, help)", fs.Arg(0))
 	}
 	recipe, resume := &a.recipe, &a.resume
 	rec, err := loadRecipe(*recipe, *resume)

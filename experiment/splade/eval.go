@@ -178,7 +178,11 @@ func (r *spladeRun) evaluate() error {
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return err
 	}
-	if err := x.Write(dir, map[string]any{"kind": KindName, "top_k_passage": c.TopKPassage, "top_k_query": c.TopKQuery,
+	abs, err := filepath.Abs(r.dir)
+	if err != nil {
+		return err
+	}
+	if err := x.Write(dir, map[string]any{"kind": KindName, "run": abs, "top_k_passage": c.TopKPassage, "top_k_query": c.TopKQuery,
 		"max_length": r.lens.Passage, "query_max_length": r.lens.Query, "steps": rec.Train.Steps}); err != nil {
 		return err
 	}
