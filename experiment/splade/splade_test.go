@@ -12,6 +12,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
@@ -156,5 +157,37 @@ func TestSpladeResumesExactly(t *testing.T) {
 	run, err := eval.ReadTREC(filepath.Join(full, "runs", "test.splade.trec"))
 	if err != nil || len(run) == 0 {
 		t.Fatalf("test.splade.trec: %d queries, %v", len(run), err)
+	}
+	// the saved index serves the same ranking (train search): the run's encoder from the
+	// manifest, the queries encoded and pruned as the evaluation did
+	s, err := splade.OpenSearcher(filepath.Join(full, splade.IndexDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ds, err := data.LoadJudged(rec.Data.Dir, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, q := range ds.Qrels["test"].QueryIDs()[:5] {
+		text, _ := ds.Queries.Text(q)
+		hits, err := s.Search(text, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := run[q]
+		if len(hits) != len(want) {
+			t.Fatalf("query %s: searcher %d hits, the run %d", q, len(hits), len(want))
+		}
+		for i := range want {
+			if hits[i].DocID != want[i].DocID || math.Abs(hits[i].Score-want[i].Score) > 1e-4*math.Max(1, math.Abs(want[i].Score)) {
+				t.Fatalf("query %s hit %d: searcher %v, run %v", q, i, hits[i], want[i])
+			}
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Fatal("no query checked")
 	}
 }
