@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
@@ -44,20 +45,24 @@ func EncodeTerms(s *model.Splade, tok *tokenize.Tokenizer, texts []string, L, B,
 	return out, cut, nil
 }
 
-// evalCorpus returns the passages the systems rank: the whole corpus, or with
-// splade.eval_corpus_sample the passages the eval splits judge plus that many others drawn with
-// the seed (in corpus order).
+// evalCorpus returns the passages the systems rank (EvalCorpus with the run's settings).
 func (r *spladeRun) evalCorpus() ([]string, []string) {
-	ids := r.ds.Corpus.IDs
-	n := r.c.EvalCorpusSample
+	return EvalCorpus(r.ds, r.passages, r.rec.Eval.Splits, r.c.EvalCorpusSample, r.seed)
+}
+
+// EvalCorpus returns the ids and texts of the passages a run evaluates on: the whole corpus, or
+// with n > 0 (splade.eval_corpus_sample) the passages the splits judge plus n others drawn with
+// the seed, in corpus order.
+func EvalCorpus(ds *data.Dataset, passages, splits []string, n int, seed uint64) ([]string, []string) {
+	ids := ds.Corpus.IDs
 	if n == 0 {
-		return ids, r.passages
+		return ids, passages
 	}
 	keep := make([]bool, len(ids))
-	for _, split := range r.rec.Eval.Splits {
-		for _, judged := range r.ds.Qrels[split] {
+	for _, split := range splits {
+		for _, judged := range ds.Qrels[split] {
 			for d := range judged {
-				if i, ok := r.ds.Corpus.Index(d); ok {
+				if i, ok := ds.Corpus.Index(d); ok {
 					keep[i] = true
 				}
 			}
@@ -69,7 +74,7 @@ func (r *spladeRun) evalCorpus() ([]string, []string) {
 			others = append(others, i)
 		}
 	}
-	rng := rand.New(rand.NewPCG(r.seed, 0x73706c616465)) // "splade"
+	rng := rand.New(rand.NewPCG(seed, 0x73706c616465)) // "splade"
 	rng.Shuffle(len(others), func(a, b int) { others[a], others[b] = others[b], others[a] })
 	for _, i := range others[:min(n, len(others))] {
 		keep[i] = true
@@ -77,7 +82,7 @@ func (r *spladeRun) evalCorpus() ([]string, []string) {
 	var sid, stext []string
 	for i, k := range keep {
 		if k {
-			sid, stext = append(sid, ids[i]), append(stext, r.passages[i])
+			sid, stext = append(sid, ids[i]), append(stext, passages[i])
 		}
 	}
 	return sid, stext
