@@ -2,7 +2,7 @@
 // (splade.EvalCorpus, splade.EncodeTerms, index.Sparse, the run's recipe for the lengths,
 // pruning, corpus sample and metrics), against BM25 on the same passages, without training:
 //
-//	go run ./tools/spladedev -run RUN [-split dev]
+//	go run ./tools/spladedev -run RUN [-split dev] [-zeroshot]
 //
 // It prints the table and the terms per query and passage. For a run stopped before its own
 // evaluation (e.g. docs/results/scifact-splade.md's small run at step 8).
@@ -19,19 +19,21 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/splade"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/model"
 )
 
 func main() {
 	runDir := flag.String("run", "", "a kind = splade run directory")
 	split := flag.String("split", "dev", "the split to evaluate")
+	zero := flag.Bool("zeroshot", false, "evaluate the model before training instead (model.init_from with the head initialised as the run's)")
 	flag.Parse()
-	if err := do(*runDir, *split); err != nil {
+	if err := do(*runDir, *split, *zero); err != nil {
 		fmt.Fprintln(os.Stderr, "spladedev:", err)
 		os.Exit(1)
 	}
 }
 
-func do(runDir, split string) error {
+func do(runDir, split string, zero bool) error {
 	r, err := export.OpenRun(runDir)
 	if err != nil {
 		return err
@@ -44,6 +46,23 @@ func do(runDir, split string) error {
 	s, cfg, err := r.Splade()
 	if err != nil {
 		return err
+	}
+	if zero {
+		d, err := export.OpenBiEncoder(rec.Model.InitFrom)
+		if err != nil {
+			return err
+		}
+		m, err := model.NewBiEncoder(cfg.Encoder, true, uint64(rec.Seed))
+		if err != nil {
+			return err
+		}
+		if err := d.Init(m); err != nil {
+			return err
+		}
+		if s, err = model.NewSplade(m.Query, cfg.DecoderBiasInit); err != nil {
+			return err
+		}
+		fmt.Printf("zero-shot: %s with the head initialised (decoder bias %g)\n", rec.Model.InitFrom, cfg.DecoderBiasInit)
 	}
 	tok, err := r.Tokenizer()
 	if err != nil {
