@@ -98,10 +98,10 @@ type ranking struct {
 }
 
 // queryStats are one split's per-query sums: pruned terms, postings visited, the seconds of
-// encoding and of searching (one query at a time) and BM25's seconds.
+// encoding and of searching (one query at a time).
 type queryStats struct {
-	n, terms, visited          int
-	encSec, searchSec, bm25Sec float64
+	n, terms, visited int
+	encSec, searchSec float64
 }
 
 // rank encodes the passages ids/texts with the model's current weights into an inverted index
