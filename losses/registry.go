@@ -50,6 +50,9 @@ type Inputs struct {
 	// m in Dims, 1 <= m <= H) and DimWeights their weights (nil: all 1).
 	Dims       []int
 	DimWeights []float64
+	// Flops are the FLOPS regulariser's weights of the splade loss, read at every run (the
+	// caller updates them between steps).
+	Flops *FlopsWeights
 	// LateInteraction: the token masks (1 scored, 0 padding or skiplisted; nil scores every
 	// token), filled by the caller before every run, and how a masked passage token enters
 	// MaxSim. NoMinMax turns off the per-query min-max normalisation of colbert_kl_distill's

@@ -9,7 +9,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce"}) {
+	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce", "splade"}) {
 		t.Errorf("contrastive losses %v", got)
 	}
 	if got := Names(LateInteraction); !slices.Equal(got, []string{"colbert_contrastive", "colbert_kl_distill"}) {

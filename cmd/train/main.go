@@ -40,6 +40,9 @@ Usage:
   train verify -run RUN -claims FILE -out FILE [-reader selfrag|plain]
                                    verify each {"id", "claim"} line of FILE with the reader a scifact_verify run trained
                                    (BM25 over the run's corpus); SciFact-format predictions in -out
+  train search -index DIR -queries FILE -out RUN.trec [-k N]
+                                   rank every query of a BEIR queries.jsonl with a saved SPLADE index (a run's index/splade)
+                                   and write a TREC run
   train help                       print this help (also -h, --help; train export -h, train generate -h for one subcommand's flags)
 `
 
@@ -61,6 +64,8 @@ func mainArgs(args []string) int {
 			cmd, args = runGenerate, args[1:]
 		case "verify":
 			cmd, args = runVerify, args[1:]
+		case "search":
+			cmd, args = runSearch, args[1:]
 		}
 	}
 	if err := cmd(args); err != nil {
@@ -76,7 +81,7 @@ func mainArgs(args []string) int {
 // printHelp writes the usage and the flags of every subcommand.
 func printHelp(w io.Writer) {
 	fmt.Fprint(w, usage)
-	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs)), verifyFlags(new(verifyArgs))} {
+	for _, fs := range []*flag.FlagSet{runFlags(new(runArgs)), exportFlags(new(exportArgs)), generateFlags(new(generateArgs)), verifyFlags(new(verifyArgs)), searchFlags(new(searchArgs))} {
 		fmt.Fprintf(w, "\nFlags of %s:\n", fs.Name())
 		fs.SetOutput(w)
 		fs.PrintDefaults()
@@ -122,7 +127,7 @@ func run(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		fs.Usage()
-		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, verify, help)", fs.Arg(0))
+		return fmt.Errorf("unexpected argument %q (subcommands: export, generate, verify, search, help)", fs.Arg(0))
 	}
 	recipe, resume := &a.recipe, &a.resume
 	rec, err := loadRecipe(*recipe, *resume)

@@ -22,4 +22,5 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/retriever"
 	_ "github.com/ragtrain/ragtrain/experiment/scifactverify"
 	_ "github.com/ragtrain/ragtrain/experiment/selfrag"
+	_ "github.com/ragtrain/ragtrain/experiment/splade"
 )

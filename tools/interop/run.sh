@@ -7,6 +7,8 @@
 #   bash tools/interop/run.sh llama pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf
 #                                                    # the LLaMA decoder's logits and greedy generation (llama.py)
 #   bash tools/interop/run.sh colbert [RUN]          # a ColBERT export's MaxSim of 100 SciFact pairs against PyLate (colbert_pylate.py)
+#   bash tools/interop/run.sh splade pretrained/all-MiniLM-L6-v2   # the SparseEncoder export (splade.py)
+#   bash tools/interop/run.sh splade --run RUN                      # of a trained kind = "splade" run
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 py="$(bash "$root/tools/pyenv/setup.sh")"
@@ -17,6 +19,10 @@ if [ "${1:-}" = colbert ]; then
   if [ -n "${2:-}" ]; then src=(-run "$2"); else src=(-init "$root/pretrained/all-MiniLM-L6-v2"); fi
   (cd "$root" && go run ./tools/interop/colbertgo "${src[@]}" -data datasets/scifact -n 100 -out "$out")
   exec "$py" "$root/tools/interop/colbert_pylate.py" "$out"
+fi
+if [ "${1:-}" = splade ]; then
+  shift
+  exec "$py" "$root/tools/interop/splade.py" "$@"
 fi
 if [ "${1:-}" = llama ]; then
   exec "$py" "$root/tools/interop/llama.py" "$@"

@@ -1,0 +1,116 @@
+package index
+
+import (
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestPrune(t *testing.T) {
+	got := Prune([]float32{0, 0.5, -1, 0.9, 0.5, 0.2}, 3)
+	want := []Term{{1, 0.5}, {3, 0.9}, {4, 0.5}}
+	if len(got) != len(want) {
+		t.Fatalf("Prune = %v, want %v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("Prune = %v, want %v", got, want)
+		}
+	}
+	if got := Prune([]float32{0.3, 0.3, 0.3}, 2); got[0].ID != 0 || got[1].ID != 1 || len(got) != 2 {
+		t.Errorf("ties: %v, want ids 0, 1", got)
+	}
+	if got := Prune([]float32{0, 2, 0, 1}, 0); len(got) != 2 {
+		t.Errorf("k = 0 keeps every non-zero: %v", got)
+	}
+}
+
+// TestSparseMatchesBruteForce: the inverted index ranks as the dense dot product of the pruned
+// vectors does, before and after a write and read back; the visited postings are the query
+// terms' document frequencies.
+func TestSparseMatchesBruteForce(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	const V, D = 300, 150
+	ids := make([]string, D)
+	docs := make([][]Term, D)
+	dense := make([][]float32, D)
+	for d := range docs {
+		ids[d] = "d" + string(rune('a'+d%26)) + strings.Repeat("x", d/26)
+		dense[d] = make([]float32, V)
+		for v := range dense[d] {
+			if r.Float64() < 0.1 {
+				dense[d][v] = float32(r.Float64())
+			}
+		}
+		docs[d] = Prune(dense[d], 20)
+	}
+	x, err := NewSparse(ids, docs, V)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "idx")
+	if err := x.Write(dir, map[string]any{"top_k": 20}); err != nil {
+		t.Fatal(err)
+	}
+	y, m, err := OpenSparse(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Passages != D || m.Vocab != V || m.Postings != x.Postings() || y.Postings() != x.Postings() {
+		t.Fatalf("manifest %+v, postings %d / %d", m, x.Postings(), y.Postings())
+	}
+	for qi := 0; qi < 10; qi++ {
+		qd := make([]float32, V)
+		for v := range qd {
+			if r.Float64() < 0.05 {
+				qd[v] = float32(r.Float64())
+			}
+		}
+		q := Prune(qd, 0)
+		top := NewTopK(10)
+		want := 0
+		for _, t := range q {
+			want += x.DocFreq(int(t.ID))
+		}
+		for d, ts := range docs {
+			s := 0.0
+			for _, t := range ts {
+				s += float64(qd[t.ID]) * float64(t.Weight)
+			}
+			if s > 0 {
+				top.Offer(Hit{DocID: ids[d], Score: s})
+			}
+		}
+		for _, idx := range []*Sparse{x, y} {
+			hits, visited := idx.Search(q, 10)
+			if visited != want {
+				t.Errorf("visited %d postings, the query terms' df sum to %d", visited, want)
+			}
+			exp := top.Hits()
+			if len(hits) != len(exp) {
+				t.Fatalf("query %d: %d hits, want %d", qi, len(hits), len(exp))
+			}
+			for i := range exp {
+				if hits[i].DocID != exp[i].DocID || math.Abs(hits[i].Score-exp[i].Score) > 1e-9 {
+					t.Fatalf("query %d hit %d: %v, want %v", qi, i, hits[i], exp[i])
+				}
+			}
+		}
+	}
+	// a flipped byte is refused naming the file; an existing target is refused
+	b, _ := os.ReadFile(filepath.Join(dir, sparsePost))
+	b[len(b)-1] ^= 1
+	os.WriteFile(filepath.Join(dir, sparsePost), b, 0o644)
+	if _, _, err := OpenSparse(dir); err == nil || !strings.Contains(err.Error(), sparsePost) {
+		t.Errorf("corrupt postings: err = %v", err)
+	}
+	if err := x.Write(dir, nil); err == nil {
+		t.Error("Write over an existing directory succeeded")
+	}
+	if _, err := NewSparse([]string{"a"}, [][]Term{{{ID: V, Weight: 1}}}, V); err == nil {
+		t.Error("a term outside the vocabulary was indexed")
+	}
+}
