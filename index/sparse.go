@@ -266,8 +266,13 @@ func OpenSparse(dir string) (*Sparse, SparseManifest, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%s: %s", filepath.Join(dir, sparsePost), fmt.Sprintf(format, a...))
 	}
-	if len(ids) != m.Passages || m.Vocab < 0 || m.Postings < 0 {
+	if len(ids) != m.Passages {
 		return nil, m, fmt.Errorf("%s: %d ids, the manifest says %d passages", filepath.Join(dir, sparseIDs), len(ids), m.Passages)
+	}
+	// each term takes 16 offset bytes and each posting 4 weight bytes: bound the counts by the
+	// file's size before multiplying (a forged count must not overflow the check below)
+	if m.Vocab < 0 || int64(m.Vocab) >= int64(len(pb))/16 || m.Postings < 0 || int64(m.Postings) > int64(len(pb))/4 {
+		return nil, m, fmt.Errorf("%s: vocab %d, postings %d: not what %s's %d bytes can hold", filepath.Join(dir, sparseManifest), m.Vocab, m.Postings, sparsePost, len(pb))
 	}
 	head := 2 * 8 * (int64(m.Vocab) + 1)
 	if int64(len(pb)) < head+4*int64(m.Postings) {

@@ -1,6 +1,7 @@
 package index
 
 import (
+	"encoding/json"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -112,5 +113,35 @@ func TestSparseMatchesBruteForce(t *testing.T) {
 	}
 	if _, err := NewSparse([]string{"a"}, [][]Term{{{ID: V, Weight: 1}}}, V); err == nil {
 		t.Error("a term outside the vocabulary was indexed")
+	}
+}
+
+// TestOpenSparseRefusesForgedCounts: a manifest whose counts were edited (the data files and
+// their sha256 untouched) is refused with an error naming the manifest and the field, never a
+// panic: a vocabulary of 2^60 terms once overflowed the size check and reached make.
+func TestOpenSparseRefusesForgedCounts(t *testing.T) {
+	x, err := NewSparse([]string{"a", "b"}, [][]Term{{{ID: 1, Weight: 1}}, {{ID: 2, Weight: 2}}}, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "idx")
+	if err := x.Write(dir, nil); err != nil {
+		t.Fatal(err)
+	}
+	mp := filepath.Join(dir, sparseManifest)
+	orig, _ := os.ReadFile(mp)
+	for _, c := range []struct{ field, value string }{
+		{"vocab", "1152921504606846975"}, {"vocab", "9223372036854775807"}, {"vocab", "-2"},
+		{"postings", "-1"}, {"postings", "4611686018427387904"}, {"passages", "-1"},
+	} {
+		var m map[string]any
+		json.Unmarshal(orig, &m)
+		m[c.field] = json.RawMessage(c.value)
+		b, _ := json.Marshal(m)
+		os.WriteFile(mp, b, 0o644)
+		_, _, err := OpenSparse(dir)
+		if err == nil || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s = %s: err = %v, want one naming %q", c.field, c.value, err, c.field)
+		}
 	}
 }
