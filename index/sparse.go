@@ -233,6 +233,14 @@ func OpenSparse(dir string) (*Sparse, SparseManifest, error) {
 	if err != nil {
 		return nil, m, err
 	}
+	// the format first: another index's manifest (a PLAID index's) is named as such, not
+	// reported as a type error of one of its fields
+	var f struct {
+		Format string `json:"format"`
+	}
+	if err := json.Unmarshal(mb, &f); err == nil && f.Format != sparseFormat {
+		return nil, m, fmt.Errorf("%s: format %q, want %q (a sparse index)", filepath.Join(dir, sparseManifest), f.Format, sparseFormat)
+	}
 	if err := json.Unmarshal(mb, &m); err != nil {
 		return nil, m, fmt.Errorf("%s: %w", filepath.Join(dir, sparseManifest), err)
 	}

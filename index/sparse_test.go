@@ -145,3 +145,14 @@ func TestOpenSparseRefusesForgedCounts(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSparseNamesAnotherFormat: a directory holding another index (a PLAID manifest, whose
+// "bytes" is a number) is refused by its format, not by a JSON type error on "bytes".
+func TestOpenSparseNamesAnotherFormat(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, sparseManifest), []byte(`{"format": "ragtrain-plaid/1", "bytes": 83587, "file": "plaid.bin"}`), 0o644)
+	_, _, err := OpenSparse(dir)
+	if err == nil || !strings.Contains(err.Error(), `format "ragtrain-plaid/1"`) {
+		t.Errorf("err = %v, want one naming the format", err)
+	}
+}
