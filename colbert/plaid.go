@@ -570,8 +570,9 @@ func readPlaid(r *bytes.Reader, size int64) (*Plaid, error) {
 		return nil, fmt.Errorf("header: %w", err)
 	}
 	d, nbits, c, n, tok := hdr[0], hdr[1], hdr[2], hdr[3], hdr[4]
+	// each count takes at least 4 bytes of the file: bounded so first, the sum below cannot overflow
 	if d < 1 || d > 4096 || (nbits != 1 && nbits != 2) || d*nbits%8 != 0 || c < 1 || n < 0 || tok < 0 ||
-		c*d*4+n*4+tok*(4+d*nbits/8)+c*4 > size { // what the counts need must be in the file
+		c > size/4 || n > size/4 || tok > size/4 || c*d*4+n*4+tok*(4+d*nbits/8)+c*4 > size { // what the counts need must be in the file
 		return nil, fmt.Errorf("header (dim %d, nbits %d, centroids %d, passages %d, tokens %d) does not fit the file's %d bytes", d, nbits, c, n, tok, size)
 	}
 	p := &Plaid{Dim: int(d), NBits: int(nbits), Centroids: make([]float32, c*d), Cutoffs: make([]float32, 1<<nbits-1), Weights: make([]float32, 1<<nbits)}
