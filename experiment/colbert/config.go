@@ -22,7 +22,8 @@ type Config struct {
 	DocumentLength int `toml:"document_length"`
 	// AttendToExpansionTokens lets the encoder attend to a query's [MASK] padding. Default false.
 	AttendToExpansionTokens bool `toml:"attend_to_expansion_tokens"`
-	// EncodeBatch is the texts per forward pass when encoding the corpus and the queries. Default 32.
+	// EncodeBatch is the texts per forward pass when encoding the corpus and the queries. Default
+	// 32; at most configs.MaxBatch (65536).
 	EncodeBatch int `toml:"encode_batch"`
 	// Plaid builds the PLAID-style index over the trained model's passage tokens and searches
 	// with it beside exact MaxSim (system colbert_plaid). Default true.
@@ -54,6 +55,9 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 	configs.AtLeast(v, "colbert.query_length", c.QueryLength, 4)
 	configs.AtLeast(v, "colbert.document_length", c.DocumentLength, 4)
 	configs.AtLeast(v, "colbert.encode_batch", c.EncodeBatch, 1)
+	if c.EncodeBatch > configs.MaxBatch {
+		v.Fail("colbert.encode_batch", "must be <= %d (configs.MaxBatch, as train.batch_size), got %d", configs.MaxBatch, c.EncodeBatch)
+	}
 	if c.NBits != 1 && c.NBits != 2 {
 		v.Fail("colbert.nbits", "must be 1 or 2, got %d", c.NBits)
 	}
