@@ -184,6 +184,9 @@ func Export(run, out string, o Options) error {
 	if o.TruncateDim != 0 && r.Kind != KindBiEncoder {
 		return fmt.Errorf("%s: truncate_dim %d: only a bi-encoder's embeddings can be truncated, this is a %s", r.Dir, o.TruncateDim, r.Kind)
 	}
+	if o.Adapter && r.Kind != KindReaderLM {
+		return fmt.Errorf("%s: adapter: only a reader_lm LoRA run's adapters can be exported alone, this is a %s", r.Dir, r.Kind)
+	}
 	f, ok := exporters[r.Kind]
 	if !ok {
 		return fmt.Errorf("%s: model kind %q cannot be exported yet (known: %s)",

@@ -34,6 +34,14 @@ func TestExportSubcommand(t *testing.T) {
 	if err := runExport([]string{"-run", runs[0], "-out", out}); err == nil || !strings.Contains(err.Error(), "not empty") {
 		t.Errorf("second export into the same directory: %v", err)
 	}
+	// -adapter is for reader_lm LoRA runs: another kind refuses it rather than silently
+	// exporting the whole model
+	if err := runExport([]string{"-run", runs[0], "-out", filepath.Join(dir, "adapter"), "-adapter"}); err == nil || !strings.Contains(err.Error(), "adapter") {
+		t.Errorf("-adapter of a bi-encoder run: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "adapter")); err == nil {
+		t.Error("-adapter of a bi-encoder run wrote a directory")
+	}
 	if err := runExport([]string{"-run", runs[0]}); err == nil || !strings.Contains(err.Error(), "-out") {
 		t.Errorf("no -out: %v", err)
 	}
