@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 
 	"github.com/ragtrain/ragtrain/export"
@@ -58,8 +59,8 @@ func runGenerate(args []string) error {
 		fs.Usage()
 		return errors.New("generate: -model and -prompts are required, and nothing else")
 	}
-	if a.maxNew < 1 || a.temperature < 0 || !(a.topP > 0 && a.topP <= 1) || a.batch < 1 {
-		return fmt.Errorf("generate: -max-new-tokens %d, -temperature %g, -top-p %g, -batch %d: want >= 1, >= 0, in (0,1] and >= 1", a.maxNew, a.temperature, a.topP, a.batch)
+	if a.maxNew < 1 || !(a.temperature >= 0) || math.IsInf(a.temperature, 1) || !(a.topP > 0 && a.topP <= 1) || a.batch < 1 {
+		return fmt.Errorf("generate: -max-new-tokens %d, -temperature %g, -top-p %g, -batch %d: want >= 1, finite >= 0, in (0,1] and >= 1", a.maxNew, a.temperature, a.topP, a.batch)
 	}
 	a.log = os.Stderr
 	if err := generate(a, os.Stdout); err != nil {

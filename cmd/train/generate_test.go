@@ -197,6 +197,14 @@ func TestGenerateUsage(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "-model and -prompts are required") {
 		t.Errorf("generate without -prompts: exit %d, %q", code, errOut)
 	}
+	// a temperature that is not a finite number is refused before any model is read (Inf
+	// once sampled uniformly at random with exit 0; NaN failed only after loading the model)
+	for _, temp := range []string{"NaN", "Inf", "-1"} {
+		err := runGenerate([]string{"-model", "no-such.gguf", "-prompts", "no-such.jsonl", "-temperature", temp})
+		if err == nil || !strings.Contains(err.Error(), "-temperature") {
+			t.Errorf("-temperature %s: %v", temp, err)
+		}
+	}
 }
 
 // TestGenerateFromDirectories: -model may be the GGUF's Hugging Face export (the same
