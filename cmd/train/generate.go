@@ -30,7 +30,7 @@ type generateArgs struct {
 
 func generateFlags(a *generateArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train generate", flag.ContinueOnError)
-	fs.StringVar(&a.model, "model", "", "LLaMA model: a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1 tensors; e.g. pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf from tools/pretrained/get.sh), a Hugging Face LlamaForCausalLM directory (e.g. one `train export` wrote), or a reader_lm run directory (its latest checkpoint, the newest intact one if that is damaged; LoRA merged) or checkpoint directory")
+	fs.StringVar(&a.model, "model", "", "LLaMA model: a GGUF file (F32, F16, BF16, Q8_0, Q4_0, Q4_1 tensors; e.g. pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf from tools/pretrained/get.sh), a Hugging Face LlamaForCausalLM directory (e.g. one train export wrote), or a reader_lm run directory (its latest checkpoint, the newest intact one if that is damaged; LoRA merged) or checkpoint directory")
 	fs.StringVar(&a.prompts, "prompts", "", `JSONL file, one {"prompt": "..."} object per line (blank lines skipped)`)
 	fs.IntVar(&a.maxNew, "max-new-tokens", 128, "new tokens per prompt at most (the stop token included); prompt + this must fit the model's context")
 	fs.BoolVar(&a.chat, "chat", false, "wrap each prompt in the tokenizer's chat template as one user message, ready for the assistant's reply")

@@ -40,6 +40,12 @@ func TestHelpExitsZero(t *testing.T) {
 			}
 		}
 	}
+	// no usage string holds a back-quoted word, which flag.PrintDefaults takes for the flag's
+	// value name ("-model train export" instead of "-model string")
+	out, _, _ := runChild(t, "generate", "-h")
+	if !strings.Contains(out, "-model string") {
+		t.Errorf("generate -h: no \"-model string\" line:\n%s", out)
+	}
 	out, errOut, code := runChild(t, "export", "-h")
 	if code != 0 || !strings.Contains(out, "train export -run RUN -out DIR") || !strings.Contains(out, "-embeddings") {
 		t.Errorf("export -h: exit %d, stdout %q, stderr %q", code, out, errOut)
