@@ -121,6 +121,8 @@ func TestOpenLlamaHFRejects(t *testing.T) {
 		{`"rope_type": "default"`, `"rope_type": "llama3"`, `rope_type "llama3"`},
 		{`"model_type": "llama"`, `"model_type": "mistral"`, `model_type "mistral"`},
 		{`"vocab_size": 64`, `"vocab_size": 1e12`, "config.json"},
+		// both spellings of the RoPE base, disagreeing: neither is silently dropped
+		{`"rope_parameters": {`, `"rope_theta": 10000.0, "rope_parameters": {`, "rope_theta 10000 and rope_parameters.rope_theta 500000 disagree"},
 	} {
 		if !strings.Contains(string(cfg), c.from) {
 			t.Fatalf("config.json lacks %s", c.from)
