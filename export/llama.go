@@ -48,9 +48,9 @@ var llamaIgnored = regexp.MustCompile(`^model\.(layers\.\d+\.self_attn\.)?rotary
 // converted to float32 exactly) into a float32 model.Llama. config.json: hidden_size,
 // num_hidden_layers, num_attention_heads, num_key_value_heads (default: the heads),
 // intermediate_size, vocab_size, rms_norm_eps (default 1e-6), max_position_embeddings,
-// tie_word_embeddings (default false), rope_theta or rope_parameters.rope_theta (equal when both; default
-// 10000). Refused, naming the key: another hidden_act than silu, attention or MLP biases,
-// rope scaling, a head_dim other than hidden_size/num_attention_heads. Every parameter of the
+// tie_word_embeddings (default false), rope_theta or rope_parameters.rope_theta (default 10000;
+// refused when both are given and differ). Refused, naming the key: another hidden_act than
+// silu, attention or MLP biases, rope scaling, a head_dim other than hidden_size/num_attention_heads. Every parameter of the
 // LlamaForCausalLM table (model.Llama) must be there with its shape, and nothing else but the
 // rotary inv_freq buffers (and lm_head.weight with tied embeddings, which is dropped).
 func OpenLlamaHF(dir string) (*model.Llama, error) {
