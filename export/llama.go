@@ -43,16 +43,16 @@ type hfLlamaConfig struct {
 // transformers saved the rotary inverse frequencies).
 var llamaIgnored = regexp.MustCompile(`^model\.(layers\.\d+\.self_attn\.)?rotary_emb\.inv_freq$`)
 
-// OpenLlamaHF reads a Hugging Face LlamaForCausalLM directory (config.json with model_type
-// "llama", and model.safetensors or pytorch_model.bin in float32, float16, bfloat16 or float64,
-// converted to float32 exactly) into a float32 model.Llama. config.json: hidden_size,
-// num_hidden_layers, num_attention_heads, num_key_value_heads (default: the heads),
-// intermediate_size, vocab_size, rms_norm_eps (default 1e-6), max_position_embeddings,
-// tie_word_embeddings (default false), rope_theta or rope_parameters.rope_theta (default 10000;
-// refused when both are given and differ). Refused, naming the key: another hidden_act than
-// silu, attention or MLP biases, rope scaling, a head_dim other than hidden_size/num_attention_heads. Every parameter of the
-// LlamaForCausalLM table (model.Llama) must be there with its shape, and nothing else but the
-// rotary inv_freq buffers (and lm_head.weight with tied embeddings, which is dropped).
+// OpenLlamaHF reads a Hugging Face LlamaForCausalLM directory (config.json with model_type "llama",
+// and model.safetensors or pytorch_model.bin in float32, float16, bfloat16 or float64, converted to
+// float32 exactly) into a float32 model.Llama. config.json: hidden_size, num_hidden_layers,
+// num_attention_heads, num_key_value_heads (default: the heads), intermediate_size, vocab_size,
+// rms_norm_eps (default 1e-6), max_position_embeddings, tie_word_embeddings (default false),
+// rope_theta or rope_parameters.rope_theta (default 10000; refused when both are given and differ).
+// Refused, naming the key: another hidden_act than silu, attention or MLP biases, rope scaling, a
+// head_dim other than hidden_size/num_attention_heads. Every parameter of the LlamaForCausalLM
+// table (model.Llama) must be there with its shape, and nothing else but the rotary inv_freq
+// buffers (and lm_head.weight with tied embeddings, which is dropped).
 func OpenLlamaHF(dir string) (*model.Llama, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	b, err := bounded.ReadFile(cfgPath, bounded.ConfigJSON)
