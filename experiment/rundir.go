@@ -278,9 +278,10 @@ func EvaluateSystems(dir, split string, primary bool, qrels map[string]map[strin
 }
 
 // untrainedFiles are what a run directory holds before its first step: the resolved recipe, the
-// lock, the tokenizer, the empty runs/, an empty log, the training examples dealt, the
-// streamed corpus and the teacher's scores (all rebuilt by a new run).
-var untrainedFiles = map[string]bool{ResolvedRecipeFile: true, LockFile: true, "tokenizer.json": true, RunsDir: true,
+// lock, the tokenizer (tokenizer.json, or reader_lm's tokenizer/ directory), the empty runs/, an
+// empty log, the training examples dealt, the streamed corpus and the teacher's scores (all
+// rebuilt by a new run).
+var untrainedFiles = map[string]bool{ResolvedRecipeFile: true, LockFile: true, "tokenizer.json": true, "tokenizer": true, RunsDir: true,
 	LogFile: true, "corpus": true, "teacher_scores.tsv": true, "train_examples.jsonl": true}
 
 // RemoveIfUntrained removes the run directory dir when it holds nothing of a step: no

@@ -183,3 +183,31 @@ func TestUnwritableOutputDirFailsFirst(t *testing.T) {
 		t.Errorf("the check left %v (%v) in an existing output_dir", entries, err)
 	}
 }
+
+// TestRemoveIfUntrainedReaderLM: a reader_lm run failing before its first step (lora.rank =
+// 10^9, refused when the adapters are built) holds the resolved recipe, an empty runs/ and its
+// tokenizer/ directory (the Hugging Face copy of init_from's tokenizer): it is removed, not left
+// looking resumable; a directory holding a checkpoint is kept.
+func TestRemoveIfUntrainedReaderLM(t *testing.T) {
+	mk := func(extra ...string) string {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, ResolvedRecipeFile), []byte("kind = \"reader_lm\"\n"), 0o644)
+		os.MkdirAll(filepath.Join(dir, RunsDir), 0o755)
+		os.MkdirAll(filepath.Join(dir, "tokenizer"), 0o755)
+		os.WriteFile(filepath.Join(dir, "tokenizer", "tokenizer.json"), []byte("{}"), 0o644)
+		for _, e := range extra {
+			os.MkdirAll(filepath.Join(dir, e), 0o755)
+		}
+		return dir
+	}
+	dir := mk()
+	RemoveIfUntrained(dir)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("an untrained reader_lm run directory was left: %v", err)
+	}
+	dir = mk("checkpoint-reader_lm-80")
+	RemoveIfUntrained(dir)
+	if _, err := os.Stat(dir); err != nil {
+		t.Errorf("a run directory with a checkpoint was removed: %v", err)
+	}
+}
