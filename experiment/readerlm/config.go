@@ -36,7 +36,8 @@ type Config struct {
 	// MaxLength is L, the tokens of a training sequence (the text's tokens, cut, then eos);
 	// 2..4096. Default 64.
 	MaxLength int `toml:"max_length"`
-	// EvalBatch is the sequences per forward pass of the perplexity evaluation; >= 1. Default 16.
+	// EvalBatch is the sequences per forward pass of the perplexity evaluation;
+	// 1..configs.MaxBatch. Default 16.
 	EvalBatch int `toml:"eval_batch"`
 	// MicroBatch is the sequences per forward and backward pass of training: a step of
 	// train.batch_size sequences runs ceil(batch_size / micro_batch) passes and accumulates
@@ -83,6 +84,9 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("reader_lm.max_length", "must be <= 4096, got %d", c.MaxLength)
 	}
 	configs.AtLeast(v, "reader_lm.eval_batch", c.EvalBatch, 1)
+	if c.EvalBatch > configs.MaxBatch {
+		v.Fail("reader_lm.eval_batch", "must be <= %d (configs.MaxBatch, as train.batch_size), got %d", configs.MaxBatch, c.EvalBatch)
+	}
 	if c.MicroBatch < 0 || c.MicroBatch > r.Train.BatchSize {
 		v.Fail("reader_lm.micro_batch", "must be in [0, train.batch_size = %d], got %d", r.Train.BatchSize, c.MicroBatch)
 	}
