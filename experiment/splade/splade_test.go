@@ -190,4 +190,24 @@ func TestSpladeResumesExactly(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no query checked")
 	}
+	// the run's latest checkpoint no longer the one that built the index (latest pointed at
+	// step 4): refused, instead of encoding the queries with another encoder than the passages
+	latest := filepath.Join(full, "latest")
+	was, err := os.ReadFile(latest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(latest, []byte("checkpoint-train-4"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(full, "checkpoint-train-4")); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := splade.OpenSearcher(filepath.Join(full, splade.IndexDir)); err == nil || !strings.Contains(err.Error(), "step 4") {
+		if err == nil {
+			s.Close()
+		}
+		t.Errorf("an index of step 8 opened with the step-4 encoder: err = %v", err)
+	}
+	os.WriteFile(latest, was, 0o644)
 }
