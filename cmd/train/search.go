@@ -62,5 +62,8 @@ func runSearch(args []string) error {
 		return fmt.Errorf("search: %w", err)
 	}
 	fmt.Fprintf(os.Stderr, "search: %d queries over %d passages of %s -> %s\n", len(qs.IDs), s.X.Len(), a.index, a.out)
+	if s.Truncated > 0 {
+		fmt.Fprintf(os.Stderr, "search: truncation: %d of %d queries cut to %d tokens (the run's query_max_length)\n", s.Truncated, len(qs.IDs), s.QueryMaxLength())
+	}
 	return nil
 }

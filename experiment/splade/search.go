@@ -20,7 +20,13 @@ type Searcher struct {
 	tok      *tokenize.Tokenizer
 	cfg      export.SpladeConfig
 	runner   *model.SpladeRunner
+	// Truncated counts the queries Search cut to query_max_length tokens (as the run's
+	// evaluation did; `train search` reports it).
+	Truncated int
 }
+
+// QueryMaxLength is the tokens a query is cut to, [CLS] and [SEP] included.
+func (s *Searcher) QueryMaxLength() int { return s.cfg.QueryMaxLength }
 
 // OpenSearcher opens the index directory dir (manifest and files verified) and its run's
 // model.
@@ -65,6 +71,7 @@ func OpenSearcher(dir string) (*Searcher, error) {
 // passages.
 func (s *Searcher) Search(text string, k int) ([]index.Hit, error) {
 	bt := s.tok.EncodeBatch([]string{text}, s.cfg.QueryMaxLength)
+	s.Truncated += bt.Truncated
 	w, err := s.runner.Encode(bt.IDs, bt.Mask, 1)
 	if err != nil {
 		return nil, err

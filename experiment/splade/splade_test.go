@@ -190,6 +190,14 @@ func TestSpladeResumesExactly(t *testing.T) {
 	if checked == 0 {
 		t.Fatal("no query checked")
 	}
+	// a query longer than query_max_length is cut, and counted (train search reports it)
+	before := s.Truncated
+	if _, err := s.Search("flow", 10); err != nil || s.Truncated != before {
+		t.Errorf("a one-word query counted as cut (%d -> %d), err %v", before, s.Truncated, err)
+	}
+	if _, err := s.Search(strings.Repeat("flow ", 3*s.QueryMaxLength()), 10); err != nil || s.Truncated != before+1 {
+		t.Errorf("a long query: %d -> %d counted as cut, err %v", before, s.Truncated, err)
+	}
 	// the run's latest checkpoint no longer the one that built the index (latest pointed at
 	// step 4): refused, instead of encoding the queries with another encoder than the passages
 	latest := filepath.Join(full, "latest")
