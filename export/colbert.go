@@ -30,10 +30,13 @@ func init() { register(colbert.Kind, exportColBERT) }
 // ColBERT rebuilds the run's ColBERT model from its checkpoint (names and shapes exactly).
 func (r *Run) ColBERT() (*colbert.Model, error) {
 	var c colbert.Config
+	cfgPath := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
+	if r.Kind != colbert.Kind { // before the strict decoding, which would name another kind's field
+		return nil, fmt.Errorf("%s: kind %q, want %q", cfgPath, r.Kind, colbert.Kind)
+	}
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}
-	cfgPath := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
 	if c.Kind != colbert.Kind {
 		return nil, fmt.Errorf("%s: kind %q, want %q", cfgPath, c.Kind, colbert.Kind)
 	}

@@ -35,10 +35,13 @@ func init() { register(KindSplade, exportSplade) }
 // config.json, every parameter (the tower's and the head's) from model.safetensors.
 func (r *Run) Splade() (*model.Splade, SpladeConfig, error) {
 	var c SpladeConfig
+	path := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
+	if r.Kind != KindSplade { // before the strict decoding, which would name another kind's field
+		return nil, c, fmt.Errorf("%s: kind %q, want %q", path, r.Kind, KindSplade)
+	}
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, c, err
 	}
-	path := filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile)
 	if c.Kind != KindSplade {
 		return nil, c, fmt.Errorf("%s: kind %q, want %q", path, c.Kind, KindSplade)
 	}

@@ -43,15 +43,15 @@ func OpenSearcher(dir string) (*Searcher, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: meta.run: %w", filepath.Join(dir, "manifest.json"), err)
 	}
+	s, cfg, err := r.Splade()
+	if err != nil {
+		return nil, err
+	}
 	// the index records the steps of the encoder that built it: a run whose latest checkpoint
 	// is another one would encode the queries with another encoder than the passages
 	if steps, ok := m.Meta["steps"].(float64); ok && int(steps) != r.Checkpoint.Trainer.Step {
 		return nil, fmt.Errorf("%s: meta.steps %d, but the run's latest checkpoint %s is at step %d: the index was not built by it",
 			filepath.Join(dir, "manifest.json"), int(steps), r.Checkpoint.Dir, r.Checkpoint.Trainer.Step)
-	}
-	s, cfg, err := r.Splade()
-	if err != nil {
-		return nil, err
 	}
 	if s.Dim() != m.Vocab {
 		return nil, fmt.Errorf("%s: an index of %d terms, but the run's encoder has %d", dir, m.Vocab, s.Dim())
