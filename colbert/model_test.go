@@ -136,7 +136,8 @@ func TestEncoderAndExact(t *testing.T) {
 }
 
 // The training graph's loss (no dropout) is InfoNCE over the scores the encoder and MaxSimScore
-// give: the training and the search paths compute one model.
+// give: the training and the search paths compute one model. With Loss.Masked, the passages
+// Batch.Mask zeroes leave their query's softmax (query 0 without passage 3).
 func TestGraphLossMatchesSearchPath(t *testing.T) {
 	tok := testTokenizer(t)
 	m, err := NewOf(testConfig(tok.VocabSize()), 5, tensor.Float64)
@@ -144,31 +145,47 @@ func TestGraphLossMatchesSearchPath(t *testing.T) {
 		t.Fatal(err)
 	}
 	mk, _ := MarkersOf(tok)
-	b := Batch{Queries: []string{"red fish", "the cat"}, Passages: texts[:4]}
+	e, _ := NewEncoder(m, tok, 2)
+	for _, mask := range [][]float32{nil, {1, 1, 1, 0, 1, 1, 1, 1}} {
+		b := Batch{Queries: []string{"red fish", "the cat"}, Passages: texts[:4], Mask: mask}
+		g, err := NewGraph(m, 2, 4, Loss{Name: "colbert_contrastive", Temperature: 0.5, Masked: mask != nil}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := g.Fill(m, tok, mk, b, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := g.VM.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		got := g.Loss.Value().Data().(float64)
+		q, _ := e.Queries(b.Queries)
+		d, _ := e.Documents(b.Passages)
+		var want float64
+		for i := range 2 {
+			var z float64
+			for j := range 4 {
+				if mask == nil || mask[i*4+j] != 0 {
+					z += math.Exp(MaxSimScore(q.Rows(i), d.Rows(j), 4) / 0.5)
+				}
+			}
+			want += -(MaxSimScore(q.Rows(i), d.Rows(i), 4)/0.5 - math.Log(z)) / 2
+		}
+		if math.Abs(got-want) > 1e-5*math.Abs(want) {
+			t.Fatalf("mask %v: graph loss %v, search-path loss %v", mask, got, want)
+		}
+		g.VM.Close()
+	}
 	g, err := NewGraph(m, 2, 4, Loss{Name: "colbert_contrastive", Temperature: 0.5}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := g.Fill(m, tok, mk, b, nil, nil); err != nil {
-		t.Fatal(err)
+	defer g.VM.Close()
+	if err := g.Fill(m, tok, mk, Batch{Queries: []string{"a", "b"}, Passages: texts[:4], Mask: make([]float32, 8)}, nil, nil); err == nil {
+		t.Error("a candidate mask is accepted by a graph built without Loss.Masked")
 	}
-	if err := g.VM.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	got := g.Loss.Value().Data().(float64)
-	e, _ := NewEncoder(m, tok, 2)
-	q, _ := e.Queries(b.Queries)
-	d, _ := e.Documents(b.Passages)
-	var want float64
-	for i := range 2 {
-		var z float64
-		for j := range 4 {
-			z += math.Exp(MaxSimScore(q.Rows(i), d.Rows(j), 4) / 0.5)
-		}
-		want += -(MaxSimScore(q.Rows(i), d.Rows(i), 4)/0.5 - math.Log(z)) / 2
-	}
-	if math.Abs(got-want) > 1e-5*math.Abs(want) {
-		t.Fatalf("graph loss %v, search-path loss %v", got, want)
+	if _, err := NewGraph(m, 2, 4, Loss{Name: "colbert_kl_distill", Temperature: 1, TeacherTemperature: 1, Masked: true}, false); err == nil {
+		t.Error("colbert_kl_distill accepts a candidate mask")
 	}
 }
 

@@ -2,6 +2,7 @@ package colbert
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 
 	"gorgonia.org/gorgonia"
@@ -17,10 +18,13 @@ import (
 // positive of query i, then each query's M hard negatives in query order (rows B+iM ..
 // B+iM+M-1 are query i's); colbert_contrastive uses every passage as a candidate of every
 // query, colbert_kl_distill each query's own 1+M. Teacher, for colbert_kl_distill, is B×(1+M):
-// row i the teacher's scores of query i's positive, then of its negatives.
+// row i the teacher's scores of query i's positive, then of its negatives. Mask, for a Masked
+// colbert_contrastive, is the sampler's B×N candidate mask (sampler.Batch.Mask): 1 keeps
+// passage j for query i, 0 removes it from the query's softmax (a false negative).
 type Batch struct {
 	Queries, Passages []string
 	Teacher           []float32
+	Mask              []float32
 }
 
 // Loss is a ColBERT training loss from the losses table (colbert_contrastive or
@@ -30,6 +34,9 @@ type Loss struct {
 	Temperature        float64 // the student's (PyLate: 1 for Contrastive, 1 for Distillation)
 	TeacherTemperature float64 // colbert_kl_distill only
 	NoMinMax           bool    // colbert_kl_distill: PyLate's normalize_scores = False
+	// Masked (colbert_contrastive only) removes the candidates Batch.Mask zeroes
+	// (losses.ColBERTContrastiveMasked): sampler.false_negatives = "mask".
+	Masked bool
 }
 
 // Graph is the training graph of a ColBERT model for B queries and N passages of fixed lengths
@@ -45,6 +52,7 @@ type Graph struct {
 	Binder  *model.Binder
 	pmask   *tensor.Dense // [N, DocumentLength] scored passage tokens
 	teacher *tensor.Dense // [B, 1+M], colbert_kl_distill only
+	cmask   *tensor.Dense // [B, N] additive candidate mask (0 or -Inf), Loss.Masked only
 }
 
 // NewGraph builds the graph of m's loss for B queries and N passages (train: with dropout).
@@ -82,6 +90,13 @@ func NewGraph(m *Model, B, N int, loss Loss, train bool) (*Graph, error) {
 		t.teacher = tensor.New(tensor.WithShape(B, N/B), tensor.Of(dt))
 		in.Teacher = t.teacher
 	}
+	if loss.Masked {
+		if spec.Teacher {
+			return nil, fmt.Errorf("colbert: %s scores each query's own candidates with the teacher's scores; a candidate mask is for colbert_contrastive", loss.Name)
+		}
+		t.cmask = tensor.New(tensor.WithShape(B, N), tensor.Of(dt))
+		in.Mask = gorgonia.NewMatrix(t.G, dt, gorgonia.WithShape(B, N), gorgonia.WithValue(t.cmask), gorgonia.WithName("candidate_mask"))
+	}
 	if t.Loss, err = spec.Build(in); err != nil {
 		return nil, err
 	}
@@ -115,6 +130,20 @@ func (t *Graph) Fill(m *Model, tok *tokenize.Tokenizer, mk Markers, b Batch, qCu
 		setFloats(t.teacher, b.Teacher)
 	} else if b.Teacher != nil {
 		return fmt.Errorf("colbert: teacher scores given to a loss without a teacher")
+	}
+	switch {
+	case t.cmask != nil && len(b.Mask) != t.cmask.Len():
+		return fmt.Errorf("colbert: candidate mask of %d values, want %d (B x N)", len(b.Mask), t.cmask.Len())
+	case t.cmask != nil:
+		add := make([]float32, len(b.Mask))
+		for i, keep := range b.Mask {
+			if keep == 0 {
+				add[i] = float32(math.Inf(-1))
+			}
+		}
+		setFloats(t.cmask, add)
+	case b.Mask != nil:
+		return fmt.Errorf("colbert: a candidate mask given to a graph built without Loss.Masked")
 	}
 	return nil
 }

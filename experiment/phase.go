@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -75,6 +76,23 @@ type Phase struct {
 	// steps (checkpoints.Checkpoint.State: e.g. a cache the task fills as it trains), which
 	// the task restores when resumed.
 	Tensors func(done int) []checkpoints.RawTensor
+}
+
+// Restore resumes ph from the latest checkpoint under dir: ph.Params take its tensors, and
+// ph.Start, ph.Optimizer and ph.SecondsBefore its step, optimizer state and training seconds;
+// it says where it resumed on out and returns the checkpoint's trainer state. An error names
+// the checkpoint directory.
+func (ph *Phase) Restore(dir string, out io.Writer) (checkpoints.TrainerState, error) {
+	ck, err := checkpoints.Load(dir)
+	if err != nil {
+		return checkpoints.TrainerState{}, err
+	}
+	if err := SetParams(ph.Params, ck.Params); err != nil {
+		return checkpoints.TrainerState{}, fmt.Errorf("%s: %w", ck.Dir, err)
+	}
+	ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
+	fmt.Fprintf(out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
+	return ck.Trainer, nil
 }
 
 // ShortWarmup is the warm-up rule of every phase but a retriever's "train": train.warmup_steps,

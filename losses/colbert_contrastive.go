@@ -35,7 +35,25 @@ import (
 // Prefer it to ColBERTKLDistill when the batch has labelled positives and no teacher scores;
 // prefer InfoNCE when the model pools one vector per text.
 func ColBERTContrastive(q, p *G.Node, tm TokenMasks, tau float64, sim Similarity) (*G.Node, error) {
-	const loss = "ColBERTContrastive"
+	return colbertContrastive("ColBERTContrastive", q, p, nil, tm, tau, sim)
+}
+
+// ColBERTContrastiveMasked is ColBERTContrastive with an additive mask [B,N] on the MaxSim
+// scores, as InfoNCEMasked on InfoNCE's: 0 keeps a candidate, -Inf removes it for that query
+// (exactly as if it were absent from p), every value <= 0 and m_ii = 0 (checked when the graph
+// runs); the mask receives no gradient. The sampler's false-negative mask
+// (sampler.false_negatives = "mask") enters here.
+//
+// Prefer it over ColBERTContrastive when a batch may hold passages judged relevant to another
+// query than their own (multi-relevant queries, duplicates).
+func ColBERTContrastiveMasked(q, p, mask *G.Node, tm TokenMasks, tau float64, sim Similarity) (*G.Node, error) {
+	if mask == nil {
+		return nil, errors.New("losses: ColBERTContrastiveMasked: mask is nil")
+	}
+	return colbertContrastive("ColBERTContrastiveMasked", q, p, mask, tm, tau, sim)
+}
+
+func colbertContrastive(loss string, q, p, mask *G.Node, tm TokenMasks, tau float64, sim Similarity) (*G.Node, error) {
 	if err := validTau(loss, "tau", tau); err != nil {
 		return nil, err
 	}
@@ -46,7 +64,15 @@ func ColBERTContrastive(q, p *G.Node, tm TokenMasks, tau float64, sim Similarity
 	if n, b := p.Shape()[0], q.Shape()[0]; n < b {
 		return nil, errors.Errorf("losses: %s: p has %d passages, fewer than the %d queries in q (rows 0..B-1 of p must be the positives)", loss, n, b)
 	}
-	return diagCrossEntropy(loss, dt, scores, nil, tau)
+	if mask != nil {
+		if err := wantShape(loss, "mask", mask, scores.Shape()...); err != nil {
+			return nil, err
+		}
+		if mask.Dtype() != dt {
+			return nil, errors.Errorf("losses: %s: mask is %v, scores %v", loss, mask.Dtype(), dt)
+		}
+	}
+	return diagCrossEntropy(loss, dt, scores, mask, tau)
 }
 
 // lateScores applies sim to the token vectors of q and p and returns their MaxSim scores: [B,N]
@@ -107,12 +133,16 @@ func validTau(loss, name string, tau float64) error {
 }
 
 // colbert_contrastive trains late-interaction retrievers on contrastive batches: Inputs Q
-// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Temperature and Sim.
+// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Temperature and Sim; with Mask
+// [B,N] (optional) ColBERTContrastiveMasked.
 func init() {
 	Register(Spec{Name: "colbert_contrastive", Batch: LateInteraction, Build: func(in Inputs) (*G.Node, error) {
 		tm, err := lateMasks("colbert_contrastive", in)
 		if err != nil {
 			return nil, err
+		}
+		if in.Mask != nil {
+			return ColBERTContrastiveMasked(in.Q, in.P, in.Mask, tm, in.Temperature, in.Sim)
 		}
 		return ColBERTContrastive(in.Q, in.P, tm, in.Temperature, in.Sim)
 	}})

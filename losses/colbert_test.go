@@ -2,7 +2,9 @@ package losses
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	G "gorgonia.org/gorgonia"
@@ -288,5 +290,48 @@ func TestColBERTErrors(t *testing.T) {
 	}, false, q, p, input{"p_mask", []int{2, 3}, make([]float64, 6), false})
 	if err == nil {
 		t.Error("mask of shape (2,3) for p (3,2,4): no error")
+	}
+}
+
+// TestColBERTContrastiveMaskedEqualsRemoval: masking passage j for every query gives the loss
+// and gradients of ColBERTContrastive without passage j (no gradient into p_j), directly and
+// through the losses table (Inputs.Mask); a mask on one query's candidate changes the loss.
+func TestColBERTContrastiveMaskedEqualsRemoval(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	b, n, lq, ld, d, drop := 2, 5, 3, 4, 3, 3
+	q, p := randn(r, b*lq*d, 1), randn(r, n*ld*d, 1)
+	kept := append(slices.Clone(p[:drop*ld*d]), p[(drop+1)*ld*d:]...)
+	mask := make([]float64, b*n)
+	for i := range b {
+		mask[i*n+drop] = math.Inf(-1)
+	}
+	tm := TokenMasks{Mode: MaskZero}
+	for _, sim := range []Similarity{Cosine, Dot} {
+		lm, gm := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {
+			return ColBERTContrastiveMasked(in["q"], in["p"], in["mask"], tm, 0.5, sim)
+		}, input{"q", []int{b, lq, d}, q, true}, input{"p", []int{n, ld, d}, p, true}, input{"mask", []int{b, n}, mask, false})
+		lr, gr := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {
+			return ColBERTContrastive(in["q"], in["p"], tm, 0.5, sim)
+		}, input{"q", []int{b, lq, d}, q, true}, input{"p", []int{n - 1, ld, d}, kept, true})
+		wantLoss(t, lm, lr, 1e-12)
+		assertClose(t, "grad q", gm["q"], gr["q"], 1e-10, 1e-14)
+		row := ld * d
+		assertClose(t, "grad of the masked passage", gm["p"][drop*row:(drop+1)*row], make([]float64, row), 0, 1e-14)
+		assertClose(t, "grad p (kept passages)", append(slices.Clone(gm["p"][:drop*row]), gm["p"][(drop+1)*row:]...), gr["p"], 1e-10, 1e-14)
+
+		spec, _ := Lookup("colbert_contrastive")
+		lt, _ := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {
+			return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Temperature: 0.5, Sim: sim, TokenMasking: MaskZero})
+		}, input{"q", []int{b, lq, d}, q, false}, input{"p", []int{n, ld, d}, p, false}, input{"mask", []int{b, n}, mask, false})
+		wantLoss(t, lt, lr, 1e-12)
+		lu, _ := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {
+			return ColBERTContrastive(in["q"], in["p"], tm, 0.5, sim)
+		}, input{"q", []int{b, lq, d}, q, false}, input{"p", []int{n, ld, d}, p, false})
+		if math.Abs(lu-lm) < 1e-6 {
+			t.Errorf("%v: the mask changed nothing (%v masked, %v unmasked)", sim, lm, lu)
+		}
+	}
+	if _, err := ColBERTContrastiveMasked(nil, nil, nil, tm, 1, Dot); err == nil {
+		t.Error("a nil mask is accepted")
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // Kind is the recipe kind and the checkpoints' config.json kind.
@@ -53,155 +54,223 @@ func init() {
 	})
 }
 
-// runColBERT: load the judged splits, mine BM25 negatives, build the model from init_from (or
-// the latest checkpoint with -resume), train, then encode the corpus and rank every eval split by
-// exact MaxSim and through the PLAID-style index.
+// runColBERT runs a colbert recipe as named stages, methods of colbertRun, which carries the
+// run's state from one to the next: the judged splits, BM25 and the mined sampler are read
+// before the run directory exists, so a bad input leaves nothing behind.
 func runColBERT(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	c := Of(rec)
-	if err := experiment.ResolveInitFrom(rec, o.Out); err != nil {
+	r := &colbertRun{rec: rec, c: Of(rec), o: o, seed: uint64(rec.Seed), resume: o.ResumeDir != "", metrics: map[string]float64{}}
+	defer r.close()
+	if err := r.check(); err != nil {
 		return "", err
 	}
-	lossSpec, err := losses.Lookup(rec.Loss.Name)
-	if err != nil {
-		return "", fmt.Errorf("loss.name: %w", err)
-	}
-	resume := o.ResumeDir != ""
-	if resume && experiment.Finished(o.ResumeDir) {
+	if r.resume && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	splits := []string{rec.Data.TrainSplit}
-	for _, s := range rec.Eval.Splits {
-		if !slices.Contains(splits, s) {
-			splits = append(splits, s)
+	for _, stage := range []func() error{
+		r.load,                               // the judged splits, the passages, the tokenizer, BM25
+		r.mine,                               // BM25 hard negatives of the training queries: the sampler
+		r.open,                               // the run directory, the model from init_from
+		r.restore,                            // a resumed run's latest checkpoint, the log
+		func() error { return r.train(ctx) }, // colbert_contrastive or colbert_kl_distill
+		r.evaluate,                           // exact MaxSim and PLAID beside BM25; metrics.json
+	} {
+		if err := stage(); err != nil {
+			return r.dir, err
 		}
 	}
-	ds, err := data.LoadJudged(rec.Data.Dir, splits...)
-	if err != nil {
-		return "", err
-	}
-	passages := make([]string, ds.Corpus.Len())
-	for i := range passages {
-		passages[i] = ds.Corpus.Passage(i, rec.Data.TitleField)
-	}
-	tok, err := experiment.PrepareTokenizer(rec, o.ResumeDir, passages, o.Out)
-	if err != nil {
-		return "", err
-	}
-	bm25 := index.NewBM25(ds.Corpus.IDs, passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
-	seed := uint64(rec.Seed)
-	var smp *sampler.Sampler
-	if rec.Train.Steps > 0 {
-		if smp, err = bm25Sampler(rec, ds, bm25, passages, seed); err != nil {
-			return "", fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
-		}
-	}
-	cfg := cb.Config{Encoder: biencoder.EncoderConfig(rec, tok.VocabSize()), Dim: c.Dim, QueryLength: c.QueryLength,
-		DocumentLength: c.DocumentLength, AttendExpansion: c.AttendToExpansionTokens}
-	if err := cfg.Validate(); err != nil {
-		return "", err
-	}
-	dir, err := experiment.PrepareRunDir(rec, o)
-	if err != nil {
-		return "", err
-	}
-	tok, tokPath, err := experiment.SaveTokenizer(tok, dir, resume)
-	if err != nil {
-		return dir, err
-	}
-	m, err := cb.New(cfg, seed)
-	if err != nil {
-		return dir, err
-	}
-	fromCheckpoint := resume && experiment.HasCheckpoint(dir)
-	if rec.Model.InitFrom != "" && !fromCheckpoint {
-		if err := experiment.InitFrom(m.Enc, rec.Model.InitFrom, o.Out); err != nil {
-			return dir, err
-		}
-	}
-	ph := experiment.Phase{Name: PhaseName, Steps: rec.Train.Steps, LR: rec.Train.LR, Warmup: rec.Train.WarmupSteps,
-		CheckpointEvery: rec.Train.CheckpointEvery, Params: m.Params(), Config: m.Cfg}
-	if fromCheckpoint {
-		ck, err := checkpoints.Load(dir)
-		if err != nil {
-			return dir, err
-		}
-		if err := experiment.SetParams(m.Params(), ck.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
-		fmt.Fprintf(o.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
-	}
-	fmt.Fprintf(o.Out, "colbert: %d layers, H = %d -> %d per token, queries %d tokens ([MASK]-expanded), passages <= %d tokens; loss %s\n",
-		cfg.Encoder.Layers, cfg.Encoder.Hidden, cfg.Dim, cfg.QueryLength, cfg.DocumentLength, lossSpec.Name)
-	lg, err := experiment.OpenRunLog(dir, resume)
-	if err != nil {
-		return dir, err
-	}
-	defer lg.Close()
-	env := &experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: seed, TokenizerPath: tokPath, Log: lg}
-	metrics := map[string]float64{}
-	if rec.Train.Steps > 0 && ph.Start < rec.Train.Steps {
-		var teacher *retriever.Teacher
-		if lossSpec.Teacher {
-			if teacher, err = retriever.PrepareTeacher(rec, smp, ds, passages, bm25, dir, o); err != nil {
-				return dir, err
-			}
-		}
-		loss := cb.Loss{Name: lossSpec.Name, Temperature: rec.Loss.Temperature, TeacherTemperature: rec.Loss.TeacherTemperature}
-		M := rec.Sampler.HardNegatives
-		next := func(step int) (cb.Batch, error) {
-			b, _, err := smp.Batch(step)
-			if err != nil {
-				return cb.Batch{}, err
-			}
-			out := cb.Batch{Queries: b.Queries, Passages: append(slices.Clone(b.Positives), b.Negatives...)}
-			if teacher != nil {
-				out.Teacher, err = teacher.BatchScores(b)
-			}
-			return out, err
-		}
-		task, err := cb.NewTask(m, tok, rec.Train.BatchSize, rec.Train.BatchSize*(1+M), loss, seed^streamTrain, next)
-		if err != nil {
-			return dir, err
-		}
-		ph.Task = task
-		ph.State = func(done int, ts *checkpoints.TrainerState) {
-			ts.Epoch, ts.SamplerPosition = smp.Epoch(done), done*rec.Train.BatchSize
-		}
-		res, seconds, err := env.RunPhase(ctx, ph)
-		task.Close()
-		if err != nil {
-			return dir, err
-		}
-		metrics["train/seconds"], metrics["train/last_loss"] = seconds, res.LastLoss
-	}
-	if err := evaluate(rec, c, ds, tok, m, bm25, passages, dir, metrics, o); err != nil {
-		return dir, err
-	}
-	return dir, experiment.WriteMetrics(dir, metrics)
+	return r.dir, nil
 }
 
-// bm25Sampler mines BM25 hard negatives (sampler.negative_window of BM25's ranking, judged
-// passages excluded) for the training queries and returns the batch sampler.
-func bm25Sampler(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string, seed uint64) (*sampler.Sampler, error) {
-	qrels := ds.Qrels[rec.Data.TrainSplit]
-	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
-	ranking, queries := map[string][]string{}, map[string]string{}
-	for _, qid := range qrels.QueryIDs() {
-		text, _ := ds.Queries.Text(qid)
-		queries[qid] = text
-		for _, h := range bm25.Search(text, hi) {
-			ranking[qid] = append(ranking[qid], h.DocID)
+// colbertRun is the state a colbert run hands from stage to stage.
+type colbertRun struct {
+	rec    *configs.Recipe // a copy holding the kind's sampler.false_negatives once check has run
+	c      *Config
+	o      experiment.Options
+	seed   uint64
+	resume bool
+	loss   losses.Spec
+
+	ds       *data.Dataset
+	passages []string
+	tok      *tokenize.Tokenizer
+	tokPath  string
+	bm25     *index.BM25
+	smp      *sampler.Sampler
+	cfg      cb.Config
+	dir      string
+	m        *cb.Model
+	ph       experiment.Phase
+	lg       *trainer.Log
+	metrics  map[string]float64
+}
+
+// FalseNegatives is the kind's sampler.false_negatives when a recipe leaves the key out:
+// "defer" (no batch holds a false negative), what every colbert run did before the kind read
+// the key; "mask" lets them in and removes them from colbert_contrastive's softmax
+// (losses.ColBERTContrastiveMasked).
+const FalseNegatives = "defer"
+
+// check resolves model.init_from, looks up loss.name and takes the kind's default of
+// sampler.false_negatives (FalseNegatives) into a copy of the recipe.
+func (r *colbertRun) check() error {
+	r.rec = withDefaults(r.rec)
+	if err := experiment.ResolveInitFrom(r.rec, r.o.Out); err != nil {
+		return err
+	}
+	var err error
+	if r.loss, err = losses.Lookup(r.rec.Loss.Name); err != nil {
+		return fmt.Errorf("loss.name: %w", err)
+	}
+	return nil
+}
+
+// withDefaults is a copy of rec with the kind's sampler.false_negatives when rec leaves it out.
+func withDefaults(rec *configs.Recipe) *configs.Recipe {
+	cp := *rec
+	if !cp.IsSet("sampler.false_negatives") {
+		cp.Sampler.FalseNegatives = FalseNegatives
+	}
+	return &cp
+}
+
+// load reads the judged splits and the passages, prepares the tokenizer and BM25, and checks
+// the model's shape.
+func (r *colbertRun) load() error {
+	rec, c := r.rec, r.c
+	var err error
+	if r.ds, r.passages, err = experiment.LoadPassages(rec); err != nil {
+		return err
+	}
+	if r.tok, err = experiment.PrepareTokenizer(rec, r.o.ResumeDir, r.passages, r.o.Out); err != nil {
+		return err
+	}
+	r.bm25 = index.NewBM25(r.ds.Corpus.IDs, r.passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	r.cfg = cb.Config{Encoder: biencoder.EncoderConfig(rec, r.tok.VocabSize()), Dim: c.Dim, QueryLength: c.QueryLength,
+		DocumentLength: c.DocumentLength, AttendExpansion: c.AttendToExpansionTokens}
+	return r.cfg.Validate()
+}
+
+// mine mines BM25 hard negatives for the training queries (sampler.negative_window, judged
+// passages excluded) into the batch sampler.
+func (r *colbertRun) mine() error {
+	if r.rec.Train.Steps == 0 {
+		return nil
+	}
+	var err error
+	r.smp, _, err = experiment.MineSampler(r.rec, r.ds, experiment.BM25Rank(r.bm25), r.passages, nil, r.seed)
+	return err
+}
+
+// open creates (or reopens) the run directory, saves the tokenizer and builds the model with
+// model.init_from's encoder (unless a checkpoint will replace it).
+func (r *colbertRun) open() error {
+	dir, err := experiment.PrepareRunDir(r.rec, r.o)
+	if err != nil {
+		return err
+	}
+	r.dir = dir
+	if r.tok, r.tokPath, err = experiment.SaveTokenizer(r.tok, r.dir, r.resume); err != nil {
+		return err
+	}
+	if r.m, err = cb.New(r.cfg, r.seed); err != nil {
+		return err
+	}
+	if r.rec.Model.InitFrom != "" && !(r.resume && experiment.HasCheckpoint(r.dir)) {
+		return experiment.InitFrom(r.m.Enc, r.rec.Model.InitFrom, r.o.Out)
+	}
+	return nil
+}
+
+// restore resumes the training phase from a resumed run's latest checkpoint and opens the log.
+func (r *colbertRun) restore() error {
+	tr := r.rec.Train
+	r.ph = experiment.Phase{Name: PhaseName, Steps: tr.Steps, LR: tr.LR, Warmup: tr.WarmupSteps,
+		CheckpointEvery: tr.CheckpointEvery, Params: r.m.Params(), Config: r.m.Cfg}
+	if r.resume && experiment.HasCheckpoint(r.dir) {
+		if _, err := r.ph.Restore(r.dir, r.o.Out); err != nil {
+			return err
 		}
 	}
-	examples, _, err := sampler.Mine(qrels, ranking, sampler.MineOptions{
-		Negatives: rec.Sampler.HardNegatives, Lo: lo, Hi: hi, Strategy: sampler.Strategy(rec.Sampler.NegativeStrategy), Seed: seed})
-	if err != nil {
-		return nil, err
+	cfg := r.cfg
+	fmt.Fprintf(r.o.Out, "colbert: %d layers, H = %d -> %d per token, queries %d tokens ([MASK]-expanded), passages <= %d tokens; loss %s\n",
+		cfg.Encoder.Layers, cfg.Encoder.Hidden, cfg.Dim, cfg.QueryLength, cfg.DocumentLength, r.loss.Name)
+	var err error
+	r.lg, err = experiment.OpenRunLog(r.dir, r.resume)
+	return err
+}
+
+// train runs the training phase (what is left of it): each step the sampler's batch, the
+// teacher's scores for colbert_kl_distill, the false-negative mask for a masked
+// colbert_contrastive.
+func (r *colbertRun) train(ctx context.Context) error {
+	rec, o := r.rec, r.o
+	if rec.Train.Steps == 0 || r.ph.Start >= rec.Train.Steps {
+		return nil
 	}
-	return sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
-		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed})
+	var teacher *retriever.Teacher
+	if r.loss.Teacher {
+		var err error
+		if teacher, err = retriever.PrepareTeacher(rec, r.smp, r.ds, r.passages, r.bm25, r.dir, o); err != nil {
+			return err
+		}
+	}
+	loss, next := r.batches(teacher)
+	B := rec.Train.BatchSize
+	task, err := cb.NewTask(r.m, r.tok, B, B*(1+rec.Sampler.HardNegatives), loss, r.seed^streamTrain, next)
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	r.ph.Task = task
+	r.ph.State = func(done int, ts *checkpoints.TrainerState) {
+		ts.Epoch, ts.SamplerPosition = r.smp.Epoch(done), done*B
+	}
+	env := &experiment.Env{Rec: rec, Opts: o, Dir: r.dir, Seed: r.seed, TokenizerPath: r.tokPath, Log: r.lg}
+	res, seconds, err := env.RunPhase(ctx, r.ph)
+	if err != nil {
+		return err
+	}
+	r.metrics["train/seconds"], r.metrics["train/last_loss"] = seconds, res.LastLoss
+	return nil
+}
+
+// batches is the training loss and the batch of each step: the sampler's, with the teacher's
+// scores (colbert_kl_distill) and, for a masked colbert_contrastive (sampler.false_negatives =
+// "mask"), the sampler's false-negative mask.
+func (r *colbertRun) batches(teacher *retriever.Teacher) (cb.Loss, func(step int) (cb.Batch, error)) {
+	rec := r.rec
+	loss := cb.Loss{Name: r.loss.Name, Temperature: rec.Loss.Temperature, TeacherTemperature: rec.Loss.TeacherTemperature,
+		Masked: rec.Sampler.FalseNegatives == "mask" && !r.loss.Teacher}
+	return loss, func(step int) (cb.Batch, error) {
+		b, _, err := r.smp.Batch(step)
+		if err != nil {
+			return cb.Batch{}, err
+		}
+		out := cb.Batch{Queries: b.Queries, Passages: append(slices.Clone(b.Positives), b.Negatives...)}
+		if loss.Masked {
+			out.Mask = b.Mask
+		}
+		if teacher != nil {
+			out.Teacher, err = teacher.BatchScores(b)
+		}
+		return out, err
+	}
+}
+
+// evaluate ranks the eval splits (evaluate below) and writes metrics.json.
+func (r *colbertRun) evaluate() error {
+	if err := evaluate(r.rec, r.c, r.ds, r.tok, r.m, r.bm25, r.passages, r.dir, r.metrics, r.o); err != nil {
+		return err
+	}
+	return experiment.WriteMetrics(r.dir, r.metrics)
+}
+
+// close closes the log.
+func (r *colbertRun) close() {
+	if r.lg != nil {
+		r.lg.Close()
+	}
 }
 
 // modelHash is the sha256 (hex) of the model's parameters (names, shapes, float32 values): the

@@ -1,4 +1,4 @@
-package colbert_test
+package colbert
 
 import (
 	"context"
@@ -55,7 +55,9 @@ func sliceTokenizer(t *testing.T, dir string) string {
 	return path
 }
 
-func tinyRecipe(t *testing.T, loss string) *configs.Recipe {
+// tinyRecipe is a colbert recipe over a 200-passage Cranfield slice with a 1-layer encoder;
+// samplerKeys go into its [sampler] table.
+func tinyRecipe(t *testing.T, loss, samplerKeys string) *configs.Recipe {
 	t.Helper()
 	dir := testkit.NewSlice(t)
 	text := `kind = "colbert"
@@ -78,6 +80,7 @@ max_position = 64
 name = "` + loss + `"
 temperature = 1.0
 [sampler]
+` + samplerKeys + `
 hard_negatives = 1
 negative_window = [1, 20]
 [train]
@@ -115,7 +118,7 @@ func TestColBERTResumesExactly(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
-	rec := tinyRecipe(t, "colbert_contrastive")
+	rec := tinyRecipe(t, "colbert_contrastive", "")
 	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)

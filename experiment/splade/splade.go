@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/ragtrain/ragtrain/biencoder"
@@ -95,53 +94,20 @@ func (r *spladeRun) load() error {
 	if rec.Model.Encoder != model.EncoderTransformer || !rec.Model.SharedTowers {
 		return rec.KeyError("model.init_from", "SPLADE needs one BERT transformer tower for queries and passages (encoder %q, shared towers %v)", rec.Model.Encoder, rec.Model.SharedTowers)
 	}
-	splits := []string{rec.Data.TrainSplit}
-	for _, s := range rec.Eval.Splits {
-		if !slices.Contains(splits, s) {
-			splits = append(splits, s)
-		}
-	}
 	var err error
-	if r.ds, err = data.LoadJudged(rec.Data.Dir, splits...); err != nil {
+	if r.ds, r.passages, err = experiment.LoadPassages(rec); err != nil {
 		return err
-	}
-	r.passages = make([]string, r.ds.Corpus.Len())
-	for i := range r.passages {
-		r.passages[i] = r.ds.Corpus.Passage(i, rec.Data.TitleField)
 	}
 	if r.tok, err = experiment.PrepareTokenizer(rec, o.ResumeDir, r.passages, o.Out); err != nil {
 		return err
 	}
 	bm25 := index.NewBM25(r.ds.Corpus.IDs, r.passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 	if rec.Train.Steps > 0 {
-		if r.smp, err = mineBM25(rec, r.ds, bm25, r.passages, r.seed); err != nil {
-			return fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
+		if r.smp, _, err = experiment.MineSampler(rec, r.ds, experiment.BM25Rank(bm25), r.passages, nil, r.seed); err != nil {
+			return err
 		}
 	}
 	return nil
-}
-
-// mineBM25 mines BM25 hard negatives (sampler.negative_window, judged passages excluded) for the
-// training queries and returns the batch sampler over the examples.
-func mineBM25(rec *configs.Recipe, ds *data.Dataset, bm25 *index.BM25, passages []string, seed uint64) (*sampler.Sampler, error) {
-	qrels := ds.Qrels[rec.Data.TrainSplit]
-	lo, hi := rec.Sampler.NegativeWindow[0], rec.Sampler.NegativeWindow[1]
-	ranking, queries := map[string][]string{}, map[string]string{}
-	for _, qid := range qrels.QueryIDs() {
-		text, _ := ds.Queries.Text(qid)
-		queries[qid] = text
-		for _, h := range bm25.Search(text, hi) {
-			ranking[qid] = append(ranking[qid], h.DocID)
-		}
-	}
-	examples, _, err := sampler.Mine(qrels, ranking, sampler.MineOptions{
-		Negatives: rec.Sampler.HardNegatives, Lo: lo, Hi: hi, Strategy: sampler.Strategy(rec.Sampler.NegativeStrategy), Seed: seed})
-	if err != nil {
-		return nil, err
-	}
-	return sampler.New(sampler.Collection{Queries: queries, DocIDs: ds.Corpus.IDs, DocTexts: passages, Qrels: qrels},
-		examples, sampler.Options{BatchSize: rec.Train.BatchSize, HardNegatives: rec.Sampler.HardNegatives, Seed: seed,
-			MaskFalseNegatives: rec.Sampler.FalseNegatives == "mask"})
 }
 
 // open creates (or reopens) the run directory, saves the tokenizer and builds the model:
