@@ -20,7 +20,6 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
@@ -45,114 +44,174 @@ func init() {
 	experiment.Register(Kind, runReaderLM, configs.KindSpec{Sections: []string{"data", "train"}, Own: []configs.Section{section, loraSection}})
 }
 
-// runReaderLM: load init_from, encode the train and dev texts, report the dev perplexity of the
-// base model, train (resuming from the latest checkpoint with -resume), report it again.
+// runReaderLM runs a reader_lm recipe as named stages, methods of readerRun, which carries the
+// run's state from one to the next: init_from, the memory estimate and the texts are read
+// before the run directory exists.
 func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	c := Of(rec)
+	r := &readerRun{rec: rec, c: Of(rec), o: o, seed: uint64(rec.Seed), resume: o.ResumeDir != ""}
+	defer r.close()
+	for _, stage := range []func() error{
+		r.load,                               // the memory estimate, init_from's LLaMA and tokenizer, the train and dev texts
+		r.open,                               // the run directory, its tokenizer copy, the LoRA adapters
+		r.perplexityBefore,                   // the base model's dev perplexity
+		r.restore,                            // a resumed run's latest checkpoint, the adapters attached, the task, the log
+		func() error { return r.train(ctx) }, // the training phase
+		r.perplexityAfter,                    // the dev perplexity after; metrics.json
+	} {
+		if err := stage(); err != nil {
+			return r.dir, err
+		}
+	}
+	return r.dir, nil
+}
+
+// readerRun is the state a reader_lm run hands from stage to stage.
+type readerRun struct {
+	rec    *configs.Recipe
+	c      *Config
+	o      experiment.Options
+	seed   uint64
+	resume bool
+
+	m                    *model.Llama
+	tok                  *tokenize.GGUFTokenizer
+	trainTexts, devTexts [][]int
+	dir                  string
+	tokDir               string
+	cfg                  export.ReaderLMConfig
+	trainable            []*model.Param
+	lora                 *model.LlamaLoRA
+	ev                   *perplexity
+	before               float64
+	ph                   experiment.Phase
+	lg                   *trainer.Log
+	res                  trainer.Result
+	seconds              float64
+}
+
+// load checks the memory estimate, opens reader_lm.init_from and encodes the train and dev
+// texts.
+func (r *readerRun) load() error {
+	rec, c := r.rec, r.c
 	e, keys, err := Memory(rec)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := experiment.CheckEstimate(rec, o.Out, e, keys); err != nil {
-		return "", err
+	if err := experiment.CheckEstimate(rec, r.o.Out, e, keys); err != nil {
+		return err
 	}
-	m, tok, err := export.OpenLlama(c.InitFrom)
-	if err != nil {
-		return "", fmt.Errorf("reader_lm.init_from: %w", err)
+	if r.m, r.tok, err = export.OpenLlama(c.InitFrom); err != nil {
+		return fmt.Errorf("reader_lm.init_from: %w", err)
 	}
-	if c.MaxLength > m.Cfg.MaxPosition {
-		return "", fmt.Errorf("reader_lm.max_length = %d exceeds the model's context of %d tokens", c.MaxLength, m.Cfg.MaxPosition)
+	if c.MaxLength > r.m.Cfg.MaxPosition {
+		return fmt.Errorf("reader_lm.max_length = %d exceeds the model's context of %d tokens", c.MaxLength, r.m.Cfg.MaxPosition)
 	}
 	ds, err := data.Load(rec.Data.Dir, rec.Data.TrainSplit, rec.Data.DevSplit)
 	if err != nil {
-		return "", err
+		return err
 	}
-	train, err := splitTexts(ds, rec.Data.TrainSplit, tok, c.MaxLength)
+	if r.trainTexts, err = splitTexts(ds, rec.Data.TrainSplit, r.tok, c.MaxLength); err != nil {
+		return err
+	}
+	r.devTexts, err = splitTexts(ds, rec.Data.DevSplit, r.tok, c.MaxLength)
+	return err
+}
+
+// open creates (or reopens) the run directory, writes init_from's tokenizer into it and builds
+// the LoRA adapters of a reader_lm.mode = "lora" run.
+func (r *readerRun) open() error {
+	rec, c, m := r.rec, r.c, r.m
+	dir, err := experiment.PrepareRunDir(rec, r.o)
 	if err != nil {
-		return "", err
+		return err
 	}
-	dev, err := splitTexts(ds, rec.Data.DevSplit, tok, c.MaxLength)
-	if err != nil {
-		return "", err
-	}
-	resume := o.ResumeDir != ""
-	dir, err := experiment.PrepareRunDir(rec, o)
-	if err != nil {
-		return "", err
-	}
-	tokDir := filepath.Join(dir, TokenizerDir)
-	if !resume {
-		if err := tok.WriteHF(tokDir); err != nil {
-			return dir, err
+	r.dir, r.tokDir = dir, filepath.Join(dir, TokenizerDir)
+	if !r.resume {
+		if err := r.tok.WriteHF(r.tokDir); err != nil {
+			return err
 		}
 	}
-	seed := uint64(rec.Seed)
-	cfg := export.ReaderLMConfig{Kind: Kind, InitFrom: c.InitFrom, Llama: m.Cfg}
-	trainable := m.Params()
-	var lora *model.LlamaLoRA
+	r.cfg = export.ReaderLMConfig{Kind: Kind, InitFrom: c.InitFrom, Llama: m.Cfg}
+	r.trainable = m.Params()
 	if c.Mode == "lora" {
 		lc := LoRAOf(rec).config()
-		if lora, err = model.NewLlamaLoRA(m, lc, seed); err != nil {
-			return dir, fmt.Errorf("[lora]: %w", err)
+		if r.lora, err = model.NewLlamaLoRA(m, lc, r.seed); err != nil {
+			return fmt.Errorf("[lora]: %w", err)
 		}
-		lora.RNG = &model.RNG{}
-		cfg.LoRA, trainable = &lc, lora.Params()
+		r.lora.RNG = &model.RNG{}
+		r.cfg.LoRA, r.trainable = &lc, r.lora.Params()
 	}
-	fmt.Fprintf(o.Out, "reader_lm: %s, %d layers, H = %d, V = %d; %s, %d trainable values; %d train and %d dev texts (%s), L = %d\n",
-		c.InitFrom, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.Vocab, c.Mode, countValues(trainable), len(train), len(dev), rec.Data.Dir, c.MaxLength)
+	fmt.Fprintf(r.o.Out, "reader_lm: %s, %d layers, H = %d, V = %d; %s, %d trainable values; %d train and %d dev texts (%s), L = %d\n",
+		c.InitFrom, m.Cfg.Layers, m.Cfg.Hidden, m.Cfg.Vocab, c.Mode, countValues(r.trainable), len(r.trainTexts), len(r.devTexts), rec.Data.Dir, c.MaxLength)
+	return nil
+}
 
-	ev, err := newPerplexity(m, c.EvalBatch, c.MaxLength)
-	if err != nil {
-		return dir, err
+// perplexityBefore is the base model's dev perplexity (LoRA not attached yet; a full run's
+// weights not yet restored).
+func (r *readerRun) perplexityBefore() error {
+	var err error
+	if r.ev, err = newPerplexity(r.m, r.c.EvalBatch, r.c.MaxLength); err != nil {
+		return err
 	}
-	before, err := ev.run(dev) // the base model (LoRA not attached yet; a full run's weights not yet restored)
-	if err != nil {
-		return dir, err
+	if r.before, err = r.ev.run(r.devTexts); err != nil {
+		return err
 	}
-	fmt.Fprintf(o.Out, "reader_lm: dev perplexity before %.4f\n", before)
+	fmt.Fprintf(r.o.Out, "reader_lm: dev perplexity before %.4f\n", r.before)
+	return nil
+}
 
-	ph := experiment.Phase{Name: PhaseName, Steps: rec.Train.Steps, LR: rec.Train.LR,
+// restore resumes the phase from a resumed run's latest checkpoint, attaches the adapters,
+// builds the training task and opens the log.
+func (r *readerRun) restore() error {
+	rec, c, m := r.rec, r.c, r.m
+	r.ph = experiment.Phase{Name: PhaseName, Steps: rec.Train.Steps, LR: rec.Train.LR,
 		Warmup: experiment.ShortWarmup(rec.Train.WarmupSteps, rec.Train.Steps), CheckpointEvery: rec.Train.CheckpointEvery,
-		Params: trainable, Config: cfg}
-	if resume && experiment.HasCheckpoint(dir) {
-		ck, err := checkpoints.Load(dir)
-		if err != nil {
-			return dir, err
-		}
-		if err := experiment.SetParams(trainable, ck.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
-		fmt.Fprintf(o.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
-	}
-	if lora != nil {
-		m.AttachLoRA(lora)
-		if ev, err = newPerplexity(m, c.EvalBatch, c.MaxLength); err != nil { // with the adapters, no dropout
-			return dir, err
+		Params: r.trainable, Config: r.cfg}
+	if r.resume && experiment.HasCheckpoint(r.dir) {
+		if _, err := r.ph.Restore(r.dir, r.o.Out); err != nil {
+			return err
 		}
 	}
-	if ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.micro(rec.Train.BatchSize), c.MaxLength, train, seed, trainable); err != nil {
-		return dir, err
+	var err error
+	if r.lora != nil {
+		m.AttachLoRA(r.lora)
+		if r.ev, err = newPerplexity(m, c.EvalBatch, c.MaxLength); err != nil { // with the adapters, no dropout
+			return err
+		}
 	}
-	lg, err := experiment.OpenRunLog(dir, resume)
+	if r.ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.micro(rec.Train.BatchSize), c.MaxLength, r.trainTexts, r.seed, r.trainable); err != nil {
+		return err
+	}
+	r.lg, err = experiment.OpenRunLog(r.dir, r.resume)
+	return err
+}
+
+// train runs the training phase.
+func (r *readerRun) train(ctx context.Context) error {
+	env := &experiment.Env{Rec: r.rec, Opts: r.o, Dir: r.dir, Seed: r.seed, TokenizerPath: filepath.Join(r.tokDir, export.TokenizerFile), Log: r.lg}
+	var err error
+	r.res, r.seconds, err = env.RunPhase(ctx, r.ph)
+	return err
+}
+
+// perplexityAfter is the trained model's dev perplexity; it writes metrics.json.
+func (r *readerRun) perplexityAfter() error {
+	after, err := r.ev.run(r.devTexts)
 	if err != nil {
-		return dir, err
+		return err
 	}
-	defer lg.Close()
-	env := &experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: seed, TokenizerPath: filepath.Join(tokDir, export.TokenizerFile), Log: lg}
-	res, seconds, err := env.RunPhase(ctx, ph)
-	if err != nil {
-		return dir, err
-	}
-	after, err := ev.run(dev)
-	if err != nil {
-		return dir, err
-	}
-	fmt.Fprintf(o.Out, "reader_lm: dev perplexity %.4f -> %.4f\n", before, after)
-	return dir, experiment.WriteMetrics(dir, map[string]float64{
-		"reader_lm/dev_perplexity_before": before, "reader_lm/dev_perplexity_after": after,
-		"train/last_loss": res.LastLoss, "train/seconds": seconds, "train/trainable_values": float64(countValues(trainable)),
+	fmt.Fprintf(r.o.Out, "reader_lm: dev perplexity %.4f -> %.4f\n", r.before, after)
+	return experiment.WriteMetrics(r.dir, map[string]float64{
+		"reader_lm/dev_perplexity_before": r.before, "reader_lm/dev_perplexity_after": after,
+		"train/last_loss": r.res.LastLoss, "train/seconds": r.seconds, "train/trainable_values": float64(countValues(r.trainable)),
 	})
+}
+
+// close closes the log.
+func (r *readerRun) close() {
+	if r.lg != nil {
+		r.lg.Close()
+	}
 }
 
 // Memory estimates the memory of training the recipe's LLaMA (model.EstimateLlamaTraining)
