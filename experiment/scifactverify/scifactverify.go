@@ -137,48 +137,93 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 }
 
 // run trains the plain and the Self-RAG readers (resuming each from its directory's latest
-// checkpoint with -resume) and evaluates the asked systems on eval_split.
+// checkpoint with -resume) and evaluates the asked systems on eval_split, as named stages,
+// methods of verifyRun, which carries the run's state from one to the next.
 func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	c := Of(rec)
-	e, keys, err := Memory(rec)
+	r := &verifyRun{rec: rec, c: Of(rec), o: o, resume: o.ResumeDir != "", metrics: map[string]float64{}, readers: map[string]*reader{}}
+	defer r.close()
+	for _, stage := range []func() error{
+		r.load,                                  // the memory estimate, init_from, the corpus, the claims and their rankings
+		r.sequences,                             // the training pairs as the plain and the Self-RAG readers' sequences
+		r.open,                                  // the run directory, the log
+		func() error { return r.train(ctx) },    // the readers the systems need; the instruct model (closed-book)
+		func() error { return r.evaluate(ctx) }, // every system on eval_split: predictions, decisions, metrics.json
+	} {
+		if err := stage(); err != nil {
+			return r.dir, err
+		}
+	}
+	return r.dir, nil
+}
+
+// verifyRun is the state a scifact_verify run hands from stage to stage.
+type verifyRun struct {
+	rec     *configs.Recipe
+	c       *Config
+	o       experiment.Options
+	resume  bool
+	l       *loaded
+	seqs    map[string][]seq // the training sequences of each reader (PlainPhase, SelfRAGPhase)
+	dir     string
+	env     *experiment.Env
+	readers map[string]*reader
+	metrics map[string]float64
+}
+
+// load checks the memory estimate and reads the model, the data and the rankings.
+func (r *verifyRun) load() error {
+	e, keys, err := Memory(r.rec)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if err := experiment.CheckEstimate(rec, o.Out, e, keys); err != nil {
-		return "", err
+	if err := experiment.CheckEstimate(r.rec, r.o.Out, e, keys); err != nil {
+		return err
 	}
-	l, err := load(rec, o.Out)
-	if err != nil {
-		return "", err
-	}
+	r.l, err = load(r.rec, r.o.Out)
+	return err
+}
+
+// sequences lays out every training pair (gold evidence and the top train_k BM25 abstracts of
+// each claim) as a plain and a Self-RAG sequence.
+func (r *verifyRun) sequences() error {
+	l := r.l
 	pairs := trainPairs(l.train, l.trainRank, l.corpus)
-	seqs := map[string][]seq{}
+	r.seqs = map[string][]seq{}
 	for _, p := range pairs {
 		a, err := l.f.plainSeq(p.claim.Text, p.doc, p.gold)
 		if err != nil {
-			return "", err
+			return err
 		}
 		b, err := l.f.selfragSeq(p.claim.Text, p.doc, p.gold)
 		if err != nil {
-			return "", err
+			return err
 		}
-		seqs[PlainPhase], seqs[SelfRAGPhase] = append(seqs[PlainPhase], a), append(seqs[SelfRAGPhase], b)
+		r.seqs[PlainPhase], r.seqs[SelfRAGPhase] = append(r.seqs[PlainPhase], a), append(r.seqs[SelfRAGPhase], b)
 	}
-	fmt.Fprintf(o.Out, "scifact_verify: %d training pairs (gold evidence + top %d BM25 per claim)\n", len(pairs), c.TrainK)
+	fmt.Fprintf(r.o.Out, "scifact_verify: %d training pairs (gold evidence + top %d BM25 per claim)\n", len(pairs), r.c.TrainK)
+	return nil
+}
 
-	resume := o.ResumeDir != ""
-	dir, err := experiment.PrepareRunDir(rec, o)
+// open creates (or reopens) the run directory and opens its log (the phases' checkpoints live
+// in plain/ and selfrag/).
+func (r *verifyRun) open() error {
+	dir, err := experiment.PrepareRunDir(r.rec, r.o)
 	if err != nil {
-		return "", err
+		return err
 	}
-	lg, err := experiment.OpenRunLog(dir, resume, filepath.Join(dir, PlainPhase), filepath.Join(dir, SelfRAGPhase))
+	r.dir = dir
+	lg, err := experiment.OpenRunLog(dir, r.resume, filepath.Join(dir, PlainPhase), filepath.Join(dir, SelfRAGPhase))
 	if err != nil {
-		return dir, err
+		return err
 	}
-	defer lg.Close()
-	env := &experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed), Log: lg}
-	metrics := map[string]float64{}
-	readers := map[string]*reader{}
+	r.env = &experiment.Env{Rec: r.rec, Opts: r.o, Dir: dir, Seed: uint64(r.rec.Seed), Log: lg}
+	return nil
+}
+
+// train trains the readers the systems need (plain_*, oracle_plain; selfrag_*, oracle_selfrag)
+// and adds the instruct model as the closed-book reader.
+func (r *verifyRun) train(ctx context.Context) error {
+	c := r.c
 	needs := map[string]bool{
 		PlainPhase:   c.wants(func(s string) bool { return strings.HasPrefix(s, "plain_") || s == "oracle_plain" }),
 		SelfRAGPhase: c.wants(func(s string) bool { return strings.HasPrefix(s, "selfrag_") || s == "oracle_selfrag" }),
@@ -187,61 +232,86 @@ func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string
 		if !needs[name] {
 			continue
 		}
-		merged, loss, seconds, err := trainReader(ctx, env, l, name, seqs[name], resume)
+		merged, loss, seconds, err := trainReader(ctx, r.env, r.l, name, r.seqs[name], r.resume)
 		if err != nil {
-			return dir, err
+			return err
 		}
-		metrics["train/"+name+"/last_loss"], metrics["train/"+name+"/seconds"] = loss, seconds
+		r.metrics["train/"+name+"/last_loss"], r.metrics["train/"+name+"/seconds"] = loss, seconds
 		dec, err := model.NewLlamaDecoder(merged)
 		if err != nil {
-			return dir, err
+			return err
 		}
-		readers[name] = &reader{f: l.f, dec: dec, relThreshold: c.RelThreshold}
+		r.readers[name] = &reader{f: r.l.f, dec: dec, relThreshold: c.RelThreshold}
 	}
-	base, err := model.NewLlamaDecoder(l.m) // the instruct model, no adapters: closed-book
+	base, err := model.NewLlamaDecoder(r.l.m) // the instruct model, no adapters: closed-book
 	if err != nil {
-		return dir, err
+		return err
 	}
-	readers["closedbook"] = &reader{f: l.f, dec: base}
+	r.readers["closedbook"] = &reader{f: r.l.f, dec: base}
+	return nil
+}
 
+// evaluate runs every system of scifact_verify.systems on the eval claims, prints the table of
+// the four official metrics and writes metrics.json.
+func (r *verifyRun) evaluate(ctx context.Context) error {
+	c := r.c
 	var gold []eval.SciFactClaim
-	for _, cl := range l.evals.claims {
-		gold = append(gold, l.evals.gold[cl.ID])
+	for _, cl := range r.l.evals.claims {
+		gold = append(gold, r.l.evals.gold[cl.ID])
 	}
 	var rows []eval.Row
 	for _, sys := range c.Systems {
-		start := time.Now()
-		var trace bytes.Buffer
-		preds, err := predict(ctx, sys, readers, l, c.TopK, o.Progress, &trace)
+		row, err := r.evaluateSystem(ctx, sys, gold)
 		if err != nil {
-			return dir, fmt.Errorf("%s: %w", sys, err)
-		}
-		metrics[c.EvalSplit+"/"+sys+"/seconds"] = time.Since(start).Seconds()
-		path := filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".scifact.jsonl")
-		if err := writePredictions(path, preds); err != nil {
-			return dir, err
-		}
-		if err := atomicfile.WriteFile(filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".decisions.jsonl"), trace.Bytes()); err != nil {
-			return dir, err
-		}
-		sc, err := eval.ScoreSciFact(gold, preds)
-		if err != nil {
-			return dir, fmt.Errorf("%s: %w", sys, err)
-		}
-		row := eval.Row{System: sys, Scores: map[string]float64{}}
-		for name, p := range map[string]eval.PRF{"abstract_label_only": sc.AbstractLabelOnly, "abstract_rationalized": sc.AbstractRationalized,
-			"sentence_selection": sc.SentenceSelection, "sentence_label": sc.SentenceLabel} {
-			key := c.EvalSplit + "/" + sys + "/" + name + "/"
-			metrics[key+"precision"], metrics[key+"recall"], metrics[key+"f1"] = p.Precision, p.Recall, p.F1
-			row.Scores[name+" P"], row.Scores[name+" R"], row.Scores[name+" F1"] = p.Precision, p.Recall, p.F1
+			return err
 		}
 		rows = append(rows, row)
 	}
-	metrics[c.EvalSplit+"/claims"] = float64(len(gold))
-	fmt.Fprintf(o.Out, "SciFact %s, %d claims (P, R, F1 micro-averaged over claims):\n%s", c.EvalSplit, len(gold),
+	r.metrics[c.EvalSplit+"/claims"] = float64(len(gold))
+	fmt.Fprintf(r.o.Out, "SciFact %s, %d claims (P, R, F1 micro-averaged over claims):\n%s", c.EvalSplit, len(gold),
 		eval.FormatTable([]string{"abstract_label_only P", "abstract_label_only R", "abstract_label_only F1", "abstract_rationalized F1",
 			"sentence_selection P", "sentence_selection R", "sentence_selection F1", "sentence_label F1"}, rows))
-	return dir, experiment.WriteMetrics(dir, metrics)
+	return experiment.WriteMetrics(r.dir, r.metrics)
+}
+
+// evaluateSystem runs system sys on the eval claims, writes its predictions
+// (runs/<split>.<sys>.scifact.jsonl) and decisions, and scores them against gold into metrics
+// and a table row.
+func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.SciFactClaim) (eval.Row, error) {
+	c, dir := r.c, r.dir
+	start := time.Now()
+	var trace bytes.Buffer
+	preds, err := predict(ctx, sys, r.readers, r.l, c.TopK, r.o.Progress, &trace)
+	if err != nil {
+		return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
+	}
+	r.metrics[c.EvalSplit+"/"+sys+"/seconds"] = time.Since(start).Seconds()
+	path := filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".scifact.jsonl")
+	if err := writePredictions(path, preds); err != nil {
+		return eval.Row{}, err
+	}
+	if err := atomicfile.WriteFile(filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".decisions.jsonl"), trace.Bytes()); err != nil {
+		return eval.Row{}, err
+	}
+	sc, err := eval.ScoreSciFact(gold, preds)
+	if err != nil {
+		return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
+	}
+	row := eval.Row{System: sys, Scores: map[string]float64{}}
+	for name, p := range map[string]eval.PRF{"abstract_label_only": sc.AbstractLabelOnly, "abstract_rationalized": sc.AbstractRationalized,
+		"sentence_selection": sc.SentenceSelection, "sentence_label": sc.SentenceLabel} {
+		key := c.EvalSplit + "/" + sys + "/" + name + "/"
+		r.metrics[key+"precision"], r.metrics[key+"recall"], r.metrics[key+"f1"] = p.Precision, p.Recall, p.F1
+		row.Scores[name+" P"], row.Scores[name+" R"], row.Scores[name+" F1"] = p.Precision, p.Recall, p.F1
+	}
+	return row, nil
+}
+
+// close closes the log.
+func (r *verifyRun) close() {
+	if r.env != nil {
+		r.env.Log.Close()
+	}
 }
 
 // trainReader trains one reader's fresh LoRA (seeded by the recipe's seed and the phase) on
@@ -262,16 +332,11 @@ func trainReader(ctx context.Context, env *experiment.Env, l *loaded, name strin
 		Params: lora.Params(), Config: export.ReaderLMConfig{Kind: export.KindReaderLM, InitFrom: c.InitFrom, Llama: l.m.Cfg, LoRA: &lc}}
 	var loss float64
 	if resume && experiment.HasCheckpoint(sub) {
-		ck, err := checkpoints.Load(sub)
+		ts, err := ph.Restore(sub, env.Opts.Out)
 		if err != nil {
 			return nil, 0, 0, err
 		}
-		if err := experiment.SetParams(ph.Params, ck.Params); err != nil {
-			return nil, 0, 0, fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
-		loss = ck.Trainer.BestMetric // the last step's loss (State below)
-		fmt.Fprintf(env.Opts.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
+		loss = ts.BestMetric // the last step's loss (State below)
 	}
 	l.m.AttachLoRA(lora)
 	defer l.m.AttachLoRA(nil)
