@@ -258,14 +258,6 @@ func (r *colbertRun) batches(teacher *retriever.Teacher) (cb.Loss, func(step int
 	}
 }
 
-// evaluate ranks the eval splits (evaluate below) and writes metrics.json.
-func (r *colbertRun) evaluate() error {
-	if err := evaluate(r.rec, r.c, r.ds, r.tok, r.m, r.bm25, r.passages, r.dir, r.metrics, r.o); err != nil {
-		return err
-	}
-	return experiment.WriteMetrics(r.dir, r.metrics)
-}
-
 // close closes the log.
 func (r *colbertRun) close() {
 	if r.lg != nil {
@@ -288,100 +280,130 @@ func modelHash(m *cb.Model) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// evaluate encodes the corpus, ranks each eval split by BM25, exact MaxSim (colbert) and the
-// PLAID-style index (colbert_plaid), writes the runs and the table, and adds to metrics the
-// index's bytes per passage and, per split, the recall of exact MaxSim's top 10 by PLAID's.
-func evaluate(rec *configs.Recipe, c *Config, ds *data.Dataset, tok *tokenize.Tokenizer, m *cb.Model, bm25 *index.BM25,
-	passages []string, dir string, metrics map[string]float64, o experiment.Options) error {
-	enc, err := cb.NewEncoder(m, tok, c.EncodeBatch)
+// evaluate encodes the corpus, builds the PLAID-style index (colbert.plaid), ranks each eval
+// split by BM25, exact MaxSim (colbert) and the index (colbert_plaid), writes the runs, the
+// tables and metrics.json: besides the systems' metrics, the index's bytes per passage and,
+// per split, the recall of exact MaxSim's top 10 by PLAID's.
+func (r *colbertRun) evaluate() error {
+	enc, err := cb.NewEncoder(r.m, r.tok, r.c.EncodeBatch)
 	if err != nil {
 		return err
 	}
 	defer enc.Close()
-	start := time.Now()
-	docs, err := enc.Documents(passages)
+	docs, err := r.encodeCorpus(enc)
 	if err != nil {
 		return err
+	}
+	exact, err := cb.NewExact(r.ds.Corpus.IDs, docs)
+	if err != nil {
+		return err
+	}
+	plaid, err := r.buildPlaid(docs)
+	if err != nil {
+		return err
+	}
+	for _, split := range r.rec.Eval.Splits {
+		if err := r.evaluateSplit(split, enc, exact, plaid); err != nil {
+			return err
+		}
+	}
+	return experiment.WriteMetrics(r.dir, r.metrics)
+}
+
+// encodeCorpus encodes every passage's token vectors and records their sizes.
+func (r *colbertRun) encodeCorpus(enc *cb.Encoder) (*cb.Tokens, error) {
+	start := time.Now()
+	docs, err := enc.Documents(r.passages)
+	if err != nil {
+		return nil, err
 	}
 	secs := time.Since(start).Seconds()
-	tokenize.ReportTruncation(o.Out, "eval corpus", c.DocumentLength, tokenize.TruncPart{Name: "passages", Count: &enc.DocCut})
+	tokenize.ReportTruncation(r.o.Out, "eval corpus", r.c.DocumentLength, tokenize.TruncPart{Name: "passages", Count: &enc.DocCut})
 	nTok := len(docs.Vecs) / docs.Dim
-	fmt.Fprintf(o.Out, "colbert: encoded %d passages (%d scored tokens, %.1f per passage) in %.1fs\n", docs.Len(), nTok, float64(nTok)/float64(docs.Len()), secs)
-	metrics["colbert/encode_seconds"] = secs
-	metrics["colbert/tokens_per_passage"] = float64(nTok) / float64(docs.Len())
-	metrics["colbert/float32_bytes_per_passage"] = float64(nTok*docs.Dim*4) / float64(docs.Len())
-	exact, err := cb.NewExact(ds.Corpus.IDs, docs)
+	fmt.Fprintf(r.o.Out, "colbert: encoded %d passages (%d scored tokens, %.1f per passage) in %.1fs\n", docs.Len(), nTok, float64(nTok)/float64(docs.Len()), secs)
+	r.metrics["colbert/encode_seconds"] = secs
+	r.metrics["colbert/tokens_per_passage"] = float64(nTok) / float64(docs.Len())
+	r.metrics["colbert/float32_bytes_per_passage"] = float64(nTok*docs.Dim*4) / float64(docs.Len())
+	return docs, nil
+}
+
+// buildPlaid builds the PLAID-style index over docs and saves it in PlaidDir (nil without
+// colbert.plaid).
+func (r *colbertRun) buildPlaid(docs *cb.Tokens) (*cb.Plaid, error) {
+	c := r.c
+	if !c.Plaid {
+		return nil, nil
+	}
+	start := time.Now()
+	plaid, err := cb.BuildPlaid(r.ds.Corpus.IDs, docs, cb.PlaidOptions{NBits: c.NBits, KMeansIters: c.KMeansIters, Seed: r.seed})
+	if err != nil {
+		return nil, err
+	}
+	if err := plaid.Save(filepath.Join(r.dir, PlaidDir), modelHash(r.m)); err != nil {
+		return nil, err
+	}
+	st, f32 := plaid.Stats(), r.metrics["colbert/float32_bytes_per_passage"]
+	fmt.Fprintf(r.o.Out, "colbert: PLAID-style index: %d centroids, %d bits per dimension, %.1f bytes per passage (codes and residuals; float32 vectors %.1f, %.1fx), %d bytes in all with centroids, built in %.1fs\n",
+		st.Centroids, c.NBits, st.BytesPerPassage, f32, f32/st.BytesPerPassage, st.TotalBytes, time.Since(start).Seconds())
+	r.metrics["colbert_plaid/bytes_per_passage"] = st.BytesPerPassage
+	r.metrics["colbert_plaid/total_bytes"] = float64(st.TotalBytes)
+	r.metrics["colbert_plaid/centroids"] = float64(st.Centroids)
+	return plaid, nil
+}
+
+// evaluateSplit ranks split's queries by BM25, exact MaxSim and the index (when built), writes
+// the runs and prints the table, with the index's recall of the exact top 10 and the query
+// latencies.
+func (r *colbertRun) evaluateSplit(split string, enc *cb.Encoder, exact *cb.Exact, plaid *cb.Plaid) error {
+	rec, c, metrics, depth := r.rec, r.c, r.metrics, r.rec.Eval.Depth
+	sp := cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs}
+	qrels := r.ds.Qrels[split]
+	qids := qrels.QueryIDs()
+	texts := make([]string, len(qids))
+	for i, q := range qids {
+		texts[i], _ = r.ds.Queries.Text(q)
+	}
+	qv, err := enc.Queries(texts)
 	if err != nil {
 		return err
 	}
-	var plaid *cb.Plaid
-	sp := cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs}
-	if c.Plaid {
-		start := time.Now()
-		if plaid, err = cb.BuildPlaid(ds.Corpus.IDs, docs, cb.PlaidOptions{NBits: c.NBits, KMeansIters: c.KMeansIters, Seed: uint64(rec.Seed)}); err != nil {
-			return err
+	runs := map[string]eval.Run{"bm25": {}, "colbert": {}, "colbert_plaid": {}}
+	var recall, exactSecs, plaidSecs float64
+	for i, q := range qids {
+		runs["bm25"][q] = r.bm25.Search(texts[i], depth)
+		t0 := time.Now()
+		ex := exact.Search(qv.Rows(i), depth)
+		exactSecs += time.Since(t0).Seconds()
+		runs["colbert"][q] = ex
+		if plaid != nil {
+			t0 = time.Now()
+			pl := plaid.Search(qv.Rows(i), depth, sp)
+			plaidSecs += time.Since(t0).Seconds()
+			runs["colbert_plaid"][q] = pl
+			recall += topRecall(ex, pl, 10)
 		}
-		if err := plaid.Save(filepath.Join(dir, PlaidDir), modelHash(m)); err != nil {
-			return err
-		}
-		st := plaid.Stats()
-		fmt.Fprintf(o.Out, "colbert: PLAID-style index: %d centroids, %d bits per dimension, %.1f bytes per passage (codes and residuals; float32 vectors %.1f, %.1fx), %d bytes in all with centroids, built in %.1fs\n",
-			st.Centroids, c.NBits, st.BytesPerPassage, metrics["colbert/float32_bytes_per_passage"], metrics["colbert/float32_bytes_per_passage"]/st.BytesPerPassage, st.TotalBytes, time.Since(start).Seconds())
-		metrics["colbert_plaid/bytes_per_passage"] = st.BytesPerPassage
-		metrics["colbert_plaid/total_bytes"] = float64(st.TotalBytes)
-		metrics["colbert_plaid/centroids"] = float64(st.Centroids)
 	}
-	depth := rec.Eval.Depth
-	for _, split := range rec.Eval.Splits {
-		qrels := ds.Qrels[split]
-		qids := qrels.QueryIDs()
-		texts := make([]string, len(qids))
-		for i, q := range qids {
-			texts[i], _ = ds.Queries.Text(q)
+	systems := []experiment.System{{Name: "bm25", Run: runs["bm25"]}, {Name: "colbert", Run: runs["colbert"]}}
+	key := func(k string) string {
+		if split == rec.Data.TestSplit {
+			return k
 		}
-		qv, err := enc.Queries(texts)
-		if err != nil {
-			return err
-		}
-		runs := map[string]eval.Run{"bm25": {}, "colbert": {}, "colbert_plaid": {}}
-		var recall float64
-		var exactSecs, plaidSecs float64
-		for i, q := range qids {
-			runs["bm25"][q] = bm25.Search(texts[i], depth)
-			t0 := time.Now()
-			ex := exact.Search(qv.Rows(i), depth)
-			exactSecs += time.Since(t0).Seconds()
-			runs["colbert"][q] = ex
-			if plaid != nil {
-				t0 = time.Now()
-				pl := plaid.Search(qv.Rows(i), depth, sp)
-				plaidSecs += time.Since(t0).Seconds()
-				runs["colbert_plaid"][q] = pl
-				recall += topRecall(ex, pl, 10)
-			}
-		}
-		systems := []experiment.System{{Name: "bm25", Run: runs["bm25"]}, {Name: "colbert", Run: runs["colbert"]}}
-		key := func(k string) string {
-			if split == rec.Data.TestSplit {
-				return k
-			}
-			return k + "." + split
-		}
-		metrics[key("colbert/query_milliseconds")] = 1000 * exactSecs / float64(len(qids))
-		if plaid != nil {
-			systems = append(systems, experiment.System{Name: "colbert_plaid", Run: runs["colbert_plaid"]})
-			metrics[key("colbert_plaid/recall_of_exact_top10")] = recall / float64(len(qids))
-			metrics[key("colbert_plaid/query_milliseconds")] = 1000 * plaidSecs / float64(len(qids))
-		}
-		rows, err := experiment.EvaluateSystems(dir, split, split == rec.Data.TestSplit, qrels, systems, rec.Eval.Metrics, metrics)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(o.Out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
-		if plaid != nil {
-			fmt.Fprintf(o.Out, "colbert_plaid: recall of exact MaxSim's top 10: %.4f; %.1f ms per query (exact %.1f ms)\n",
-				metrics[key("colbert_plaid/recall_of_exact_top10")], metrics[key("colbert_plaid/query_milliseconds")], metrics[key("colbert/query_milliseconds")])
-		}
+		return k + "." + split
+	}
+	metrics[key("colbert/query_milliseconds")] = 1000 * exactSecs / float64(len(qids))
+	if plaid != nil {
+		systems = append(systems, experiment.System{Name: "colbert_plaid", Run: runs["colbert_plaid"]})
+		metrics[key("colbert_plaid/recall_of_exact_top10")] = recall / float64(len(qids))
+		metrics[key("colbert_plaid/query_milliseconds")] = 1000 * plaidSecs / float64(len(qids))
+	}
+	rows, err := experiment.EvaluateSystems(r.dir, split, split == rec.Data.TestSplit, qrels, systems, rec.Eval.Metrics, metrics)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(r.o.Out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
+	if plaid != nil {
+		fmt.Fprintf(r.o.Out, "colbert_plaid: recall of exact MaxSim's top 10: %.4f; %.1f ms per query (exact %.1f ms)\n",
+			metrics[key("colbert_plaid/recall_of_exact_top10")], metrics[key("colbert_plaid/query_milliseconds")], metrics[key("colbert/query_milliseconds")])
 	}
 	return nil
 }

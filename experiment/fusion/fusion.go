@@ -91,109 +91,166 @@ func (p *progress) finish(dir, stage string, m map[string]float64) error {
 // study is what the stages share.
 type study struct {
 	*ragkit.GardenRun
-	d       *ragkit.Data
-	kc      *Config
-	eng     *engine
-	rows    [][]int // packed pretraining rows (the datastore's text)
-	held    []string
-	corpus  *knnlm.Store
-	search  knnlm.Searcher // over corpus (exact or HNSW)
-	entries *knnlm.Store
-	stops   []int
+	rec       *configs.Recipe
+	o         experiment.Options
+	start     time.Time
+	dir       string
+	fromStart bool // a resumed run whose reader is trained (ragkit.StudyStartDir)
+	prog      *progress
+	d         *ragkit.Data
+	kc        *Config
+	eng       *engine
+	rows      [][]int // packed pretraining rows (the datastore's text)
+	held      []string
+	corpus    *knnlm.Store
+	search    knnlm.Searcher // over corpus (exact or HNSW)
+	entries   *knnlm.Store
+	stops     []int
 }
 
+// runFusion runs a fusion recipe as named stages, methods of study: the garden world and the
+// run directory, the reader (trained once, restored in a resumed run), the decoding engine, then
+// the studies (perplexity, qa, swap), each resumable as a whole, and the report.
 func runFusion(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	start := time.Now()
-	kc := Of(rec)
-	fromStart := o.ResumeDir != "" && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, fromStart, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
+	s := &study{rec: rec, o: o, start: time.Now(), kc: Of(rec)}
+	defer s.close()
+	for _, stage := range []func() error{
+		s.open,                                 // the world, the reader and the retriever, the run directory, the stages done
+		func() error { return s.reader(ctx) },  // pretrain and fine-tune the reader, or restore it
+		s.engine,                               // the decoding engine and its stop tokens
+		func() error { return s.studies(ctx) }, // perplexity, qa, swap: each once, resumable by stage
+		s.finish,                               // costs, the report, metrics.json
+	} {
+		if err := stage(); err != nil {
+			return s.dir, err
+		}
 	}
+	return s.dir, nil
+}
+
+// open builds the garden run (world, tokenizer, reader, retriever, run directory), holds out
+// knnlm.held_out_docs documents, packs the others into the pretraining rows and reads the
+// stages an earlier segment finished.
+func (s *study) open() error {
+	rec, o, kc := s.rec, s.o, s.kc
+	s.fromStart = o.ResumeDir != "" && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
+	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, s.fromStart, "")
+	s.GardenRun, s.d, s.dir = run, d, dir
 	if err != nil {
-		return dir, err
+		return err
 	}
 	if kc.HeldOutDocs*2 > len(d.Docs) {
-		return dir, fmt.Errorf("knnlm.held_out_docs = %d: more than half of the %d pretraining documents", kc.HeldOutDocs, len(d.Docs))
+		return fmt.Errorf("knnlm.held_out_docs = %d: more than half of the %d pretraining documents", kc.HeldOutDocs, len(d.Docs))
 	}
-	s := &study{GardenRun: run, d: d, kc: kc, held: d.Docs[len(d.Docs)-kc.HeldOutDocs:]}
+	s.held = d.Docs[len(d.Docs)-kc.HeldOutDocs:]
 	var cut int
 	s.rows, cut = run.Format.PackDocuments(d.Docs[:len(d.Docs)-kc.HeldOutDocs])
-	prog, err := readProgress(dir)
-	if err != nil {
-		return dir, err
+	if s.prog, err = readProgress(dir); err != nil {
+		return err
 	}
-	maps.Copy(run.Metrics, prog.Metrics)
-	all := append(run.Reader.Params(), run.Encoder.Params()...)
-	startDir := filepath.Join(dir, ragkit.StudyStartDir)
-	if fromStart {
-		ck, err := checkpoints.Load(startDir)
-		if err != nil {
-			return dir, err
-		}
-		if err := experiment.SetParams(all, ck.Params); err != nil {
-			return dir, fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		fmt.Fprintf(o.Out, "resume: the reader in %s; stages done: %s\n", ck.Dir, strings.Join(prog.Done, ", "))
-	} else {
+	maps.Copy(run.Metrics, s.prog.Metrics)
+	if !s.fromStart {
 		fmt.Fprintf(o.Out, "reader: %d parameters; corpus less %d held-out documents packed into %d rows of <= %d tokens (%d documents cut)\n",
 			ragkit.CountParams(run.Reader.Params()), kc.HeldOutDocs, len(s.rows), run.Format.L, cut)
-		if err := run.PretrainReader(ctx, s.rows); err != nil {
-			return dir, err
-		}
-		if err := run.FinetuneReader(ctx, s.rows, d.FinetuneQ, d.Gold); err != nil {
-			return dir, err
-		}
-		if err := run.Save(startDir, all, run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
-			return dir, err
-		}
-		prog.Done = nil
-		if err := prog.finish(dir, "reader", run.Metrics); err != nil {
-			return dir, err
-		}
 	}
-	if s.eng, err = newEngine(run.Reader, run.Format.L, o.Progress); err != nil {
-		return dir, err
+	return nil
+}
+
+// reader pretrains the reader on the rows and fine-tunes it on the questions, saving both
+// models in ragkit.StudyStartDir; a resumed run restores them from there.
+func (s *study) reader(ctx context.Context) error {
+	run := s.GardenRun
+	all := append(run.Reader.Params(), run.Encoder.Params()...)
+	startDir := filepath.Join(s.dir, ragkit.StudyStartDir)
+	if s.fromStart {
+		ck, err := checkpoints.Load(startDir)
+		if err != nil {
+			return err
+		}
+		if err := experiment.SetParams(all, ck.Params); err != nil {
+			return fmt.Errorf("%s: %w", ck.Dir, err)
+		}
+		fmt.Fprintf(s.o.Out, "resume: the reader in %s; stages done: %s\n", ck.Dir, strings.Join(s.prog.Done, ", "))
+		return nil
 	}
-	defer s.eng.Close()
-	dot, ok := run.Tok.ID(".")
+	if err := run.PretrainReader(ctx, s.rows); err != nil {
+		return err
+	}
+	if err := run.FinetuneReader(ctx, s.rows, s.d.FinetuneQ, s.d.Gold); err != nil {
+		return err
+	}
+	if err := run.Save(startDir, all, run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()}); err != nil {
+		return err
+	}
+	s.prog.Done = nil
+	return s.prog.finish(s.dir, "reader", run.Metrics)
+}
+
+// engine builds the decoding engine and the stop tokens ([SEP] and ".").
+func (s *study) engine() error {
+	var err error
+	if s.eng, err = newEngine(s.Reader, s.Format.L, s.o.Progress); err != nil {
+		return err
+	}
+	dot, ok := s.Tok.ID(".")
 	if !ok {
-		return dir, fmt.Errorf("the tokenizer has no token %q", ".")
+		return fmt.Errorf("the tokenizer has no token %q", ".")
 	}
-	s.stops = []int{run.Format.Sep, dot}
+	s.stops = []int{s.Format.Sep, dot}
+	return nil
+}
+
+// studies runs the perplexity, qa and swap studies an earlier segment did not finish, each
+// after the datastores are built, recording each as done when it ends.
+func (s *study) studies(ctx context.Context) error {
 	stages := []struct {
 		name string
 		f    func() error
 	}{{"perplexity", s.perplexity}, {"qa", s.qa}, {"swap", s.swap}}
 	for _, st := range stages {
-		if prog.done(st.name) {
-			fmt.Fprintf(o.Out, "%s: done in an earlier segment\n", st.name)
+		if s.prog.done(st.name) {
+			fmt.Fprintf(s.o.Out, "%s: done in an earlier segment\n", st.name)
 			continue
 		}
 		if err := ctx.Err(); err != nil {
-			return dir, err
+			return err
 		}
 		if err := s.datastores(); err != nil {
-			return dir, err
+			return err
 		}
 		t0 := time.Now()
 		if err := st.f(); err != nil {
-			return dir, fmt.Errorf("%s: %w", st.name, err)
+			return fmt.Errorf("%s: %w", st.name, err)
 		}
-		run.Metrics["time/"+st.name+"_seconds"] = time.Since(t0).Seconds()
-		if err := prog.finish(dir, st.name, run.Metrics); err != nil {
-			return dir, err
+		s.Metrics["time/"+st.name+"_seconds"] = time.Since(t0).Seconds()
+		if err := s.prog.finish(s.dir, st.name, s.Metrics); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// finish adds the costs, prints the report and writes metrics.json.
+func (s *study) finish() error {
 	s.costs()
-	run.Metrics["run/seconds"] = time.Since(start).Seconds()
+	s.Metrics["run/seconds"] = time.Since(s.start).Seconds()
 	s.report()
-	fmt.Fprintf(o.Out, "run: %.0fs\n", time.Since(start).Seconds())
-	return dir, experiment.WriteMetrics(dir, run.Metrics)
+	fmt.Fprintf(s.o.Out, "run: %.0fs\n", time.Since(s.start).Seconds())
+	return experiment.WriteMetrics(s.dir, s.Metrics)
+}
+
+// close releases the engine and closes the log.
+func (s *study) close() {
+	if s.eng != nil {
+		s.eng.Close()
+	}
+	if s.GardenRun != nil && s.Log != nil {
+		s.Log.Close()
+	}
 }
 
 // entryRows are the gardener entries of w, each "[CLS] entry [SEP]" cut to L tokens.
