@@ -2,6 +2,7 @@ package scifactverify
 
 import (
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strconv"
@@ -57,6 +58,60 @@ type format struct {
 	maxLength int
 	// the fixed pieces
 	rationale, verdict, label, plainRationale []int
+	cut truncation // what claim and abstractOf cut since the last report
+}
+
+// truncation counts what the sequence layout cut, each claim text and each abstract once: the
+// claims longer than claimTokens, and the abstracts over abstract_tokens with the sentences
+// they left out (not shown) or cut (the first sentence, shown in part when it alone does not
+// fit; a title cut to half the budget counts the abstract only).
+type truncation struct {
+	claims, cutClaims       map[string]bool
+	abstracts, cutAbstracts map[int]bool
+	sentsLeftOut, sentsCut  int
+}
+
+// report writes one line of what was cut since the last report, under what, and starts
+// counting anew; it returns the line (without "what: "), empty when nothing was read.
+func (t *truncation) report(out io.Writer, what string) string {
+	if len(t.claims) == 0 && len(t.abstracts) == 0 {
+		return ""
+	}
+	line := fmt.Sprintf("truncation: claims cut to %d tokens %d of %d; abstracts over abstract_tokens %d of %d (%d sentences left out, %d cut)",
+		claimTokens, len(t.cutClaims), len(t.claims), len(t.cutAbstracts), len(t.abstracts), t.sentsLeftOut, t.sentsCut)
+	fmt.Fprintf(out, "%s: %s\n", what, line)
+	*t = truncation{}
+	return line
+}
+
+// claimRead records a claim and whether it was cut.
+func (t *truncation) claimRead(text string, cut bool) {
+	if t.claims == nil {
+		t.claims, t.cutClaims = map[string]bool{}, map[string]bool{}
+	}
+	t.claims[text] = true
+	if cut {
+		t.cutClaims[text] = true
+	}
+}
+
+// abstractRead records an abstract, the sentences it showed, whether its first sentence was
+// shown in part and whether its title line was cut.
+func (t *truncation) abstractRead(d *Doc, shown int, cutFirst, cutTitle bool) {
+	if t.abstracts == nil {
+		t.abstracts, t.cutAbstracts = map[int]bool{}, map[int]bool{}
+	}
+	if t.abstracts[d.ID] {
+		return
+	}
+	t.abstracts[d.ID] = true
+	if shown < len(d.Sents) || cutFirst || cutTitle {
+		t.cutAbstracts[d.ID] = true
+		t.sentsLeftOut += len(d.Sents) - shown
+		if cutFirst {
+			t.sentsCut++
+		}
+	}
 }
 
 func newFormat(tok *tokenize.GGUFTokenizer, abstractTokens, maxLength int) (*format, error) {
@@ -90,6 +145,7 @@ func newFormat(tok *tokenize.GGUFTokenizer, abstractTokens, maxLength int) (*for
 // claim is "Claim: <claim>\n", the claim cut to claimTokens.
 func (f *format) claim(text string) []int {
 	ids := f.tok.Encode("Claim: " + text)
+	f.cut.claimRead(text, len(ids) > claimTokens)
 	ids = ids[:min(len(ids), claimTokens)]
 	return append(ids, f.tok.Encode("\n")...)
 }
@@ -99,18 +155,20 @@ func (f *format) claim(text string) []int {
 // sentences shown.
 func (f *format) abstractOf(d *Doc) ([]int, int) {
 	ids := f.tok.Encode("Abstract: " + d.Title + "\n")
+	cutTitle, cutFirst := len(ids) > f.abstract/2, false
 	ids = ids[:min(len(ids), f.abstract/2)]
 	shown := 0
 	for i, s := range d.Sents {
 		t := f.tok.Encode("(" + strconv.Itoa(i) + ") " + s + "\n")
 		if len(ids)+len(t) > f.abstract {
 			if i == 0 {
-				ids, shown = append(ids, t[:f.abstract-len(ids)]...), 1
+				ids, shown, cutFirst = append(ids, t[:f.abstract-len(ids)]...), 1, true
 			}
 			break
 		}
 		ids, shown = append(ids, t...), i+1
 	}
+	f.cut.abstractRead(d, shown, cutFirst, cutTitle)
 	return ids, shown
 }
 

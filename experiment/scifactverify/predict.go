@@ -152,7 +152,8 @@ type VerifyOptions struct {
 	TopK   int    // abstracts read per claim; 0: the run's scifact_verify.top_k (selfrag) or 1 (plain)
 	Corpus string // a SciFact corpus.jsonl; "": the run's data.dir/verify/corpus.jsonl
 	Out    io.Writer
-	// Progress receives the progress bar (nil: discarded).
+	// Progress receives the progress bar and the truncation line (nil: discarded); the summary
+	// line on Out repeats the truncation counts.
 	Progress io.Writer
 }
 
@@ -240,7 +241,8 @@ func Verify(runDir, claimsPath, outPath string, o VerifyOptions) error {
 	for _, p := range preds {
 		n += len(p.Evidence)
 	}
-	fmt.Fprintf(o.Out, "verify: %d claims, %d abstracts emitted (%s reader, top %d BM25 of %d abstracts) -> %s\n",
-		len(claims), n, o.Reader, k, len(corpus.Order), outPath)
+	cut := f.cut.report(o.Progress, "verify")
+	fmt.Fprintf(o.Out, "verify: %d claims, %d abstracts emitted (%s reader, top %d BM25 of %d abstracts) -> %s; %s\n",
+		len(claims), n, o.Reader, k, len(corpus.Order), outPath, cut)
 	return nil
 }

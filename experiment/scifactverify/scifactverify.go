@@ -201,6 +201,7 @@ func (r *verifyRun) sequences() error {
 		r.seqs[PlainPhase], r.seqs[SelfRAGPhase] = append(r.seqs[PlainPhase], a), append(r.seqs[SelfRAGPhase], b)
 	}
 	fmt.Fprintf(r.o.Out, "scifact_verify: %d training pairs (gold evidence + top %d BM25 per claim)\n", len(pairs), r.c.TrainK)
+	l.f.cut.report(r.o.Out, "scifact_verify: training sequences")
 	return nil
 }
 
@@ -268,6 +269,7 @@ func (r *verifyRun) evaluate(ctx context.Context) error {
 		rows = append(rows, row)
 	}
 	r.metrics[c.EvalSplit+"/claims"] = float64(len(gold))
+	r.l.f.cut.report(r.o.Out, "scifact_verify: "+c.EvalSplit+" prompts")
 	fmt.Fprintf(r.o.Out, "SciFact %s, %d claims (P, R, F1 micro-averaged over claims):\n%s", c.EvalSplit, len(gold),
 		eval.FormatTable([]string{"abstract_label_only P", "abstract_label_only R", "abstract_label_only F1", "abstract_rationalized F1",
 			"sentence_selection P", "sentence_selection R", "sentence_selection F1", "sentence_label F1"}, rows))
