@@ -1,10 +1,7 @@
 package colbert
 
 import (
-	"context"
 	"encoding/json"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -101,15 +98,7 @@ encode_batch = 16
 ncells = 2
 ndocs = 64
 `
-	path := filepath.Join(dir, "recipe.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return testkit.WriteRecipe(t, dir, "recipe.toml", text)
 }
 
 // A ColBERT run interrupted after 3 steps and resumed ends with the uninterrupted run's
@@ -119,43 +108,14 @@ func TestColBERTResumesExactly(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	rec := tinyRecipe(t, "colbert_contrastive", "")
-	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "train", InterruptAt: 3})
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("interrupted run: err = %v", err)
-	}
-	var out strings.Builder
-	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "resume: ") {
-		t.Errorf("the resumed run does not say where it resumed:\n%s", out.String())
-	}
+	full, resumed, _ := testkit.Resume(t, rec, "train", 3)
 	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
 	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 6 || !slices.Equal(w, g) {
 		t.Errorf("log steps resumed %v, uninterrupted %v", g, w)
 	}
-	a, err := checkpoints.Load(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := checkpoints.Load(resumed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.Params) != len(b.Params) || a.Trainer.Step != 6 || b.Trainer.Step != 6 || !slices.ContainsFunc(a.Params, func(p checkpoints.Tensor) bool { return p.Name == cb.ProjName }) {
-		t.Fatalf("checkpoints of %d and %d tensors at steps %d, %d", len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
-	}
-	for i := range a.Params {
-		for j, v := range a.Params[i].Data {
-			if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
-				t.Fatalf("%s[%d] = %v resumed, %v uninterrupted", a.Params[i].Name, j, b.Params[i].Data[j], v)
-			}
-		}
+	a := testkit.SameCheckpoint(t, "", full, resumed, 6)
+	if !slices.ContainsFunc(a.Params, func(p checkpoints.Tensor) bool { return p.Name == cb.ProjName }) {
+		t.Fatalf("the checkpoint has no %s", cb.ProjName)
 	}
 	for _, f := range []string{"test.bm25.trec", "test.colbert.trec", "test.colbert_plaid.trec"} {
 		if _, err := os.Stat(filepath.Join(full, experiment.RunsDir, f)); err != nil {

@@ -7,11 +7,11 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
@@ -31,11 +31,7 @@ func tinyGGUF(t *testing.T, dir string) string { return testkit.TinyLlamaGGUF(t,
 // ranking each dev claim's cited abstracts first, then two fixed abstracts).
 func tinyRecipe(t *testing.T, extra string) *configs.Recipe {
 	t.Helper()
-	dir := t.TempDir()
-	data, err := filepath.Abs(filepath.Join("..", "..", "datasets", "scifact"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, data := t.TempDir(), testkit.SciFactDir(t)
 	corpus, err := ReadCorpus(filepath.Join(VerifyDir(data), "corpus.jsonl"))
 	if err != nil {
 		t.Fatal(err)
@@ -84,11 +80,7 @@ lora_alpha = 4
 lora_dropout = 0.1
 lora_targets = ["q_proj", "v_proj", "up_proj"]
 ` + extra
-	path := filepath.Join(dir, "tiny.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return testkit.RecipeFile(t, path)
+	return testkit.WriteRecipe(t, dir, "tiny.toml", text)
 }
 
 // TestResumesExactly: the tiny run interrupted in the selfrag phase at step 3 and resumed ends
@@ -100,46 +92,19 @@ func TestResumesExactly(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	rec := tinyRecipe(t, "")
-	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard, InterruptPhase: SelfRAGPhase, InterruptAt: 3})
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("interrupted run: err = %v", err)
-	}
-	var out strings.Builder
-	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "resume: ") || !strings.Contains(out.String(), "checkpoint-selfrag-4 at step 4") {
-		t.Errorf("the resumed run does not say where it resumed:\n%s", out.String())
+	full, resumed, out := testkit.Resume(t, rec, SelfRAGPhase, 3)
+	if !strings.Contains(out, "checkpoint-selfrag-4 at step 4") {
+		t.Errorf("the resumed run does not say where it resumed:\n%s", out)
 	}
 	testkit.SameMetrics(t, "", full, resumed, testkit.Untimed)
 	if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 12 || !slices.Equal(w, g) {
 		t.Errorf("log steps resumed %v, uninterrupted %v", g, w)
 	}
 	for _, ph := range []string{PlainPhase, SelfRAGPhase} {
-		a, err := checkpoints.Load(filepath.Join(full, ph))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := checkpoints.Load(filepath.Join(resumed, ph))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a.Params) == 0 || len(a.Params) != len(b.Params) || a.Trainer.Step != 6 || b.Trainer.Step != 6 {
-			t.Fatalf("%s: checkpoints of %d and %d tensors at steps %d, %d", ph, len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
-		}
-		for i := range a.Params {
-			if !strings.Contains(a.Params[i].Name, "lora") {
-				t.Errorf("%s: checkpoint tensor %s is not an adapter", ph, a.Params[i].Name)
-			}
-			for j, v := range a.Params[i].Data {
-				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
-					t.Fatalf("%s: %s[%d] = %v resumed, %v uninterrupted", ph, a.Params[i].Name, j, b.Params[i].Data[j], v)
-				}
+		a := testkit.SameCheckpoint(t, ph+": ", filepath.Join(full, ph), filepath.Join(resumed, ph), 6)
+		for _, p := range a.Params {
+			if !strings.Contains(p.Name, "lora") {
+				t.Errorf("%s: checkpoint tensor %s is not an adapter", ph, p.Name)
 			}
 		}
 	}
@@ -196,10 +161,16 @@ func TestResumesExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	pred := filepath.Join(t.TempDir(), "pred.jsonl")
-	if err := Verify(full, in, pred, VerifyOptions{}); err != nil {
+	var vout, verr strings.Builder
+	if err := Verify(full, in, pred, VerifyOptions{Out: &vout, Progress: &verr}); err != nil {
 		t.Fatal(err)
 	}
 	testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), pred)
+	// what the layout cut is said on Progress (stderr) and in the summary line
+	cutLine := regexp.MustCompile(`truncation: claims cut to 48 tokens \d+ of 4; abstracts over abstract_tokens \d+ of \d+ \(\d+ sentences left out, \d+ cut\)`)
+	if !cutLine.MatchString(verr.String()) || !cutLine.MatchString(vout.String()) {
+		t.Errorf("train verify's truncation counts: progress %q, summary %q", verr.String(), vout.String())
+	}
 
 	// A reader's directory exports as a reader_lm run does: merged, and as a peft adapter.
 	for _, o := range []export.Options{{}, {Adapter: true}} {
@@ -534,5 +505,43 @@ func TestBadInput(t *testing.T) {
 	got, err := fromRun(write("run.trec", "3 Q0 1 1 2.0 m\n4 Q0 1 1 2.0 m\n"), claims, 2, corpus)
 	if err != nil || !slices.Equal(got[3], []int{1}) || !slices.Equal(got[4], []int{1}) {
 		t.Errorf("fromRun = %v, %v", got, err)
+	}
+}
+
+// TestTruncationCounted: the claims cut to claimTokens and the abstracts over abstract_tokens
+// are counted once each (a claim or abstract read again counts once), with the sentences left
+// out and the first sentence cut, and the report starts the count anew.
+func TestTruncationCounted(t *testing.T) {
+	_, tok, err := export.OpenLlamaGGUF(tinyGGUF(t, t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := newFormat(tok, 40, 140)
+	if err != nil {
+		t.Fatal(err)
+	}
+	long := strings.Repeat("aspirin reduces the risk of heart attacks ", 12)
+	if n := len(tok.Encode("Claim: " + long)); n <= claimTokens {
+		t.Fatalf("the long claim is %d tokens", n)
+	}
+	fits := &Doc{ID: 1, Title: "T", Sents: []string{"Aspirin helps."}}
+	leftOut := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
+	firstCut := &Doc{ID: 7, Title: "T", Sents: []string{strings.Repeat("a very long first sentence ", 20), "second"}}
+	for _, c := range []struct {
+		claim string
+		d     *Doc
+	}{{"Aspirin works.", fits}, {long, leftOut}, {long, leftOut}, {"Aspirin works.", firstCut}} {
+		if _, err := f.plainSeq(c.claim, c.d, gold{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var out strings.Builder
+	line := f.cut.report(&out, "verify")
+	want := "truncation: claims cut to 48 tokens 1 of 2; abstracts over abstract_tokens 2 of 3 (2 sentences left out, 1 cut)"
+	if line != want || out.String() != "verify: "+want+"\n" {
+		t.Errorf("report %q, printed %q, want %q", line, out.String(), want)
+	}
+	if again := f.cut.report(&out, "verify"); again != "" {
+		t.Errorf("a second report without reading: %q", again)
 	}
 }

@@ -1,16 +1,13 @@
 package splade_test
 
 import (
-	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
@@ -72,15 +69,7 @@ systems = ["bm25", "zeroshot", "finetuned"]
 depth = 100
 metrics = ["nDCG@10", "Recall@100"]
 %s`, filepath.Join(dir, "runs"), filepath.Join(dir, "data"), extra)
-	path := filepath.Join(dir, "recipe.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return testkit.WriteRecipe(t, dir, "recipe.toml", text)
 }
 
 // untimed drops the metrics that measure time.
@@ -102,40 +91,8 @@ func TestSpladeResumesExactly(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	rec := tinyRecipe(t, "")
-	full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: splade.PhaseName, InterruptAt: 3})
-	if err == nil || !strings.Contains(err.Error(), "interrupted") {
-		t.Fatalf("interrupted run: err = %v", err)
-	}
-	var out strings.Builder
-	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	if !strings.Contains(out.String(), "resume: ") {
-		t.Errorf("the resumed run does not say where it resumed:\n%s", out.String())
-	}
-	a, err := checkpoints.Load(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := checkpoints.Load(resumed)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a.Params) != len(b.Params) || a.Trainer.Step != 8 || b.Trainer.Step != 8 {
-		t.Fatalf("checkpoints of %d and %d tensors at steps %d, %d", len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
-	}
-	for i := range a.Params {
-		for j, v := range a.Params[i].Data {
-			if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
-				t.Fatalf("%s[%d] = %v resumed, %v uninterrupted", a.Params[i].Name, j, b.Params[i].Data[j], v)
-			}
-		}
-	}
+	full, resumed, _ := testkit.Resume(t, rec, splade.PhaseName, 3)
+	testkit.SameCheckpoint(t, "", full, resumed, 8)
 	testkit.SameMetrics(t, "", full, resumed, untimed)
 	for _, f := range []string{"runs/test.splade.trec", "runs/test.bm25.trec", "runs/test.splade_zeroshot.trec", splade.IndexDir + "/postings.bin"} {
 		testkit.SameFile(t, filepath.Join(full, f), filepath.Join(resumed, f))
