@@ -73,16 +73,7 @@ func (r *Run) BiEncoder() (*model.BiEncoder, BiEncoderMeta, error) {
 	if err != nil {
 		return nil, BiEncoderMeta{}, fmt.Errorf("%s: %w", filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile), err)
 	}
-	src := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		src.add(t)
-	}
-	var mm MismatchError
-	for _, p := range m.Params() {
-		src.fill(p, p.Name, &mm)
-	}
-	src.leftovers(&mm)
-	if err := mm.err(r.Checkpoint.Dir); err != nil {
+	if err := loadExactly(r.Checkpoint, m.Params()); err != nil {
 		return nil, BiEncoderMeta{}, err
 	}
 	return m, BiEncoderMeta{Similarity: c.Similarity, Temperature: c.Temperature, MaxLength: c.MaxLength}, nil

@@ -60,16 +60,7 @@ func (r *Run) CrossEncoder() (*model.CrossEncoder, CrossEncoderMeta, error) {
 	if err != nil {
 		return nil, CrossEncoderMeta{}, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	src := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		src.add(t)
-	}
-	var mm MismatchError
-	for _, p := range m.Params() {
-		src.fill(p, p.Name, &mm)
-	}
-	src.leftovers(&mm)
-	if err := mm.err(r.Checkpoint.Dir); err != nil {
+	if err := loadExactly(r.Checkpoint, m.Params()); err != nil {
 		return nil, CrossEncoderMeta{}, err
 	}
 	return m, CrossEncoderMeta{MaxLength: c.MaxLength, Loss: c.Loss, FirstStage: c.FirstStage, TrainDepth: c.TrainDepth,

@@ -513,6 +513,22 @@ func (d *BiEncoderDir) Init(m *model.BiEncoder) error {
 	return mm.err(d.Dir)
 }
 
+// loadExactly copies the checkpoint's tensors into params by name: every parameter must find
+// its tensor with its shape, and every tensor a parameter; otherwise a MismatchError naming
+// the checkpoint's directory and what is missing, unexpected or of another shape.
+func loadExactly(ck *checkpoints.Checkpoint, params []*model.Param) error {
+	src := &tensorSet{file: filepath.Join(ck.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
+	for _, t := range ck.Params {
+		src.add(t)
+	}
+	var mm MismatchError
+	for _, p := range params {
+		src.fill(p, p.Name, &mm)
+	}
+	src.leftovers(&mm)
+	return mm.err(ck.Dir)
+}
+
 // tensorSet is the tensors of one file, by name, with the names used so far.
 type tensorSet struct {
 	file   string

@@ -99,16 +99,7 @@ func (r *Run) readerModels(kind string) (*model.Reader, *model.BiEncoder, Reader
 	if err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, fmt.Errorf("%s: %w", cfgPath, err)
 	}
-	src := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		src.add(t)
-	}
-	var mm MismatchError
-	for _, p := range append(rd.Params(), enc.Params()...) {
-		src.fill(p, p.Name, &mm)
-	}
-	src.leftovers(&mm)
-	if err := mm.err(r.Checkpoint.Dir); err != nil {
+	if err := loadExactly(r.Checkpoint, append(rd.Params(), enc.Params()...)); err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, err
 	}
 	meta := ReaderMeta{MaxLength: c.ReaderLength, MaxAnswerTokens: configs.Defaults().Reader.MaxAnswerTokens}

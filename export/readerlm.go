@@ -50,16 +50,7 @@ func OpenReaderLM(ck *checkpoints.Checkpoint) (*model.Llama, *tokenize.GGUFToken
 		m.AttachLoRA(l)
 		params = l.Params()
 	}
-	src := &tensorSet{file: filepath.Join(ck.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range ck.Params {
-		src.add(t)
-	}
-	var mm MismatchError
-	for _, p := range params {
-		src.fill(p, p.Name, &mm)
-	}
-	src.leftovers(&mm)
-	if err := mm.err(ck.Dir); err != nil {
+	if err := loadExactly(ck, params); err != nil {
 		return nil, nil, c, err
 	}
 	return m, tok, c, nil

@@ -53,16 +53,7 @@ func (r *Run) Splade() (*model.Splade, SpladeConfig, error) {
 	if err != nil {
 		return nil, c, fmt.Errorf("%s: %w", path, err)
 	}
-	src := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		src.add(t)
-	}
-	var mm MismatchError
-	for _, p := range s.Params() {
-		src.fill(p, p.Name, &mm)
-	}
-	src.leftovers(&mm)
-	return s, c, mm.err(r.Checkpoint.Dir)
+	return s, c, loadExactly(r.Checkpoint, s.Params())
 }
 
 func exportSplade(r *Run, dir string, o Options) error {

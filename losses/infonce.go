@@ -174,7 +174,13 @@ func diagCrossEntropy(loss string, dt tensor.Dtype, scores, mask *G.Node, tau fl
 	if err != nil {
 		return nil, err
 	}
-	nll, err := G.Sub(lse, pos)
+	return meanDiff(loss, lse, pos)
+}
+
+// meanDiff is mean_b(a_b - b_b) for [B] nodes a and b: a mean negative log-likelihood when a
+// is the log normaliser and b the target's log score.
+func meanDiff(loss string, a, b *G.Node) (*G.Node, error) {
+	nll, err := G.Sub(a, b)
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s", loss)
 	}

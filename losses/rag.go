@@ -39,15 +39,7 @@ import (
 // Prefer it when one passage should support the whole answer (short factoid answers,
 // extractive targets); RAGToken lets different tokens draw on different passages.
 func RAGSequence(s, logp, mask *G.Node) (*G.Node, error) {
-	const loss = "RAGSequence"
-	if _, err := ragInputs(loss, s, logp, mask); err != nil {
-		return nil, err
-	}
-	logw, err := logSoftmaxRows(s)
-	if err != nil {
-		return nil, err
-	}
-	joint, err := ragJoint(loss, logw, logp, mask)
+	joint, err := ragLogJoint("RAGSequence", s, logp, mask)
 	if err != nil {
 		return nil, err
 	}
@@ -55,7 +47,7 @@ func RAGSequence(s, logp, mask *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	return negMean(loss, lse)
+	return negMean("RAGSequence", lse)
 }
 
 // RAGSequenceFull is RAGSequence with the retrieval distribution normalised over the whole
@@ -104,15 +96,7 @@ func RAGSequenceFull(s, logZ, logp, mask *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	nll, err := G.Sub(z, lse)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
-	}
-	out, err := G.Mean(nll)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
-	}
-	return out, nil
+	return meanDiff(loss, z, lse)
 }
 
 // RAGToken is the RAG-Token marginal likelihood: each target token may be generated from a
@@ -169,15 +153,7 @@ func RAGToken(s, logp, mask *G.Node) (*G.Node, error) {
 // Reference: Lewis et al. 2020 (RAG); the posterior of the latent passage as in Guu et al.
 // 2020 (REALM) and Sachan et al. 2021 (EMDR²).
 func RAGPosterior(s, logp, mask *G.Node) (*G.Node, error) {
-	const loss = "RAGPosterior"
-	if _, err := ragInputs(loss, s, logp, mask); err != nil {
-		return nil, err
-	}
-	logw, err := logSoftmaxRows(s)
-	if err != nil {
-		return nil, err
-	}
-	joint, err := ragJoint(loss, logw, logp, mask)
+	joint, err := ragLogJoint("RAGPosterior", s, logp, mask)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +161,19 @@ func RAGPosterior(s, logp, mask *G.Node) (*G.Node, error) {
 }
 
 // ragInputs checks dtypes and shapes and returns (B, K, T).
+// ragLogJoint checks the inputs (ragInputs) and returns log softmax(s)_k + the masked sum of
+// logp over the target tokens: [B,K], the log joint of passage k and the target.
+func ragLogJoint(loss string, s, logp, mask *G.Node) (*G.Node, error) {
+	if _, err := ragInputs(loss, s, logp, mask); err != nil {
+		return nil, err
+	}
+	logw, err := logSoftmaxRows(s)
+	if err != nil {
+		return nil, err
+	}
+	return ragJoint(loss, logw, logp, mask)
+}
+
 func ragInputs(loss string, s, logp, mask *G.Node) ([]int, error) {
 	if _, err := floatDtype(loss, []string{"s", "logp", "mask"}, s, logp, mask); err != nil {
 		return nil, err

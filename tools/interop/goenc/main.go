@@ -22,6 +22,7 @@ import (
 	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
 func main() {
@@ -43,7 +44,7 @@ func main() {
 }
 
 func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
-	texts, err := readTexts(textsPath)
+	texts, err := jsonl.Strings(textsPath)
 	if err != nil {
 		return err
 	}
@@ -103,23 +104,4 @@ func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
 	}
 	fmt.Fprintf(os.Stderr, "goenc: %d texts, L %d, %s tower of %s (%s layout, similarity %q, normalize %v)\n", len(texts), L, tower, dir, d.Layout, d.Similarity, d.Normalize)
 	return export.WriteNPYFloat32(filepath.Join(out, "vectors.npy"), vecs, len(texts), t.Dim())
-}
-
-func readTexts(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var texts []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<26)
-	for n := 1; sc.Scan(); n++ {
-		var s string
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return nil, fmt.Errorf("%s:%d: want a JSON string: %w", path, n, err)
-		}
-		texts = append(texts, s)
-	}
-	return texts, sc.Err()
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
 func main() {
@@ -90,7 +91,7 @@ func open(run, init string, L int) (*model.Splade, *tokenize.Tokenizer, export.S
 }
 
 func do(run, init, textsPath, out string, k, L int) error {
-	texts, err := readTexts(textsPath)
+	texts, err := jsonl.Strings(textsPath)
 	if err != nil {
 		return err
 	}
@@ -126,23 +127,4 @@ func do(run, init, textsPath, out string, k, L int) error {
 	}
 	fmt.Fprintf(os.Stderr, "gosplade: %d texts at L %d, top %d terms, export in %s\n", len(texts), c.MaxLength, k, filepath.Join(out, "model"))
 	return f.Close()
-}
-
-func readTexts(path string) ([]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var texts []string
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<26)
-	for n := 1; sc.Scan(); n++ {
-		var s string
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return nil, fmt.Errorf("%s:%d: want a JSON string: %w", path, n, err)
-		}
-		texts = append(texts, s)
-	}
-	return texts, sc.Err()
 }

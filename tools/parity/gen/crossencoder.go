@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
@@ -25,16 +24,7 @@ func genCrossEncoder(r *export.Run, out string, n int) error {
 	if err != nil {
 		return err
 	}
-	tok, err := r.Tokenizer()
-	if err != nil {
-		return err
-	}
-	ds := r.Recipe.Data
-	queries, err := data.LoadQueries(filepath.Join(ds.Dir, "queries.jsonl"))
-	if err != nil {
-		return err
-	}
-	corpus, err := data.LoadCorpus(filepath.Join(ds.Dir, "corpus.jsonl"))
+	tok, queries, corpus, err := runData(r)
 	if err != nil {
 		return err
 	}
@@ -44,10 +34,10 @@ func genCrossEncoder(r *export.Run, out string, n int) error {
 		q, _ := queries.Text(queries.IDs[i])
 		for _, j := range []int{i, (i + 1) % corpus.Len()} {
 			in.Queries = append(in.Queries, q)
-			in.Passages = append(in.Passages, corpus.Passage(j, ds.TitleField))
+			in.Passages = append(in.Passages, corpus.Passage(j, r.Recipe.Data.TitleField))
 		}
 	}
-	p0 := corpus.Passage(0, ds.TitleField)
+	p0 := corpus.Passage(0, r.Recipe.Data.TitleField)
 	in.Queries = append(in.Queries, "", "supersonic flow", "ÆØÅ ☃ 漢字 ∮ E⋅da = Q")
 	in.Passages = append(in.Passages, p0, strings.Repeat("supersonic boundary layer transition ", 40), p0)
 	return writeCrossEncoderOutputs(out, m, tok, in)

@@ -104,21 +104,30 @@ type inputs struct {
 	Docs       []string `json:"docs,omitempty"`        // reader: the pretraining lines packed into the last row
 }
 
+// runData is the run's tokenizer and the queries and passages of its data.dir.
+func runData(r *export.Run) (*tokenize.Tokenizer, *data.Queries, *data.Corpus, error) {
+	tok, err := r.Tokenizer()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	ds := r.Recipe.Data
+	queries, err := data.LoadQueries(filepath.Join(ds.Dir, "queries.jsonl"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	corpus, err := data.LoadCorpus(filepath.Join(ds.Dir, "corpus.jsonl"))
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return tok, queries, corpus, nil
+}
+
 func genBiEncoder(r *export.Run, out string, n int) error {
 	m, meta, err := r.BiEncoder()
 	if err != nil {
 		return err
 	}
-	tok, err := r.Tokenizer()
-	if err != nil {
-		return err
-	}
-	ds := r.Recipe.Data
-	queries, err := data.LoadQueries(filepath.Join(ds.Dir, "queries.jsonl"))
-	if err != nil {
-		return err
-	}
-	corpus, err := data.LoadCorpus(filepath.Join(ds.Dir, "corpus.jsonl"))
+	tok, queries, corpus, err := runData(r)
 	if err != nil {
 		return err
 	}
@@ -130,7 +139,7 @@ func genBiEncoder(r *export.Run, out string, n int) error {
 	in.Queries = append(in.Queries, "", strings.Repeat("supersonic boundary layer transition ", 40),
 		"ÆØÅ ☃ 漢字 ∮ E⋅da = Q")
 	for i := 0; i < min(n, corpus.Len()); i++ {
-		in.Passages = append(in.Passages, corpus.Passage(i, ds.TitleField))
+		in.Passages = append(in.Passages, corpus.Passage(i, r.Recipe.Data.TitleField))
 		in.PassageIDs = append(in.PassageIDs, corpus.IDs[i])
 	}
 	if err := encode(filepath.Join(out, "query"), m.Query, tok, in.Queries, meta.MaxLength); err != nil {
