@@ -180,10 +180,10 @@ func TestResumesExactly(t *testing.T) {
 	}
 }
 
-// TestFormat: the training sequences of a SUPPORT, a CONTRADICT and an NEI pair on the real
-// tokenizer layout: loss on the retrieval decision and the answer only, the reflection words
-// where the table puts them, rationale indices of the shown sentences only.
-func TestFormat(t *testing.T) {
+// testFormat is the layout of the tiny LLaMA's tokenizer with abstract_tokens 40 and
+// max_length 140.
+func testFormat(t *testing.T) (*format, *tokenize.GGUFTokenizer) {
+	t.Helper()
 	_, tok, err := export.OpenLlamaGGUF(tinyGGUF(t, t.TempDir()))
 	if err != nil {
 		t.Fatal(err)
@@ -192,6 +192,14 @@ func TestFormat(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return f, tok
+}
+
+// TestFormat: the training sequences of a SUPPORT, a CONTRADICT and an NEI pair on the real
+// tokenizer layout: loss on the retrieval decision and the answer only, the reflection words
+// where the table puts them, rationale indices of the shown sentences only.
+func TestFormat(t *testing.T) {
+	f, tok := testFormat(t)
 	d := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
 	for _, c := range []struct {
 		g         gold
@@ -512,14 +520,7 @@ func TestBadInput(t *testing.T) {
 // are counted once each (a claim or abstract read again counts once), with the sentences left
 // out and the first sentence cut, and the report starts the count anew.
 func TestTruncationCounted(t *testing.T) {
-	_, tok, err := export.OpenLlamaGGUF(tinyGGUF(t, t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := newFormat(tok, 40, 140)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, tok := testFormat(t)
 	long := strings.Repeat("aspirin reduces the risk of heart attacks ", 12)
 	if n := len(tok.Encode("Claim: " + long)); n <= claimTokens {
 		t.Fatalf("the long claim is %d tokens", n)
