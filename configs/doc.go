@@ -127,7 +127,7 @@
 //	sampler.negative_relative           0.0            negative_source "dense_refresh": drop a mined candidate when s(q,d) > relative * s(q,p) (NV-Retriever TopK-PercPos, e.g. 0.95), after the margin; counts in "mining/dropped_relative"; 0 = off; in [0, 1]
 //	sampler.negative_window             [1, 30]        [first, last]: 1-based inclusive ranks to mine from; 1 <= first <= last, last - first + 1 >= hard_negatives
 //	sampler.negative_strategy           "random"       "top" (best-ranked non-relevant in the window) or "random" (uniform in the window)
-//	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch)
+//	sampler.false_negatives             "mask"         "mask" (drop an in-batch passage judged relevant to another query from that query's softmax) or "defer" (move the example to a later batch); kind colbert: default "defer" (its runs before it read the key), "mask" for colbert_contrastive only
 //	pretrain.steps                      0              independent-cropping steps before supervised training (Contriever); kind reranker: cropping-list steps (a span of a passage as the query, the passage as its positive); 0 = off; >= 0
 //	pretrain.batch_size                 64             B for pretraining (kind reranker: lists per step); >= 2
 //	pretrain.crop_min                   8              shortest cropped span in tokens; >= 1

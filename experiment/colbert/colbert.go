@@ -4,7 +4,10 @@
 // cross-encoder teacher's scores, cached as the retriever caches them), checkpointed and resumed
 // exactly through experiment.Env.RunPhase; evaluated by exact MaxSim (system colbert) and through
 // the PLAID-style index (colbert_plaid, written to plaid/ in the run directory) beside BM25.
-// One package and one registration with its own [colbert] table.
+// sampler.false_negatives defaults to "defer" for this kind (FalseNegatives: what every colbert
+// run did before the kind read the key); "mask" removes an in-batch false negative from
+// colbert_contrastive's softmax (losses.ColBERTContrastiveMasked). One package and one
+// registration with its own [colbert] table.
 package colbert
 
 import (
