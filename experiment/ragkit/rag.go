@@ -410,7 +410,7 @@ func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Inde
 		return nil
 	}
 	o := TaskOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
-		BM25Depth: g.BM25Depth, Sim: run.Loss.Sim, UpdateReader: g.UpdateReader}
+		BM25Depth: g.BM25Depth, Similarity: run.Loss.Similarity, UpdateReader: g.UpdateReader}
 	task, err := NewTask(run.Encoder, run.Reader, run.Tok, run.Format, x, qs, o, func(step int) []int {
 		return Cycle(len(qs), g.BatchSize, step, run.Seed^StreamJoint)
 	})

@@ -138,20 +138,20 @@ type Question struct {
 // candidates from a refreshed index instead of the frozen one.
 // JointBatch draws the batches of the joint-training tasks (Task, replug's task): B questions
 // of qs per step, their queries encoded by the query tower M, K candidates each (from Retrieve, a
-// refreshed index, when set; else from the frozen Index by Source and Depth), and the query
+// refreshed index, when set; else from the frozen Index by Source and BM25Depth), and the query
 // tower's graph inputs QueryIn loaded with the queries.
 type JointBatch struct {
-	Name     string // "rag" or "replug", in errors
-	M        *model.BiEncoder
-	Tok      *tokenize.Tokenizer
-	Index    *Index
-	Qs       []Question
-	Next     func(step int) []int
-	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
-	B, K     int
-	Source   string
-	Depth    int
-	QueryIn  *model.Inputs
+	Name      string // "rag" or "replug", in errors
+	M         *model.BiEncoder
+	Tok       *tokenize.Tokenizer
+	Index     *Index
+	Qs        []Question
+	Next      func(step int) []int
+	Retrieve  func(step int, qv []float32, texts []string) ([][]int, error)
+	B, K      int
+	Source    string
+	BM25Depth int
+	QueryIn   *model.Inputs
 	// qCut and pCut count what truncation to x.L cut of the queries and of the passages the
 	// passage tower reads, over the steps run.
 	qCut, PassageCut tokenize.TruncCount
@@ -182,7 +182,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 			return nil, nil, nil, err
 		}
 	} else {
-		cands = t.Index.candidates(qv, texts, t.K, t.Source, t.Depth)
+		cands = t.Index.candidates(qv, texts, t.K, t.Source, t.BM25Depth)
 	}
 	qb := t.qCut.Add(t.Tok.EncodeBatch(texts, t.Index.L))
 	if err := t.QueryIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
@@ -226,7 +226,7 @@ type TaskOptions struct {
 	Mass         string // "renormalize" or "full"
 	Source       string // "dense" or "bm25+dense"
 	BM25Depth    int    // BM25 hits rescored under "bm25+dense"
-	Sim          losses.Similarity
+	Similarity   losses.Similarity
 	UpdateReader bool
 	// TrainPassages builds the passage tower into the graph over the candidates' texts, so
 	// that both towers train (REALM); false reads the candidates' vectors from x (frozen).
@@ -255,8 +255,8 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 	for _, q := range qs {
 		T = max(T, len(q.Answer))
 	}
-	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Sim
-	t := &Task{JointBatch: JointBatch{Name: "rag", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, Depth: o.BM25Depth},
+	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Similarity
+	t := &Task{JointBatch: JointBatch{Name: "rag", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth},
 		r: r, f: f, T: T}
 	L := f.L
 	g := gorgonia.NewGraph()

@@ -249,7 +249,7 @@ func TestRAGTaskVariants(t *testing.T) {
 		{"sequence", "full", "dense", true}, {"sequence", "renormalize", "bm25+dense", false},
 	} {
 		name := c.objective + "/" + c.mass + "/" + c.source
-		o := TaskOptions{B: 2, K: 3, Objective: c.objective, Mass: c.mass, Source: c.source, BM25Depth: 4, Sim: sim, UpdateReader: c.update}
+		o := TaskOptions{B: 2, K: 3, Objective: c.objective, Mass: c.mass, Source: c.source, BM25Depth: 4, Similarity: sim, UpdateReader: c.update}
 		task, err := NewTask(m, r, tok, f, x, qs, o, func(int) []int { return []int{0, 1} })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -277,7 +277,7 @@ func TestRAGTaskVariants(t *testing.T) {
 		task.AfterUpdate()
 		task.Close()
 	}
-	if _, err := NewTask(m, r, tok, f, x, qs, TaskOptions{B: 2, K: 3, Objective: "token", Mass: "full", Source: "dense", Sim: sim}, nil); err == nil {
+	if _, err := NewTask(m, r, tok, f, x, qs, TaskOptions{B: 2, K: 3, Objective: "token", Mass: "full", Source: "dense", Similarity: sim}, nil); err == nil {
 		t.Error("token objective with full candidate mass accepted")
 	}
 }

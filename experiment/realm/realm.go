@@ -70,7 +70,7 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	frozen := name == "frozen"
 	src := s.Rec.RAG.CandidateSource
 	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
-		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
+		Similarity: s.Loss.Similarity, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
 		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
 		PassageClipGroup: g.ClipPerTower}
 	var li *ragkit.LiveIndex

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 
@@ -64,49 +65,16 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 	}
 	defer scorer.Close()
 	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.Rec.RAG.CandidateSource, BM25Depth: s.Rec.RAG.BM25Depth,
-		TauLM: p.TauLM, Sim: s.Loss.Sim, BothTowers: p.Towers == "both"}
-	var li *ragkit.LiveIndex
-	if o.BothTowers {
-		mode, err := indexrefresh.ParseMode(s.Rec.IndexRefresh.Mode)
-		if err != nil {
-			return err
-		}
-		if li, err = s.NewLiveIndex(ctx, phase, mode, startStep); err != nil {
-			return err
-		}
-		defer li.Close()
-		o.Retrieve = li.Retrieve(p.TopK)
-	}
-	task, err := newReplugTask(s.Encoder, s.Tok, s.Index, scorer, qs, o, func(step int) []int {
-		return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
-	})
-	if err != nil {
-		return err
-	}
-	defer task.Close()
-	// The cache and its counters are checkpointed with the steps: a resumed phase hits the
-	// cache and counts as the uninterrupted one does.
-	if ck := s.Resuming(phase); ck != nil {
-		if err := task.restore(ck); err != nil {
-			return err
-		}
-	}
-	sec, err := s.RunSystemPhase(ctx, experiment.Phase{Name: phase, Steps: p.Steps, Task: task, LR: p.LR,
-		Start: startStep, Optimizer: opt, SecondsBefore: before,
-		State:   func(_ int, ts *checkpoints.TrainerState) { ts.Counters = task.counters() },
-		Tensors: func(int) []checkpoints.RawTensor { return task.cacheTensors() }})
-	if err != nil {
-		return err
-	}
-	extra := map[string]float64{"reader_scored": float64(task.misses), "reader_cache_hits": float64(task.hits)}
-	if li != nil {
-		for k, v := range li.Close() {
-			extra[k] = v
-		}
-	}
-	fmt.Fprintf(s.Opts.Out, "%s: the reader scored %d (question, passage) pairs, %d more came from the cache\n", phase, task.misses, task.hits)
-	s.AddTrainRow(phase, sec, extra)
-	return s.EvaluateSystem(phase)
+		TauLM: p.TauLM, Similarity: s.Loss.Similarity, Both: p.Towers == "both"}
+	return s.TrainFromReader(ctx, ragkit.ReaderTraining{Phase: phase, Steps: p.Steps, LR: p.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
+		Both:     o.Both,
+		Retrieve: func(li *ragkit.LiveIndex) ragkit.RetrieveFunc { return li.Retrieve(p.TopK) },
+		NewTask: func(retrieve ragkit.RetrieveFunc) (ragkit.TeacherTask, error) {
+			o.Retrieve = retrieve
+			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, qs, o, func(step int) []int {
+				return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
+			})
+		}})
 }
 
 // streamReplug is the batch stream of RePlug training (XORed into the seed).
@@ -115,26 +83,25 @@ const streamReplug = 0x72706c67 // "rplg"
 // replugOptions are the settings of a RePlug task.
 type replugOptions struct {
 	B, K       int    // questions per step, candidates per question
-	Source     string // "dense" or "bm25+dense" (rag.candidate_source; dense only with BothTowers)
+	Source     string // "dense" or "bm25+dense" (rag.candidate_source; dense only with Both)
 	BM25Depth  int    // BM25 hits rescored under "bm25+dense"
 	TauLM      float64
-	Sim        losses.Similarity
-	BothTowers bool // train the passage tower too (over the candidates' texts, in the graph)
+	Similarity losses.Similarity
+	Both       bool // train the passage tower too (over the candidates' texts, in the graph)
 	// Retrieve, if set, returns the candidates at step (the refresher's index); nil: x's
 	// dense top K.
-	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
+	Retrieve ragkit.RetrieveFunc
 }
 
 // replugTask trains the retriever with losses.RePlugKL: per step, B questions, each with its K
 // candidates retrieved with the current query tower; the retrieval logits s [B,K]
-// (losses.RetrievalLogits, tau = loss.temperature) against the frozen reader's log-likelihoods
-// of the answer given each candidate, lm [B,K] (a constant). Both towers run without dropout,
-// so the scores match the index's.
+// (ragkit.ReaderRetrieval) against the frozen reader's log-likelihoods of the answer given
+// each candidate, lm [B,K] (a constant). It is a ragkit.StatefulTeacherTask: the cache of the
+// reader's scores and its counters are checkpointed with the steps, so a resumed phase hits
+// the cache and counts as the uninterrupted one does.
 type replugTask struct {
-	ragkit.JointBatch
+	ragkit.ReaderRetrieval
 	sc    *replugScorer
-	dvec  *tensor.Dense // [B*K,H] candidate vectors (query tower only)
-	pIn   *model.Inputs // B*K candidate passages (both towers)
 	lm    *tensor.Dense // [B,K]
 	loss  *gorgonia.Node
 	cache map[replugKey]float64
@@ -152,26 +119,11 @@ type replugKey struct {
 func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *replugScorer, qs []ragkit.Question, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
-	t := &replugTask{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, Depth: o.BM25Depth},
-		sc: sc, cache: map[replugKey]float64{}}
+	t := &replugTask{ReaderRetrieval: ragkit.ReaderRetrieval{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
+		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, cache: map[replugKey]float64{}}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
-	t.QueryIn = model.NewInputs(g, B, x.L, "replug.query")
-	q, err := m.Query.Build(b, t.QueryIn, false)
-	if err != nil {
-		return nil, err
-	}
-	var d *gorgonia.Node
-	if o.BothTowers {
-		t.pIn = model.NewInputs(g, B*K, x.L, "replug.passages")
-		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
-			return nil, err
-		}
-	} else {
-		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
-		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("replug.candidates"))
-	}
-	s, err := losses.RetrievalLogits(q, d, K, x.Temperature, o.Sim)
+	s, err := t.Logits(g, b, o.Both, o.Similarity)
 	if err != nil {
 		return nil, err
 	}
@@ -189,7 +141,7 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index,
 }
 
 func (t *replugTask) Step(step int) (float64, int, error) {
-	batch, _, cands, err := t.Draw(step)
+	batch, cands, err := t.DrawK(step)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -198,9 +150,6 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 	var where []int
 	lm := t.lm.Data().([]float32)
 	for b, qi := range batch {
-		if len(cands[b]) < t.K {
-			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", t.Qs[qi].Query, len(cands[b]), t.K)
-		}
 		for k, row := range cands[b] {
 			if v, ok := t.cache[replugKey{qi, row, t.sc.hash}]; ok {
 				lm[b*t.K+k] = float32(v)
@@ -224,22 +173,8 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		}
 		t.misses += len(todo)
 	}
-	dim := t.Index.Dim
-	var ptexts []string
-	for b := range batch {
-		for k, row := range cands[b] {
-			if t.dvec != nil {
-				copy(t.dvec.Data().([]float32)[(b*t.K+k)*dim:], t.Index.Vecs[row*dim:(row+1)*dim])
-			} else {
-				ptexts = append(ptexts, t.Index.Texts[row])
-			}
-		}
-	}
-	if t.pIn != nil {
-		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
-		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
-			return 0, 0, err
-		}
+	if err := t.LetCandidates(cands); err != nil {
+		return 0, 0, err
 	}
 	if err := t.Run(); err != nil {
 		return 0, 0, err
@@ -260,13 +195,19 @@ const (
 	cacheReader   = "replug.cache.reader" // U8: indexrefresh.HashParams of the reader
 )
 
-// counters are the task's counts so far, as a checkpoint keeps them.
-func (t *replugTask) counters() map[string]int {
-	return map[string]int{counterHits: t.hits, counterScored: t.misses}
+// State keeps the task's counts so far in the checkpoint.
+func (t *replugTask) State(_ int, ts *checkpoints.TrainerState) {
+	ts.Counters = map[string]int{counterHits: t.hits, counterScored: t.misses}
 }
 
-// cacheTensors returns the cache as checkpoint state tensors; nil when it is empty.
-func (t *replugTask) cacheTensors() []checkpoints.RawTensor {
+// Extra returns the counts as metrics and reports them on out.
+func (t *replugTask) Extra(phase string, out io.Writer) map[string]float64 {
+	fmt.Fprintf(out, "%s: the reader scored %d (question, passage) pairs, %d more came from the cache\n", phase, t.misses, t.hits)
+	return map[string]float64{counterScored: float64(t.misses), counterHits: float64(t.hits)}
+}
+
+// Tensors returns the cache as checkpoint state tensors; nil when it is empty.
+func (t *replugTask) Tensors(int) []checkpoints.RawTensor {
 	keys := make([]replugKey, 0, len(t.cache))
 	for k := range t.cache {
 		if k.reader == t.sc.hash {
@@ -288,9 +229,9 @@ func (t *replugTask) cacheTensors() []checkpoints.RawTensor {
 	}
 }
 
-// restore puts the counters and the cache of the checkpoint ck back, which must have been
+// Restore puts the counters and the cache of the checkpoint ck back, which must have been
 // scored by this task's reader.
-func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
+func (t *replugTask) Restore(ck *checkpoints.Checkpoint) error {
 	path := filepath.Join(ck.Dir, checkpoints.StateFile)
 	t.hits, t.misses = ck.Trainer.Counters[counterHits], ck.Trainer.Counters[counterScored]
 	var ids []int64
@@ -338,7 +279,7 @@ func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
 	return nil
 }
 
-var _ trainer.Task = (*replugTask)(nil)
+var _ ragkit.StatefulTeacherTask = (*replugTask)(nil)
 
 // replugPair is one reader input to score: the answer's tokens after "<ctx> passage </ctx>
 // prompt".
