@@ -60,7 +60,7 @@ func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	if a.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sc, err := newScorer(s.Reader, s.Format, a.ScoreBatch)
+	sc, err := ragkit.NewReaderScorer(s.Reader, s.Format, a.ScoreBatch, true)
 	if err != nil {
 		return err
 	}
@@ -106,14 +106,14 @@ type taskOptions struct {
 // step (no cache: a resumed step scores what the uninterrupted one did).
 type task struct {
 	ragkit.ReaderRetrieval
-	sc        *scorer
+	sc        *ragkit.ReaderScorer
 	objective string
 	teacher   *tensor.Dense // [B,K]
 	loss      *gorgonia.Node
 	trainer.GraphParams
 }
 
-func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
+func newTask(s *ragkit.Study, sc *ragkit.ReaderScorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
 	B, K := o.B, o.K
 	t := &task{ReaderRetrieval: ragkit.ReaderRetrieval{JointBatch: ragkit.JointBatch{Name: "atlas", M: s.Encoder, Tok: s.Tok, Index: s.Index, Qs: qs, Next: next, Retrieve: o.Retrieve,
 		B: B, K: K, Source: "bm25+dense", BM25Depth: o.BM25Depth}}, sc: sc, objective: o.Objective}
@@ -156,14 +156,14 @@ func (t *task) Step(step int) (float64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	pairs := make([]pair, 0, t.B*t.K)
+	pairs := make([]ragkit.ScorePair, 0, t.B*t.K)
 	for b, qi := range batch {
 		q := t.Qs[qi]
 		for _, row := range cands[b] {
-			pairs = append(pairs, pair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+			pairs = append(pairs, ragkit.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 		}
 	}
-	ll, mass, err := t.sc.score(pairs)
+	ll, mass, err := t.sc.Score(pairs)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -189,13 +189,7 @@ func (t *task) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	if err := t.LetCandidates(cands); err != nil {
-		return 0, 0, err
-	}
-	if err := t.Run(); err != nil {
-		return 0, 0, err
-	}
-	return trainer.ScalarValue(t.loss), t.B, nil
+	return t.RunStep(cands, &t.GraphParams, t.loss)
 }
 
 func (t *task) Close() { t.VM.Close() }

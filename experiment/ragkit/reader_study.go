@@ -187,3 +187,16 @@ func (r *ReaderRetrieval) LetCandidates(cands [][]int) error {
 	}
 	return nil
 }
+
+// RunStep finishes a step of a reader-supervised task once its teacher is loaded: the
+// candidates of DrawK go into the graph, the machine of gp runs the forward and backward pass,
+// and it returns the loss and the batch's questions (trainer.Task.Step).
+func (r *ReaderRetrieval) RunStep(cands [][]int, gp *trainer.GraphParams, loss *gorgonia.Node) (float64, int, error) {
+	if err := r.LetCandidates(cands); err != nil {
+		return 0, 0, err
+	}
+	if err := gp.Run(); err != nil {
+		return 0, 0, err
+	}
+	return trainer.ScalarValue(loss), r.B, nil
+}

@@ -59,7 +59,11 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	scorer, err := newReplugScorer(s.Reader, s.Format, p.ScoreBatch)
+	hash, err := indexrefresh.HashParams(s.Reader.Params())
+	if err != nil {
+		return err
+	}
+	scorer, err := ragkit.NewReaderScorer(s.Reader, s.Format, p.ScoreBatch, false)
 	if err != nil {
 		return err
 	}
@@ -71,7 +75,7 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 		Retrieve: func(li *ragkit.LiveIndex) ragkit.RetrieveFunc { return li.Retrieve(p.TopK) },
 		NewTask: func(retrieve ragkit.RetrieveFunc) (ragkit.TeacherTask, error) {
 			o.Retrieve = retrieve
-			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, qs, o, func(step int) []int {
+			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, hash, qs, o, func(step int) []int {
 				return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
 			})
 		}})
@@ -101,7 +105,8 @@ type replugOptions struct {
 // the cache and counts as the uninterrupted one does.
 type replugTask struct {
 	ragkit.ReaderRetrieval
-	sc    *replugScorer
+	sc    *ragkit.ReaderScorer
+	hash  string        // indexrefresh.HashParams of the reader that sc runs
 	lm    *tensor.Dense // [B,K]
 	loss  *gorgonia.Node
 	cache map[replugKey]float64
@@ -116,11 +121,11 @@ type replugKey struct {
 	reader string // indexrefresh.HashParams of the reader
 }
 
-func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *replugScorer, qs []ragkit.Question, o replugOptions,
+func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *ragkit.ReaderScorer, hash string, qs []ragkit.Question, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
 	t := &replugTask{ReaderRetrieval: ragkit.ReaderRetrieval{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
-		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, cache: map[replugKey]float64{}}
+		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, hash: hash, cache: map[replugKey]float64{}}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	s, err := t.Logits(g, b, o.Both, o.Similarity)
@@ -146,40 +151,34 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		return 0, 0, err
 	}
 	// The reader's log-likelihoods: cached pairs, the others scored in batches.
-	var todo []replugPair
+	var todo []ragkit.ScorePair
 	var where []int
 	lm := t.lm.Data().([]float32)
 	for b, qi := range batch {
 		for k, row := range cands[b] {
-			if v, ok := t.cache[replugKey{qi, row, t.sc.hash}]; ok {
+			if v, ok := t.cache[replugKey{qi, row, t.hash}]; ok {
 				lm[b*t.K+k] = float32(v)
 				t.hits++
 				continue
 			}
 			q := t.Qs[qi]
-			todo = append(todo, replugPair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+			todo = append(todo, ragkit.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 			where = append(where, b*t.K+k)
 		}
 	}
 	if len(todo) > 0 {
-		ll, err := t.sc.score(todo)
+		ll, _, err := t.sc.Score(todo)
 		if err != nil {
 			return 0, 0, err
 		}
 		for i, v := range ll {
 			j := where[i]
 			lm[j] = float32(v)
-			t.cache[replugKey{batch[j/t.K], cands[j/t.K][j%t.K], t.sc.hash}] = v
+			t.cache[replugKey{batch[j/t.K], cands[j/t.K][j%t.K], t.hash}] = v
 		}
 		t.misses += len(todo)
 	}
-	if err := t.LetCandidates(cands); err != nil {
-		return 0, 0, err
-	}
-	if err := t.Run(); err != nil {
-		return 0, 0, err
-	}
-	return trainer.ScalarValue(t.loss), t.B, nil
+	return t.RunStep(cands, &t.GraphParams, t.loss)
 }
 
 func (t *replugTask) Close() { t.VM.Close() }
@@ -210,7 +209,7 @@ func (t *replugTask) Extra(phase string, out io.Writer) map[string]float64 {
 func (t *replugTask) Tensors(int) []checkpoints.RawTensor {
 	keys := make([]replugKey, 0, len(t.cache))
 	for k := range t.cache {
-		if k.reader == t.sc.hash {
+		if k.reader == t.hash {
 			keys = append(keys, k)
 		}
 	}
@@ -225,7 +224,7 @@ func (t *replugTask) Tensors(int) []checkpoints.RawTensor {
 	return []checkpoints.RawTensor{
 		checkpoints.I64Raw(cacheKeys, []int{len(keys), 2}, ids),
 		checkpoints.F64Raw(cacheLogLik, []int{len(keys)}, ll),
-		{Name: cacheReader, DType: checkpoints.U8, Shape: []int{len(t.sc.hash)}, Data: []byte(t.sc.hash)},
+		{Name: cacheReader, DType: checkpoints.U8, Shape: []int{len(t.hash)}, Data: []byte(t.hash)},
 	}
 }
 
@@ -263,8 +262,8 @@ func (t *replugTask) Restore(ck *checkpoints.Checkpoint) error {
 		}
 		return nil
 	}
-	if reader != t.sc.hash {
-		return fmt.Errorf("%s: the cache was scored by reader %q, this run's reader is %q", path, reader, t.sc.hash)
+	if reader != t.hash {
+		return fmt.Errorf("%s: the cache was scored by reader %q, this run's reader is %q", path, reader, t.hash)
 	}
 	if len(ids) != 2*len(ll) {
 		return fmt.Errorf("%s: %s holds %d values for %d log-likelihoods in %s, want 2 per log-likelihood", path, cacheKeys, len(ids), len(ll), cacheLogLik)
@@ -274,109 +273,9 @@ func (t *replugTask) Restore(ck *checkpoints.Checkpoint) error {
 		if q < 0 || q >= len(t.Qs) || row < 0 || row >= len(t.Index.Texts) {
 			return fmt.Errorf("%s: %s entry %d is question %d, row %d: out of range (%d questions, %d rows)", path, cacheKeys, i, q, row, len(t.Qs), len(t.Index.Texts))
 		}
-		t.cache[replugKey{q, row, t.sc.hash}] = v
+		t.cache[replugKey{q, row, t.hash}] = v
 	}
 	return nil
 }
 
 var _ ragkit.StatefulTeacherTask = (*replugTask)(nil)
-
-// replugPair is one reader input to score: the answer's tokens after "<ctx> passage </ctx>
-// prompt".
-type replugPair struct {
-	passage, prompt string
-	answer          []int
-}
-
-// replugScorer computes a frozen reader's log p(answer | passage, question), the sum of the
-// answer tokens' log-probabilities, for batches of B rows: one inference graph (no dropout,
-// no gradient) built once. hash names the reader's parameters (indexrefresh.HashParams) when
-// the scorer was made; the reader must not change while it is used.
-type replugScorer struct {
-	f    *ragkit.ReaderFormat
-	B, T int
-	in   *model.Inputs
-	tg   *model.Targets
-	logp *gorgonia.Node
-	vm   gorgonia.VM
-	hash string
-
-	ids      []int
-	mask     []float32
-	pos, tgt []int
-}
-
-// replugAnswerTokens is T, the most answer tokens (with [SEP]) a scored answer may have.
-const replugAnswerTokens = 8
-
-func newReplugScorer(r *model.Reader, f *ragkit.ReaderFormat, B int) (*replugScorer, error) {
-	hash, err := indexrefresh.HashParams(r.Params())
-	if err != nil {
-		return nil, err
-	}
-	T, L := replugAnswerTokens, f.L
-	sc := &replugScorer{f: f, B: B, T: T, hash: hash, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*T), tgt: make([]int, B*T)}
-	g := gorgonia.NewGraph()
-	b := model.NewBinder(g)
-	sc.in = model.NewInputs(g, B, L, "scorer.reader")
-	sc.tg = model.NewTargets(g, B*T, "scorer.answer")
-	if sc.logp, err = r.BuildLogProbs(b, sc.in, sc.tg, false); err != nil {
-		return nil, err
-	}
-	sc.vm = gorgonia.NewTapeMachine(g)
-	return sc, nil
-}
-
-// score returns log p(answer | passage, prompt) of every pair, in nats.
-func (sc *replugScorer) score(pairs []replugPair) ([]float64, error) {
-	out := make([]float64, len(pairs))
-	L := sc.f.L
-	for start := 0; start < len(pairs); start += sc.B {
-		end := min(start+sc.B, len(pairs))
-		clear(sc.ids)
-		clear(sc.mask)
-		for i := range sc.pos {
-			sc.pos[i], sc.tgt[i] = -1, 0
-		}
-		for r, p := range pairs[start:end] {
-			if len(p.answer) > sc.T {
-				return nil, fmt.Errorf("reader scorer: answer of %d tokens, at most %d", len(p.answer), sc.T)
-			}
-			prompt, _, err := sc.f.Prompt(p.passage, p.prompt, len(p.answer))
-			if err != nil {
-				return nil, err
-			}
-			seq := append(prompt, p.answer...)
-			copy(sc.ids[r*L:], seq)
-			for j := range seq {
-				sc.mask[r*L+j] = 1
-			}
-			for j, a := range p.answer {
-				sc.pos[r*sc.T+j] = r*L + len(prompt) - 1 + j
-				sc.tgt[r*sc.T+j] = a
-			}
-		}
-		if err := sc.in.Let(sc.ids, sc.mask, nil); err != nil {
-			return nil, err
-		}
-		if err := sc.tg.Let(sc.pos, sc.tgt); err != nil {
-			return nil, err
-		}
-		if err := sc.vm.RunAll(); err != nil {
-			return nil, err
-		}
-		lp := sc.logp.Value().Data().([]float32)
-		for r := range end - start {
-			var sum float64
-			for j := range sc.T {
-				sum += float64(lp[r*sc.T+j])
-			}
-			out[start+r] = sum
-		}
-		sc.vm.Reset()
-	}
-	return out, nil
-}
-
-// Close releases the scorer's machine.
-func (sc *replugScorer) Close() { sc.vm.Close() }
