@@ -14,6 +14,8 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
@@ -54,13 +56,13 @@ func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 }
 
 // trainAtlas trains one system "<objective>_<towers>".
-func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	a := Of(s.Rec)
 	objective, towers, _ := System(name)
 	if a.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sc, err := ragkit.NewReaderScorer(s.Reader, s.Format, a.ScoreBatch, true)
+	sc, err := ragreader.NewScorer(s.Reader, s.Format, a.ScoreBatch, true)
 	if err != nil {
 		return err
 	}
@@ -78,11 +80,11 @@ func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	}
 	return s.TrainFromReader(ctx, ragkit.ReaderTraining{Phase: phase, Steps: a.Steps, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
 		Both:     o.Both,
-		Retrieve: func(li *ragkit.LiveIndex) ragkit.RetrieveFunc { return li.RetrieveBM25(a.TopK, a.BM25Depth) },
-		NewTask: func(retrieve ragkit.RetrieveFunc) (ragkit.TeacherTask, error) {
+		Retrieve: func(li *ragkit.LiveIndex) ragjoint.RetrieveFunc { return li.RetrieveBM25(a.TopK, a.BM25Depth) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (ragkit.TeacherTask, error) {
 			o.Retrieve = retrieve
 			return newTask(s, sc, qs, o, func(step int) []int {
-				return ragkit.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
+				return ragreader.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
 			})
 		}})
 }
@@ -98,24 +100,24 @@ type taskOptions struct {
 	Similarity         losses.Similarity
 	Both               bool    // train the passage tower too (over the candidates' texts, in the graph)
 	PassageLRScale     float64 // its learning rate, times the phase's
-	Retrieve           ragkit.RetrieveFunc
+	Retrieve           ragjoint.RetrieveFunc
 }
 
 // task trains the retriever with one Atlas objective: the retrieval logits s [B,K]
-// (ragkit.ReaderRetrieval) against the teacher [B,K] computed from the frozen reader each
+// (ragjoint.ReaderRetrieval) against the teacher [B,K] computed from the frozen reader each
 // step (no cache: a resumed step scores what the uninterrupted one did).
 type task struct {
-	ragkit.ReaderRetrieval
-	sc        *ragkit.ReaderScorer
+	ragjoint.ReaderRetrieval
+	sc        *ragreader.Scorer
 	objective string
 	teacher   *tensor.Dense // [B,K]
 	loss      *gorgonia.Node
 	trainer.GraphParams
 }
 
-func newTask(s *ragkit.Study, sc *ragkit.ReaderScorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
+func newTask(s *ragkit.Study, sc *ragreader.Scorer, qs []ragjoint.Question, o taskOptions, next func(step int) []int) (*task, error) {
 	B, K := o.B, o.K
-	t := &task{ReaderRetrieval: ragkit.ReaderRetrieval{JointBatch: ragkit.JointBatch{Name: "atlas", M: s.Encoder, Tok: s.Tok, Index: s.Index, Qs: qs, Next: next, Retrieve: o.Retrieve,
+	t := &task{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "atlas", M: s.Encoder, Tok: s.Tok, Index: s.Index, Qs: qs, Next: next, Retrieve: o.Retrieve,
 		B: B, K: K, Source: "bm25+dense", BM25Depth: o.BM25Depth}}, sc: sc, objective: o.Objective}
 	spec, err := losses.Lookup(objectives[o.Objective])
 	if err != nil {
@@ -156,11 +158,11 @@ func (t *task) Step(step int) (float64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	pairs := make([]ragkit.ScorePair, 0, t.B*t.K)
+	pairs := make([]ragreader.ScorePair, 0, t.B*t.K)
 	for b, qi := range batch {
 		q := t.Qs[qi]
 		for _, row := range cands[b] {
-			pairs = append(pairs, ragkit.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
+			pairs = append(pairs, ragreader.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 		}
 	}
 	ll, mass, err := t.sc.Score(pairs)

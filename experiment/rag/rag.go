@@ -12,6 +12,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -78,7 +79,7 @@ type ragRun struct {
 	ev        *ragkit.Eval
 	all       []*model.Param // the reader's and the bi-encoder's parameters
 	bm25      *index.BM25
-	x         *ragkit.Index // the datastore index joint training starts from
+	x         *ragjoint.Index // the datastore index joint training starts from
 }
 
 // resume reads a resumed run's progress: a run whose start and its evaluation were saved
@@ -165,7 +166,7 @@ func (r *ragRun) train(ctx context.Context) error {
 // restored, evaluates the start and saves it with its evaluation.
 func (r *ragRun) index() error {
 	var err error
-	r.x, err = ragkit.NewIndex(r.Encoder, r.Tok, r.d.IDs, r.d.Texts, r.bm25, r.Loss.Cosine(), r.Loss.Temperature, r.Rec.Tokenizer.MaxLength)
+	r.x, err = ragjoint.NewIndex(r.Encoder, r.Tok, r.d.IDs, r.d.Texts, r.bm25, r.Loss.Cosine(), r.Loss.Temperature, r.Rec.Tokenizer.MaxLength)
 	if err != nil {
 		return err
 	}

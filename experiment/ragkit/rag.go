@@ -17,6 +17,8 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -43,7 +45,7 @@ type GardenRun struct {
 	experiment.Env
 	World     *garden.World
 	Tok       *tokenize.Tokenizer
-	Format    *ReaderFormat
+	Format    *ragreader.Format
 	Reader    *model.Reader
 	Encoder   *model.BiEncoder
 	RAGConfig model.RAGConfig
@@ -63,11 +65,11 @@ type GardenRun struct {
 
 // JointQuestions are the world's questions jointQ as the joint-training loops take them: the
 // retriever's query, the reader's prompt and the answer's token ids ending in [SEP].
-func JointQuestions(w *garden.World, jointQ []int, f *ReaderFormat) []Question {
-	qs := make([]Question, 0, len(jointQ))
+func JointQuestions(w *garden.World, jointQ []int, f *ragreader.Format) []ragjoint.Question {
+	qs := make([]ragjoint.Question, 0, len(jointQ))
 	for _, i := range jointQ {
 		q := &w.Questions[i]
-		qs = append(qs, Question{Query: q.Trained, Prompt: readerQuestion(q), Answer: f.answer(q.Answer)})
+		qs = append(qs, ragjoint.Question{Query: q.Trained, Prompt: ragreader.Question(q), Answer: f.Answer(q.Answer)})
 	}
 	return qs
 }
@@ -163,7 +165,7 @@ func (run *GardenRun) NewEval(d *Data) *Eval {
 
 // EvaluateStart evaluates the reader closed-book, over the gold entry, over BM25's top passage
 // and over the dense retriever's (before joint training), and both retrievers' recall.
-func (run *GardenRun) EvaluateStart(ev *Eval, x *Index) error {
+func (run *GardenRun) EvaluateStart(ev *Eval, x *ragjoint.Index) error {
 	if err := ev.addReader(run.Reader, "closed_book", make([]string, len(ev.Qs)), ev.All); err != nil {
 		return err
 	}
@@ -183,8 +185,8 @@ func (run *GardenRun) EvaluateStart(ev *Eval, x *Index) error {
 // EvaluateDense evaluates the dense retriever's recall and the reader over its top passage,
 // as "dense" and "dense_top1" (after joint training with an objective: "dense+<name>" and
 // "<name>_top1").
-func (run *GardenRun) EvaluateDense(ev *Eval, x *Index, name string) error {
-	r, top, err := ev.denseRun(x, func(texts []string) ([]float32, error) { return x.encodeQueries(run.Encoder, run.Tok, texts) })
+func (run *GardenRun) EvaluateDense(ev *Eval, x *ragjoint.Index, name string) error {
+	r, top, err := ev.denseRun(x, func(texts []string) ([]float32, error) { return x.EncodeQueries(run.Encoder, run.Tok, texts) })
 	if err != nil {
 		return err
 	}
@@ -235,7 +237,7 @@ func (run *GardenRun) tokenizer(texts []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tok.AddSpecialTokens([]string{CtxOpen, CtxClose}); err != nil {
+	if _, err := tok.AddSpecialTokens([]string{ragreader.CtxOpen, ragreader.CtxClose}); err != nil {
 		return err
 	}
 	run.TokenizerPath = filepath.Join(run.Dir, checkpoints.TokenizerFile)
@@ -246,7 +248,7 @@ func (run *GardenRun) tokenizer(texts []string) error {
 		return err
 	}
 	fmt.Fprintf(run.Opts.Out, "tokenizer: %d tokens in %.1fs\n", run.Tok.VocabSize(), time.Since(start).Seconds())
-	run.Format, err = NewReaderFormat(run.Tok, rec.Reader.MaxLength)
+	run.Format, err = ragreader.NewFormat(run.Tok, rec.Reader.MaxLength)
 	return err
 }
 
@@ -264,7 +266,7 @@ func (run *GardenRun) models() error {
 		return fmt.Errorf("reader: %w", err)
 	}
 	if rd.InitFrom != "" {
-		if err := initReader(run.Reader, run.Tok, rd.InitFrom, run.Opts.Out); err != nil {
+		if err := ragreader.InitReader(run.Reader, run.Tok, rd.InitFrom, run.Opts.Out); err != nil {
 			return err
 		}
 	}
@@ -281,7 +283,7 @@ func (run *GardenRun) Phase(ctx context.Context, task trainer.Task, name string,
 	return run.TrainPhase(ctx, experiment.Phase{Name: name, Steps: steps, Task: task, LR: lr})
 }
 
-// TrainPhase runs ph (its Name, Steps, Task, LR and, optionally, State) as every garden phase
+// TrainPhase runs ph (its Name, Steps, ragjoint.Task, LR and, optionally, State) as every garden phase
 // runs: warm-up ShortWarmup(train.warmup_steps, Steps), checkpoints of every parameter of the
 // reader and the bi-encoder under RAGConfig, at the phase's end only, or mid-phase with the
 // optimizer state under MidPhase, continuing From when it names ph. A phase of no steps does
@@ -319,10 +321,10 @@ func (run *GardenRun) PretrainReader(ctx context.Context, rows [][]int) error {
 	if steps == 0 || len(rows) == 0 {
 		return nil
 	}
-	task, err := newReaderTask(run.Reader, B, run.Format.L, run.Format.L-1, run.Seed, streamLM, func(step int) ([]LMRow, error) {
-		batch := make([]LMRow, 0, B)
-		for _, i := range Cycle(len(rows), B, step, run.Seed^streamLM) {
-			batch = append(batch, TextRow(rows[i], groupMain))
+	task, err := ragreader.NewTask(run.Reader, B, run.Format.L, run.Format.L-1, run.Seed, streamLM, func(step int) ([]ragreader.LMRow, error) {
+		batch := make([]ragreader.LMRow, 0, B)
+		for _, i := range ragreader.Cycle(len(rows), B, step, run.Seed^streamLM) {
+			batch = append(batch, ragreader.TextRow(rows[i], ragreader.GroupMain))
 		}
 		return batch, nil
 	})
@@ -347,10 +349,10 @@ func (run *GardenRun) FinetuneReader(ctx context.Context, rows [][]int, trainQ [
 	}
 	B, R := rd.FinetuneBatchSize, min(rd.Replay, len(rows))
 	qs := run.World.Questions
-	task, err := newReaderTask(run.Reader, B+R, run.Format.L, run.Format.L-1, run.Seed, streamFinetune, func(step int) ([]LMRow, error) {
+	task, err := ragreader.NewTask(run.Reader, B+R, run.Format.L, run.Format.L-1, run.Seed, streamFinetune, func(step int) ([]ragreader.LMRow, error) {
 		rng := rand.New(rand.NewPCG(run.Seed^streamFinetune, uint64(step)))
-		batch := make([]LMRow, 0, B+R)
-		for _, i := range Cycle(len(trainQ), B, step, run.Seed^streamFinetune) {
+		batch := make([]ragreader.LMRow, 0, B+R)
+		for _, i := range ragreader.Cycle(len(trainQ), B, step, run.Seed^streamFinetune) {
 			qi := trainQ[i]
 			q := &qs[qi]
 			ctxText, answer := gold[qi], q.Answer
@@ -360,16 +362,16 @@ func (run *GardenRun) FinetuneReader(ctx context.Context, rows [][]int, trainQ [
 			case ctxText != "" && u < rd.ClosedBookFraction+(1-rd.ClosedBookFraction)*rd.CounterfactualFraction:
 				ctxText, answer = Counterfactual(ctxText, answer, run.World.Values[q.Relation], rng)
 			}
-			ans := run.Format.answer(answer)
-			prompt, _, err := run.Format.Prompt(ctxText, readerQuestion(q), len(ans))
+			ans := run.Format.Answer(answer)
+			prompt, _, err := run.Format.Prompt(ctxText, ragreader.Question(q), len(ans))
 			if err != nil {
 				return nil, err
 			}
-			batch = append(batch, QARow(prompt, ans))
+			batch = append(batch, ragreader.QARow(prompt, ans))
 		}
 		if R > 0 {
-			for _, i := range Cycle(len(rows), R, step, run.Seed^StreamReplay) {
-				batch = append(batch, TextRow(rows[i], GroupReplay))
+			for _, i := range ragreader.Cycle(len(rows), R, step, run.Seed^StreamReplay) {
+				batch = append(batch, ragreader.TextRow(rows[i], ragreader.GroupReplay))
 			}
 		}
 		return batch, nil
@@ -404,15 +406,15 @@ func (run *GardenRun) WarmupRetriever(ctx context.Context, texts []string) error
 // objective on the training questions.
 //
 // from, when not nil, is the checkpoint of this phase to resume (its parameters already set).
-func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Index, qs []Question, from *checkpoints.Checkpoint) error {
+func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *ragjoint.Index, qs []ragjoint.Question, from *checkpoints.Checkpoint) error {
 	g := run.Rec.RAG
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	o := TaskOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
+	o := ragjoint.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
 		BM25Depth: g.BM25Depth, Similarity: run.Loss.Similarity, UpdateReader: g.UpdateReader}
-	task, err := NewTask(run.Encoder, run.Reader, run.Tok, run.Format, x, qs, o, func(step int) []int {
-		return Cycle(len(qs), g.BatchSize, step, run.Seed^StreamJoint)
+	task, err := ragjoint.NewTask(run.Encoder, run.Reader, run.Tok, run.Format, x, qs, o, func(step int) []int {
+		return ragreader.Cycle(len(qs), g.BatchSize, step, run.Seed^StreamJoint)
 	})
 	if err != nil {
 		return err
@@ -420,10 +422,10 @@ func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Inde
 	defer task.Close()
 	ph := experiment.Phase{Name: name, Steps: g.Steps, Task: task, LR: g.LR, Warmup: experiment.ShortWarmup(run.Rec.Train.WarmupSteps, g.Steps),
 		CheckpointEvery: run.Rec.Train.CheckpointEvery, Params: append(run.Reader.Params(), run.Encoder.Params()...), Config: run.RAGConfig,
-		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": task.cut} }}
+		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": task.Cut} }}
 	if from != nil {
 		ph.Start, ph.Optimizer, ph.SecondsBefore = from.Trainer.Step, from.Optimizer, from.Trainer.TrainSeconds
-		task.cut = from.Trainer.Counters["contexts_cut"]
+		task.Cut = from.Trainer.Counters["contexts_cut"]
 	}
 	_, sec, err := run.RunPhase(ctx, ph)
 	if err != nil {
@@ -431,8 +433,8 @@ func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Inde
 	}
 	run.TrainSec += sec
 	run.Metrics["time/"+name+"_seconds"] = sec
-	if task.cut > 0 {
-		run.Metrics[name+"/contexts_cut"] = float64(task.cut)
+	if task.Cut > 0 {
+		run.Metrics[name+"/contexts_cut"] = float64(task.Cut)
 	}
 	return nil
 }

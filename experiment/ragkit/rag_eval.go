@@ -14,13 +14,15 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 )
 
 // Eval evaluates readers and retrievers on the test gardeners' questions (trained
 // phrasing), split by the popularity bucket of the asked fact.
 type Eval struct {
 	dir      string // the run directory
-	Format   *ReaderFormat
+	Format   *ragreader.Format
 	Qs       []*garden.Question // test questions
 	Answers  [][]int            // the value's ids
 	Gold     []string           // the first datastore chunk stating the fact; "" without an entry
@@ -49,7 +51,7 @@ func (e *Eval) ReaderPrompts(ctx []string, ask []bool) ([][]int, int, error) {
 		if !ask[i] {
 			continue
 		}
-		p, c, err := e.Format.Prompt(ctx[i], readerQuestion(q), e.maxNew+1)
+		p, c, err := e.Format.Prompt(ctx[i], ragreader.Question(q), e.maxNew+1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -204,7 +206,7 @@ func (e *Eval) AddRetrieval(name string, run eval.Run) error {
 
 // denseRun ranks the test questions with the current query tower against the frozen index
 // and returns the run (depth 5) and each question's top-1 passage text.
-func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
+func (e *Eval) denseRun(x *ragjoint.Index, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
 	texts := make([]string, len(e.Qs))
 	for i, q := range e.Qs {
 		texts[i] = q.Trained
@@ -215,7 +217,7 @@ func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.R
 	}
 	run := eval.Run{}
 	top := make([]string, len(e.Qs))
-	for i, hits := range x.flat.SearchBatch(qv, 5) {
+	for i, hits := range x.Flat.SearchBatch(qv, 5) {
 		run[e.Qs[i].ID] = hits
 		if len(hits) > 0 {
 			top[i] = x.Texts[x.Row[hits[0].DocID]]
@@ -225,7 +227,7 @@ func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.R
 }
 
 // BM25Run ranks the test questions with BM25 (depth 5) and returns each one's top-1 text.
-func (e *Eval) BM25Run(x *Index) (eval.Run, []string) {
+func (e *Eval) BM25Run(x *ragjoint.Index) (eval.Run, []string) {
 	run := eval.Run{}
 	top := make([]string, len(e.Qs))
 	for i, q := range e.Qs {

@@ -12,6 +12,8 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/model"
@@ -19,8 +21,8 @@ import (
 )
 
 func TestReaderFormat(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
-	f, err := NewReaderFormat(tok, 24)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
+	f, err := ragreader.NewFormat(tok, 24)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,10 +54,10 @@ func TestReaderFormat(t *testing.T) {
 	if _, _, err := f.Prompt("", strings.Repeat("where does Ada live ? ", 6), 2); err == nil || !strings.Contains(err.Error(), "too long for reader.max_length = 24") {
 		t.Errorf("question longer than L: %v", err)
 	}
-	if a := f.answer("Kelso"); !slices.Equal(a, append(tok.Encode("kelso"), tok.SEPID())) {
+	if a := f.Answer("Kelso"); !slices.Equal(a, append(tok.Encode("kelso"), tok.SEPID())) {
 		t.Errorf("answer ids %v", a)
 	}
-	if _, err := NewReaderFormat(tokenizeWithout(t), 24); err == nil {
+	if _, err := ragreader.NewFormat(tokenizeWithout(t), 24); err == nil {
 		t.Error("a tokenizer without <ctx> accepted")
 	}
 }
@@ -69,8 +71,8 @@ func tokenizeWithout(t *testing.T) *tokenize.Tokenizer {
 }
 
 func TestPackDocuments(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
-	f, _ := NewReaderFormat(tok, 16)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
+	f, _ := ragreader.NewFormat(tok, 16)
 	docs := []string{"Ada Besa grows fig .", "Kai Ligeku lives in Larkhill .", "Ada Besa keeps dog .",
 		"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog ."}
 	rows, cut := f.PackDocuments(docs)
@@ -108,7 +110,7 @@ func TestCycle(t *testing.T) {
 	const n, B = 7, 3
 	seen := map[int]int{}
 	for step := 0; step < 7; step++ { // 21 draws = 3 epochs
-		b := Cycle(n, B, step, 5)
+		b := ragreader.Cycle(n, B, step, 5)
 		if len(b) != B {
 			t.Fatalf("step %d: %v", step, b)
 		}
@@ -121,7 +123,7 @@ func TestCycle(t *testing.T) {
 			t.Errorf("item %d drawn %d times in 3 epochs, want 3", i, seen[i])
 		}
 	}
-	if !slices.Equal(Cycle(n, B, 4, 5), Cycle(n, B, 4, 5)) || slices.Equal(Cycle(n, B, 0, 5), Cycle(n, B, 0, 6)) {
+	if !slices.Equal(ragreader.Cycle(n, B, 4, 5), ragreader.Cycle(n, B, 4, 5)) || slices.Equal(ragreader.Cycle(n, B, 0, 5), ragreader.Cycle(n, B, 0, 6)) {
 		t.Error("cycle is not a function of (step, seed)")
 	}
 }
@@ -130,8 +132,8 @@ func TestCycle(t *testing.T) {
 // target of a context position (passage, question) changes neither the loss nor a gradient;
 // changing an answer token's target changes the loss.
 func TestReaderLossMaskedToAnswer(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
-	f, _ := NewReaderFormat(tok, 24)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
+	f, _ := ragreader.NewFormat(tok, 24)
 	r, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16, Layers: 1,
 		Heads: 2, FFN: 32, MaxPosition: 24}, 3)
 	if err != nil {
@@ -141,21 +143,21 @@ func TestReaderLossMaskedToAnswer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := QARow(prompt, f.answer("Kelso"))
+	base := ragreader.QARow(prompt, f.Answer("Kelso"))
 	for i, k := range base.Keep {
 		if want := i >= len(prompt)-1 && i < len(base.IDs)-1; k != want {
 			t.Errorf("keep[%d] = %t, want %t (prompt of %d tokens)", i, k, want, len(prompt))
 		}
 	}
-	var rows []LMRow
-	task, err := newReaderTask(r, 2, f.L, f.L-1, 1, 2, func(int) ([]LMRow, error) { return rows, nil })
+	var rows []ragreader.LMRow
+	task, err := ragreader.NewTask(r, 2, f.L, f.L-1, 1, 2, func(int) ([]ragreader.LMRow, error) { return rows, nil })
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer task.Close()
-	replay := TextRow(tok.Encode("ada besa grows fig ."), GroupReplay)
-	lossOf := func(row LMRow) (float64, []float32) {
-		rows = []LMRow{row, replay}
+	replay := ragreader.TextRow(tok.Encode("ada besa grows fig ."), ragreader.GroupReplay)
+	lossOf := func(row ragreader.LMRow) (float64, []float32) {
+		rows = []ragreader.LMRow{row, replay}
 		loss, n, err := task.Step(0)
 		if err != nil {
 			t.Fatal(err)
@@ -184,7 +186,7 @@ func TestReaderLossMaskedToAnswer(t *testing.T) {
 	}
 	// Without the replay row the loss is the answer's mean negative log-likelihood alone, so
 	// it drops by the replay group's share.
-	rows = []LMRow{base}
+	rows = []ragreader.LMRow{base}
 	lAlone, _, err := task.Step(0)
 	if err != nil {
 		t.Fatal(err)
@@ -218,8 +220,8 @@ func TestCounterfactual(t *testing.T) {
 // source on untrained models: the loss is finite and positive, the query tower gets a
 // gradient, and with update_reader = false the reader's parameters are not trained.
 func TestRAGTaskVariants(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
-	f, _ := NewReaderFormat(tok, 32)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
+	f, _ := ragreader.NewFormat(tok, 32)
 	texts := []string{"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog .",
 		"Kai Ligeku lives in Larkhill . Kai Ligeku grows fig .", "Kai Ligeku walked rabbit with Ada Besa .",
 		"Ada Besa lives in Larkhill .", "Kai Ligeku grows fig . Kai Ligeku keeps dog ."}
@@ -234,12 +236,12 @@ func TestRAGTaskVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	bm25 := index.NewBM25(ids, texts, index.DefaultBM25Params())
-	x, err := NewIndex(m, tok, ids, texts, bm25, true, 0.1, 16)
+	x, err := ragjoint.NewIndex(m, tok, ids, texts, bm25, true, 0.1, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
-	qs := []Question{{Query: "where does Ada Besa live ?", Prompt: "where does Ada Besa live ? Ada Besa lives in", Answer: f.answer("Kelso")},
-		{Query: "what does Kai Ligeku grow ?", Prompt: "what does Kai Ligeku grow ? Kai Ligeku grows", Answer: f.answer("fig")}}
+	qs := []ragjoint.Question{{Query: "where does Ada Besa live ?", Prompt: "where does Ada Besa live ? Ada Besa lives in", Answer: f.Answer("Kelso")},
+		{Query: "what does Kai Ligeku grow ?", Prompt: "what does Kai Ligeku grow ? Kai Ligeku grows", Answer: f.Answer("fig")}}
 	sim := losses.Cosine
 	for _, c := range []struct {
 		objective, mass, source string
@@ -249,8 +251,8 @@ func TestRAGTaskVariants(t *testing.T) {
 		{"sequence", "full", "dense", true}, {"sequence", "renormalize", "bm25+dense", false},
 	} {
 		name := c.objective + "/" + c.mass + "/" + c.source
-		o := TaskOptions{B: 2, K: 3, Objective: c.objective, Mass: c.mass, Source: c.source, BM25Depth: 4, Similarity: sim, UpdateReader: c.update}
-		task, err := NewTask(m, r, tok, f, x, qs, o, func(int) []int { return []int{0, 1} })
+		o := ragjoint.TaskOptions{B: 2, K: 3, Objective: c.objective, Mass: c.mass, Source: c.source, BM25Depth: 4, Similarity: sim, UpdateReader: c.update}
+		task, err := ragjoint.NewTask(m, r, tok, f, x, qs, o, func(int) []int { return []int{0, 1} })
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
@@ -277,24 +279,24 @@ func TestRAGTaskVariants(t *testing.T) {
 		task.AfterUpdate()
 		task.Close()
 	}
-	if _, err := NewTask(m, r, tok, f, x, qs, TaskOptions{B: 2, K: 3, Objective: "token", Mass: "full", Source: "dense", Similarity: sim}, nil); err == nil {
+	if _, err := ragjoint.NewTask(m, r, tok, f, x, qs, ragjoint.TaskOptions{B: 2, K: 3, Objective: "token", Mass: "full", Source: "dense", Similarity: sim}, nil); err == nil {
 		t.Error("token objective with full candidate mass accepted")
 	}
 }
 
 func TestRAGCandidates(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
 	m, _ := model.NewBiEncoder(model.EncoderConfig{Encoder: model.EncoderBow, Vocab: tok.VocabSize(), Hidden: 8}, false, 1)
 	texts := []string{"Ada Besa lives in Kelso .", "Kai Ligeku grows fig .", "Ada Besa keeps dog .", "Kai Ligeku keeps dog ."}
 	ids := []string{"a", "b", "c", "d"}
-	x, err := NewIndex(m, tok, ids, texts, index.NewBM25(ids, texts, index.DefaultBM25Params()), false, 1, 16)
+	x, err := ragjoint.NewIndex(m, tok, ids, texts, index.NewBM25(ids, texts, index.DefaultBM25Params()), false, 1, 16)
 	if err != nil {
 		t.Fatal(err)
 	}
 	q := []string{"Kai Ligeku"}
-	qv, _ := x.encodeQueries(m, tok, q)
+	qv, _ := x.EncodeQueries(m, tok, q)
 	dense := x.candidates(qv, q, 2, "dense", 0)
-	want := x.flat.Search(qv, 2)
+	want := x.Flat.Search(qv, 2)
 	if len(dense[0]) != 2 || ids[dense[0][0]] != want[0].DocID || ids[dense[0][1]] != want[1].DocID {
 		t.Errorf("dense candidates %v, flat search %v", dense, want)
 	}
@@ -364,8 +366,8 @@ func TestWorldVariantsDiffer(t *testing.T) {
 // times w, so the loss is linear in w: L(3) - L(1) = 2 (L(2) - L(1)) > 0. With w = 0 it is an
 // ordinary target: the loss equals that of the row without the flag.
 func TestRelevanceLossWeight(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, CtxOpen, CtxClose)
-	f, _ := NewReaderFormat(tok, 24)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
+	f, _ := ragreader.NewFormat(tok, 24)
 	r, err := model.NewReader(model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 16, Layers: 1,
 		Heads: 2, FFN: 32, MaxPosition: 24}, 3)
 	if err != nil {
@@ -375,11 +377,11 @@ func TestRelevanceLossWeight(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := QARow(prompt, append([]int{tok.CLSID()}, f.answer("Kelso")...)) // [CLS] stands in for [Relevant]
+	row := ragreader.QARow(prompt, append([]int{tok.CLSID()}, f.Answer("Kelso")...)) // [CLS] stands in for [Relevant]
 	flagged := row
 	flagged.RelevanceFirst = true
-	lossAt := func(w float64, rw LMRow) float64 {
-		task, err := NewWeightedReaderTask(r, 1, f.L, f.L-1, 1, 2, w, func(int) ([]LMRow, error) { return []LMRow{rw}, nil })
+	lossAt := func(w float64, rw ragreader.LMRow) float64 {
+		task, err := ragreader.NewWeightedTask(r, 1, f.L, f.L-1, 1, 2, w, func(int) ([]ragreader.LMRow, error) { return []ragreader.LMRow{rw}, nil })
 		if err != nil {
 			t.Fatal(err)
 		}

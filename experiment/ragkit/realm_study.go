@@ -22,6 +22,8 @@ import (
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -58,7 +60,7 @@ type Study struct {
 	*GardenRun
 	d      *Data
 	ev     *Eval
-	Index  *Index // the starting index (passage tower after warm-up)
+	Index  *ragjoint.Index // the starting index (passage tower after warm-up)
 	bm25   *index.BM25
 	start  SavedParams
 	t0     time.Time
@@ -110,7 +112,7 @@ func SystemPhase(name string) string {
 // questions (DevQuestions), printed as its own table and written as "dev/<system>/Recall@k":
 // the numbers to choose settings by, never the test questions'.
 func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, systems []string, dev bool,
-	train func(s *Study, ctx context.Context, name, phase string, qs []Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
+	train func(s *Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
 	note func(s *Study)) (string, error) {
 	if dir, ok := finishedStudy(o); ok {
 		return dir, nil
@@ -314,14 +316,14 @@ func (s *GardenRun) restoreTokenizer(file string) error {
 	if s.Tok, err = tokenize.Load(file); err != nil {
 		return err
 	}
-	s.Format, err = NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
+	s.Format, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
 	return err
 }
 
 // freshIndex encodes the datastore with the current passage tower.
-func (s *Study) freshIndex() (*Index, error) {
+func (s *Study) freshIndex() (*ragjoint.Index, error) {
 	rec := s.Rec
-	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := ragjoint.NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err == nil {
 		tokenize.ReportTruncation(s.Opts.Out, "datastore index", x.L, tokenize.TruncPart{Name: "passages", Count: &x.PassageCut})
 	}
@@ -412,7 +414,7 @@ func (s *Study) SystemPhase(ctx context.Context, task trainer.Task, phase string
 		Start: startStep, Optimizer: opt, SecondsBefore: before})
 }
 
-// RunSystemPhase is SystemPhase of ph (its Name, Steps, Task, LR, resume point and, optionally,
+// RunSystemPhase is SystemPhase of ph (its Name, Steps, ragjoint.Task, LR, resume point and, optionally,
 // State and Tensors): warm-up ShortWarmup(train.warmup_steps, Steps), every parameter
 // checkpointed under RAGConfig every realm.checkpoint_every steps.
 func (s *Study) RunSystemPhase(ctx context.Context, ph experiment.Phase) (float64, error) {
@@ -452,7 +454,7 @@ func (s *Study) supervised(ctx context.Context, name, phase string, startStep in
 	}
 	task, err := biencoder.NewBiTask(s.Encoder, s.Tok, biencoder.TaskOptions{B: B, N: B, Lengths: biencoder.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, Loss: s.Loss, Masked: true, Seed: s.Seed, Stream: biencoder.StreamTrain, Next: func(step int) (biencoder.PairBatch, error) {
 		pb := biencoder.PairBatch{Mask: make([]float32, B*B)}
-		for _, j := range Cycle(len(qs), B, step, s.Seed^biencoder.StreamTrain) {
+		for _, j := range ragreader.Cycle(len(qs), B, step, s.Seed^biencoder.StreamTrain) {
 			q := &s.World.Questions[qs[j]]
 			pb.Queries = append(pb.Queries, q.Trained)
 			pb.Passages = append(pb.Passages, s.d.Gold[qs[j]])
@@ -521,13 +523,13 @@ func newDevEval(w *garden.World, d *Data) *devEval {
 }
 
 // devRecall scores the current query tower against x on the dev questions.
-func (s *Study) devRecall(x *Index, name string) error {
-	qv, err := x.encodeQueries(s.Encoder, s.Tok, s.dev.texts)
+func (s *Study) devRecall(x *ragjoint.Index, name string) error {
+	qv, err := x.EncodeQueries(s.Encoder, s.Tok, s.dev.texts)
 	if err != nil {
 		return err
 	}
 	run := eval.Run{}
-	for i, hits := range x.flat.SearchBatch(qv, 5) {
+	for i, hits := range x.Flat.SearchBatch(qv, 5) {
 		run[s.dev.ids[i]] = hits
 	}
 	scores, err := eval.Evaluate(run, s.dev.qrels, []string{"Recall@1", "Recall@5"})

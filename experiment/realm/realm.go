@@ -9,6 +9,8 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 )
 
 // kind = "realm": REALM-style joint training (Guu et al. 2020) on the garden world. After the
@@ -51,7 +53,7 @@ func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 
 // trainRealm trains one REALM system (name "async", "sync", "off" or "frozen", or one seed's
 // run of it, "async_seed7": the seed replaces the top-level seed while it trains).
-func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	g := s.Rec.Realm
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
@@ -69,7 +71,7 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	}
 	frozen := name == "frozen"
 	src := s.Rec.RAG.CandidateSource
-	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
+	o := ragjoint.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
 		Similarity: s.Loss.Similarity, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
 		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
 		PassageClipGroup: g.ClipPerTower}
@@ -84,8 +86,8 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 			o.Retrieve = li.RetrieveBM25(g.TopK, s.Rec.RAG.BM25Depth)
 		}
 	}
-	task, err := ragkit.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
-		return ragkit.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)
+	task, err := ragjoint.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
+		return ragreader.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)
 	})
 	if err != nil {
 		return err

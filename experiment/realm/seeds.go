@@ -16,7 +16,7 @@ import (
 //
 // One seed's run of system "async" is the system "async_seed<S>" (phase "realm_async_seed<S>"):
 // it trains like "async" with S in place of the top-level seed, which in a REALM phase draws
-// the question order (ragkit.Cycle of StreamJoint; joint training builds its graphs without
+// the question order (ragreader.Cycle of StreamJoint; joint training builds its graphs without
 // dropout, and the refresh steps are fixed by [index_refresh]). That is what editing the
 // top-level seed and resuming from the saved start did, so the first seed, which is the
 // top-level seed, gives the numbers of a run without realm.seeds.

@@ -18,6 +18,8 @@ import (
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -42,7 +44,7 @@ func init() {
 }
 
 func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
 	}
 	p := Of(rec)
@@ -54,7 +56,7 @@ func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 }
 
 // trainReplug trains the retriever by RePlug from the frozen reader.
-func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	p := Of(s.Rec)
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
@@ -63,7 +65,7 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 	if err != nil {
 		return err
 	}
-	scorer, err := ragkit.NewReaderScorer(s.Reader, s.Format, p.ScoreBatch, false)
+	scorer, err := ragreader.NewScorer(s.Reader, s.Format, p.ScoreBatch, false)
 	if err != nil {
 		return err
 	}
@@ -72,11 +74,11 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit
 		TauLM: p.TauLM, Similarity: s.Loss.Similarity, Both: p.Towers == "both"}
 	return s.TrainFromReader(ctx, ragkit.ReaderTraining{Phase: phase, Steps: p.Steps, LR: p.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
 		Both:     o.Both,
-		Retrieve: func(li *ragkit.LiveIndex) ragkit.RetrieveFunc { return li.Retrieve(p.TopK) },
-		NewTask: func(retrieve ragkit.RetrieveFunc) (ragkit.TeacherTask, error) {
+		Retrieve: func(li *ragkit.LiveIndex) ragjoint.RetrieveFunc { return li.Retrieve(p.TopK) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (ragkit.TeacherTask, error) {
 			o.Retrieve = retrieve
 			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, hash, qs, o, func(step int) []int {
-				return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
+				return ragreader.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
 			})
 		}})
 }
@@ -94,18 +96,18 @@ type replugOptions struct {
 	Both       bool // train the passage tower too (over the candidates' texts, in the graph)
 	// Retrieve, if set, returns the candidates at step (the refresher's index); nil: x's
 	// dense top K.
-	Retrieve ragkit.RetrieveFunc
+	Retrieve ragjoint.RetrieveFunc
 }
 
 // replugTask trains the retriever with losses.RePlugKL: per step, B questions, each with its K
 // candidates retrieved with the current query tower; the retrieval logits s [B,K]
-// (ragkit.ReaderRetrieval) against the frozen reader's log-likelihoods of the answer given
+// (ragjoint.ReaderRetrieval) against the frozen reader's log-likelihoods of the answer given
 // each candidate, lm [B,K] (a constant). It is a ragkit.StatefulTeacherTask: the cache of the
 // reader's scores and its counters are checkpointed with the steps, so a resumed phase hits
 // the cache and counts as the uninterrupted one does.
 type replugTask struct {
-	ragkit.ReaderRetrieval
-	sc    *ragkit.ReaderScorer
+	ragjoint.ReaderRetrieval
+	sc    *ragreader.Scorer
 	hash  string        // indexrefresh.HashParams of the reader that sc runs
 	lm    *tensor.Dense // [B,K]
 	loss  *gorgonia.Node
@@ -121,10 +123,10 @@ type replugKey struct {
 	reader string // indexrefresh.HashParams of the reader
 }
 
-func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *ragkit.ReaderScorer, hash string, qs []ragkit.Question, o replugOptions,
+func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragjoint.Index, sc *ragreader.Scorer, hash string, qs []ragjoint.Question, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
-	t := &replugTask{ReaderRetrieval: ragkit.ReaderRetrieval{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
+	t := &replugTask{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
 		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, hash: hash, cache: map[replugKey]float64{}}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -151,7 +153,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		return 0, 0, err
 	}
 	// The reader's log-likelihoods: cached pairs, the others scored in batches.
-	var todo []ragkit.ScorePair
+	var todo []ragreader.ScorePair
 	var where []int
 	lm := t.lm.Data().([]float32)
 	for b, qi := range batch {
@@ -162,7 +164,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 				continue
 			}
 			q := t.Qs[qi]
-			todo = append(todo, ragkit.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
+			todo = append(todo, ragreader.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 			where = append(where, b*t.K+k)
 		}
 	}

@@ -21,6 +21,8 @@ import (
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -344,8 +346,8 @@ type selfragRun struct {
 	retrieve      map[int]bool // per training question, its Retrieve label
 	replay        [][]int      // packed rows of selfrag.row_length replayed in fine-tuning
 	plain, refl   *model.Reader
-	plainRestored bool                 // the plain reader came from plain/
-	fRow, fLong   *ragkit.ReaderFormat // selfrag.row_length (one passage), reader.max_length (K passages)
+	plainRestored bool              // the plain reader came from plain/
+	fRow, fLong   *ragreader.Format // selfrag.row_length (one passage), reader.max_length (K passages)
 	bm25          *index.BM25
 	row           map[string]int // chunk id -> index in d.ids
 	topK          [][]string     // per test question, BM25's top K passages
@@ -356,10 +358,10 @@ type selfragRun struct {
 // formats makes the two reader formats from the run's current tokenizer.
 func (s *selfragRun) formats() error {
 	var err error
-	if s.fRow, err = ragkit.NewReaderFormat(s.Tok, s.sr.RowLength); err != nil {
+	if s.fRow, err = ragreader.NewFormat(s.Tok, s.sr.RowLength); err != nil {
 		return err
 	}
-	s.fLong, err = ragkit.NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
+	s.fLong, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
 	return err
 }
 
@@ -547,9 +549,9 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 	}
 	B, R := sr.BatchSize, min(rd.Replay, len(replay))
 	cut := 0
-	task, err := ragkit.NewWeightedReaderTask(s.Reader, B+R, s.fRow.L, s.fRow.L-1, s.Seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]ragkit.LMRow, error) {
+	task, err := ragreader.NewWeightedTask(s.Reader, B+R, s.fRow.L, s.fRow.L-1, s.Seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]ragreader.LMRow, error) {
 		rng := rand.New(rand.NewPCG(s.Seed^streamSelfRAG, uint64(step)))
-		batch := make([]ragkit.LMRow, 0, B+R)
+		batch := make([]ragreader.LMRow, 0, B+R)
 		add := func(ex reflectExample) error {
 			row, c, err := reflectRow(s.fRow, ex)
 			if err != nil {
@@ -561,7 +563,7 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 			batch = append(batch, row)
 			return nil
 		}
-		for _, j := range ragkit.Cycle(len(sources), B, step, s.Seed^streamSelfRAG) {
+		for _, j := range ragreader.Cycle(len(sources), B, step, s.Seed^streamSelfRAG) {
 			if len(batch) == B {
 				break
 			}
@@ -579,8 +581,8 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 			}
 		}
 		if R > 0 {
-			for _, i := range ragkit.Cycle(len(replay), R, step, s.Seed^ragkit.StreamReplay) {
-				batch = append(batch, ragkit.TextRow(replay[i], ragkit.GroupReplay))
+			for _, i := range ragreader.Cycle(len(replay), R, step, s.Seed^ragkit.StreamReplay) {
+				batch = append(batch, ragreader.TextRow(replay[i], ragreader.GroupReplay))
 			}
 		}
 		return batch, nil
@@ -604,7 +606,7 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 
 // plainSystem decodes the plain reader over ctx (one context per test question, "" closed-book)
 // in format f and returns per question whether it is right, and its confidence.
-func (s *selfragRun) plainSystem(ev *ragkit.Eval, r *model.Reader, f *ragkit.ReaderFormat, name string, ctx []string, ask []bool) ([]bool, []float64, error) {
+func (s *selfragRun) plainSystem(ev *ragkit.Eval, r *model.Reader, f *ragreader.Format, name string, ctx []string, ask []bool) ([]bool, []float64, error) {
 	e := *ev
 	e.Format = f
 	prompts, cut, err := e.ReaderPrompts(ctx, ask)
@@ -637,7 +639,7 @@ func (s *selfragRun) evaluatePlain(ev *ragkit.Eval, plain *model.Reader) error {
 			top1[i] = s.topK[i][0]
 		}
 	}
-	bm25Run, _ := ev.BM25Run(&ragkit.Index{BM25: s.bm25, Texts: s.d.Texts, Row: s.row})
+	bm25Run, _ := ev.BM25Run(&ragjoint.Index{BM25: s.bm25, Texts: s.d.Texts, Row: s.row})
 	if err := ev.AddRetrieval("bm25", bm25Run); err != nil {
 		return err
 	}

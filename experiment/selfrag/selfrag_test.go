@@ -17,6 +17,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -337,7 +338,7 @@ func TestReflectivePolicy(t *testing.T) {
 // [SEP]" with the loss on the target tokens and [SEP] only; a tokenizer without the reflection
 // tokens is refused by the reflective decoder, naming the missing token.
 func TestReflectRow(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, ragkit.CtxOpen, ragkit.CtxClose)
+	tok := testkit.GardenTokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
 	if _, err := reflectionIDs(tok, tok.VocabSize()); err == nil || !strings.Contains(err.Error(), "no reflection token [Retrieve]") {
 		t.Errorf("tokenizer without reflection tokens: error %v", err)
 	}
@@ -352,7 +353,7 @@ func TestReflectRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ragkit.NewReaderFormat(tok, 40)
+	f, err := ragreader.NewFormat(tok, 40)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package ragkit
+package ragreader
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 )
 
 // ScorePair is one reader row to score: the answer's tokens (with [SEP]) after
-// "<ctx> passage </ctx> prompt" (ReaderFormat.Prompt).
+// "<ctx> passage </ctx> prompt" (Format.Prompt).
 type ScorePair struct {
 	Passage, Prompt string
 	Answer          []int
@@ -20,14 +20,14 @@ type ScorePair struct {
 // ScoreAnswerTokens is T, the most answer tokens (with [SEP]) a scored answer may have.
 const ScoreAnswerTokens = 8
 
-// ReaderScorer runs a frozen reader over batches of B rows (one inference graph, no dropout,
+// Scorer runs a frozen reader over batches of B rows (one inference graph, no dropout,
 // no gradient, built once) and returns, per row, the answer's log-likelihood
 // log p(y | passage, x) in nats, the sum of its tokens' log-probabilities, and, when built
 // with attention, the attention mass on the passage's tokens (losses.AttentionMass: from the
 // positions that predict the answer, averaged over heads and layers). The reader must not
 // change while the scorer is used.
-type ReaderScorer struct {
-	f     *ReaderFormat
+type Scorer struct {
+	f     *Format
 	B, T  int
 	heads int
 	in    *model.Inputs
@@ -42,12 +42,12 @@ type ReaderScorer struct {
 	layer [][]float64 // one row's attention, per layer
 }
 
-// NewReaderScorer builds the scorer of r for rows in the format f, B rows per pass;
+// NewScorer builds the scorer of r for rows in the format f, B rows per pass;
 // attention adds the attention mass (model.Reader.BuildLogProbsAttention, whose
 // log-probabilities are the same bits as BuildLogProbs').
-func NewReaderScorer(r *model.Reader, f *ReaderFormat, B int, attention bool) (*ReaderScorer, error) {
+func NewScorer(r *model.Reader, f *Format, B int, attention bool) (*Scorer, error) {
 	T, L := ScoreAnswerTokens, f.L
-	sc := &ReaderScorer{f: f, B: B, T: T, heads: r.Cfg.Heads, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*T), tgt: make([]int, B*T)}
+	sc := &Scorer{f: f, B: B, T: T, heads: r.Cfg.Heads, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*T), tgt: make([]int, B*T)}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	sc.in = model.NewInputs(g, B, L, "scorer.reader")
@@ -71,7 +71,7 @@ func NewReaderScorer(r *model.Reader, f *ReaderFormat, B int, attention bool) (*
 
 // Score returns the log-likelihood (nats) of every pair and, with attention, its attention
 // mass (nil without).
-func (sc *ReaderScorer) Score(pairs []ScorePair) (loglik, mass []float64, err error) {
+func (sc *Scorer) Score(pairs []ScorePair) (loglik, mass []float64, err error) {
 	loglik = make([]float64, len(pairs))
 	if sc.attn != nil {
 		mass = make([]float64, len(pairs))
@@ -148,4 +148,4 @@ func (sc *ReaderScorer) Score(pairs []ScorePair) (loglik, mass []float64, err er
 }
 
 // Close releases the scorer's machine.
-func (sc *ReaderScorer) Close() { sc.vm.Close() }
+func (sc *Scorer) Close() { sc.vm.Close() }

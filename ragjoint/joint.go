@@ -1,4 +1,4 @@
-package ragkit
+package ragjoint
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -21,13 +22,13 @@ import (
 // passage tower at the start (frozen: the index-refresh issue lifts that), an exact
 // inner-product index over them, and BM25.
 type Index struct {
-	ids, Texts  []string
+	IDs, Texts  []string
 	Vecs        []float32 // N x dim, normalised when cosine
 	Dim         int
-	flat        *index.Flat
+	Flat        *index.Flat
 	BM25        *index.BM25
 	Row         map[string]int
-	cosine      bool
+	Cosine      bool
 	Temperature float64
 	L           int                 // tokens per query
 	PassageCut  tokenize.TruncCount // what truncation to L cut of the passages encoded
@@ -48,21 +49,21 @@ func NewIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, 
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{ids: ids, Texts: texts, Vecs: vecs, Dim: dim, flat: flat, BM25: bm25, Row: map[string]int{}, cosine: cosine, Temperature: tau, L: L, PassageCut: pCut}
+	x := &Index{IDs: ids, Texts: texts, Vecs: vecs, Dim: dim, Flat: flat, BM25: bm25, Row: map[string]int{}, Cosine: cosine, Temperature: tau, L: L, PassageCut: pCut}
 	for i, id := range ids {
 		x.Row[id] = i
 	}
 	return x, nil
 }
 
-// encodeQueries encodes questions with the current query tower (no dropout), normalised when
+// EncodeQueries encodes questions with the current query tower (no dropout), normalised when
 // cosine.
-func (x *Index) encodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
+func (x *Index) EncodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
 	qv, err := biencoder.EncodeTexts(m.Query, tok, texts, x.L, nil)
 	if err != nil {
 		return nil, err
 	}
-	if x.cosine {
+	if x.Cosine {
 		biencoder.NormalizeRows(qv, x.Dim)
 	}
 	return qv, nil
@@ -95,7 +96,7 @@ func (x *Index) candidates(qv []float32, texts []string, k int, source string, d
 		}
 		return out
 	}
-	for i, hits := range x.flat.SearchBatch(qv, k) {
+	for i, hits := range x.Flat.SearchBatch(qv, k) {
 		for _, h := range hits {
 			out[i] = append(out[i], x.Row[h.DocID])
 		}
@@ -105,7 +106,7 @@ func (x *Index) candidates(qv []float32, texts []string, k int, source string, d
 
 // logZ returns log sum over every passage of exp(score / tau) for one query vector.
 func (x *Index) logZ(q []float32) float64 {
-	n := len(x.ids)
+	n := len(x.IDs)
 	s := make([]float64, n)
 	mx := math.Inf(-1)
 	for i := range n {
@@ -122,7 +123,7 @@ func (x *Index) logZ(q []float32) float64 {
 // Question is one training question of joint training.
 type Question struct {
 	Query  string // what the retriever reads (the trained phrasing)
-	Prompt string // what the reader reads after the passage (readerQuestion)
+	Prompt string // what the reader reads after the passage (ragreader.Question)
 	Answer []int  // answer tokens and [SEP]
 }
 
@@ -172,7 +173,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 	for i, qi := range batch {
 		texts[i] = t.Qs[qi].Query
 	}
-	qv, err := t.Index.encodeQueries(t.M, t.Tok, texts)
+	qv, err := t.Index.EncodeQueries(t.M, t.Tok, texts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -195,7 +196,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 type Task struct {
 	JointBatch
 	r *model.Reader
-	f *ReaderFormat
+	f *ragreader.Format
 
 	T     int
 	dvec  *tensor.Dense // [B*K,H] candidate vectors from the index (nil with TrainPassages)
@@ -212,7 +213,7 @@ type Task struct {
 	ids      []int
 	mask     []float32
 	pos, tgt []int
-	cut      int // passages cut to fit reader.max_length
+	Cut      int // passages cut to fit reader.max_length
 
 	passage     []int // indices into trainable of the passage tower's parameters
 	frozenSteps int   // steps during which the passage tower does not train
@@ -249,7 +250,7 @@ type TaskOptions struct {
 
 // NewTask builds the joint training graph for batches of o.B of the questions qs, next(step)
 // naming the batch (indices into qs).
-func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ReaderFormat, x *Index, qs []Question,
+func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ragreader.Format, x *Index, qs []Question,
 	o TaskOptions, next func(step int) []int) (*Task, error) {
 	T := 1
 	for _, q := range qs {
@@ -403,7 +404,7 @@ func (t *Task) Step(step int) (float64, int, error) {
 				return 0, 0, err
 			}
 			if cut {
-				t.cut++
+				t.Cut++
 			}
 			r := b*t.K + k
 			seq := append(prompt, q.Answer...)
