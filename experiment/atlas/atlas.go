@@ -11,6 +11,7 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
@@ -48,7 +49,7 @@ var objectives = map[string]string{
 
 func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	a := Of(rec)
-	return ragkit.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *ragkit.Study) {
+	return study.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *study.Study) {
 		s.RetrievalNote = fmt.Sprintf("Atlas objectives: BM25 top %d rescored to K = %d, frozen reader as teacher; tau attention %g, lm %g, loo %g",
 			a.BM25Depth, a.TopK, a.TauAttention, a.TauLM, a.TauLOO)
 		s.Summary = true
@@ -56,7 +57,7 @@ func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 }
 
 // trainAtlas trains one system "<objective>_<towers>".
-func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainAtlas(s *study.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	a := Of(s.Rec)
 	objective, towers, _ := System(name)
 	if a.Steps == 0 || len(qs) == 0 {
@@ -78,10 +79,10 @@ func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	default:
 		o.TeacherTemperature = 1
 	}
-	return s.TrainFromReader(ctx, ragkit.ReaderTraining{Phase: phase, Steps: a.Steps, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
+	return s.TrainFromReader(ctx, study.ReaderTraining{Phase: phase, Steps: a.Steps, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
 		Both:     o.Both,
-		Retrieve: func(li *ragkit.LiveIndex) ragjoint.RetrieveFunc { return li.RetrieveBM25(a.TopK, a.BM25Depth) },
-		NewTask: func(retrieve ragjoint.RetrieveFunc) (ragkit.TeacherTask, error) {
+		Retrieve: func(li *study.LiveIndex) ragjoint.RetrieveFunc { return li.RetrieveBM25(a.TopK, a.BM25Depth) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (study.TeacherTask, error) {
 			o.Retrieve = retrieve
 			return newTask(s, sc, qs, o, func(step int) []int {
 				return ragreader.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
@@ -115,7 +116,7 @@ type task struct {
 	trainer.GraphParams
 }
 
-func newTask(s *ragkit.Study, sc *ragreader.Scorer, qs []ragjoint.Question, o taskOptions, next func(step int) []int) (*task, error) {
+func newTask(s *study.Study, sc *ragreader.Scorer, qs []ragjoint.Question, o taskOptions, next func(step int) []int) (*task, error) {
 	B, K := o.B, o.K
 	t := &task{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "atlas", M: s.Encoder, Tok: s.Tok, Index: s.Index, Qs: qs, Next: next, Retrieve: o.Retrieve,
 		B: B, K: K, Source: "bm25+dense", BM25Depth: o.BM25Depth}}, sc: sc, objective: o.Objective}

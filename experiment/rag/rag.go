@@ -9,6 +9,7 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
@@ -72,9 +73,9 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 type ragRun struct {
 	*ragkit.GardenRun
 	start     time.Time
-	dir       string           // the run directory once made (the resumed one before)
-	prog      *ragkit.Progress // the finished stages
-	fromStart bool             // a resumed run continuing from its saved start
+	dir       string              // the run directory once made (the resumed one before)
+	prog      *ragresume.Progress // the finished stages
+	fromStart bool                // a resumed run continuing from its saved start
 	d         *ragkit.Data
 	ev        *ragkit.Eval
 	all       []*model.Param // the reader's and the bi-encoder's parameters
@@ -89,13 +90,13 @@ func (r *ragRun) resume(o experiment.Options) error {
 		return nil
 	}
 	var err error
-	if r.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+	if r.prog, err = ragresume.ReadProgress(o.ResumeDir); err != nil {
 		return err
 	}
 	_, saved := r.prog.Done(ragkit.StudyStartDir)
 	r.fromStart = saved && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
 	if !r.fromStart {
-		r.prog = &ragkit.Progress{Dir: o.ResumeDir}
+		r.prog = &ragresume.Progress{Dir: o.ResumeDir}
 	}
 	return nil
 }
@@ -109,7 +110,7 @@ func (r *ragRun) open(rec *configs.Recipe, o experiment.Options) error {
 		return err
 	}
 	if r.prog == nil {
-		r.prog = &ragkit.Progress{Dir: dir}
+		r.prog = &ragresume.Progress{Dir: dir}
 	}
 	r.ev = run.NewEval(d)
 	r.all = append(run.Reader.Params(), run.Encoder.Params()...)

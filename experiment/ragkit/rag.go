@@ -32,6 +32,10 @@ func Sections(extra ...string) []string {
 	return append([]string{"world", "tokenizer", "reader", "model", "loss", "pretrain", "train", "index", "rag"}, extra...)
 }
 
+// StudyStartDir is the checkpoint, in the run directory, of the start every system of a
+// retriever study trains from (and of a rag run's prepared start).
+const StudyStartDir = "start"
+
 // Dropout and sampling streams of the rag phases (XORed into the seed).
 const (
 	streamLM       = 0x6c6d7072 // "lmpr"
@@ -79,7 +83,7 @@ func JointQuestions(w *garden.World, jointQ []int, f *ragreader.Format) []ragjoi
 type Data struct {
 	IDs, Texts []string   // datastore chunks
 	Docs       []string   // pretraining corpus
-	rel        [][]string // per question, the chunks stating its fact
+	Rel        [][]string // per question, the chunks stating its fact
 	Gold       []string   // per question, the first of them ("" without an entry)
 	// Training gardeners' questions: reader fine-tuning reads finetuneQ, joint training
 	// jointQ. With rag.held_out_questions the two are the training gardeners split in halves
@@ -89,7 +93,9 @@ type Data struct {
 	FinetuneQ, JointQ, TestQ []int
 }
 
-func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
+// NewData splits the world w into the datastore (chunked as rag.chunking says), the
+// pretraining documents and the questions by role; heldOut is rag.held_out_questions.
+func NewData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	chunks, err := w.Chunks(chunking)
 	if err != nil {
 		return nil, err
@@ -103,9 +109,9 @@ func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	for i, doc := range w.Pretrain {
 		d.Docs[i] = doc.Text
 	}
-	d.rel = w.Relevant(chunks)
+	d.Rel = w.Relevant(chunks)
 	d.Gold = make([]string, len(w.Questions))
-	for i, r := range d.rel {
+	for i, r := range d.Rel {
 		if len(r) > 0 {
 			d.Gold[i] = textOf[r[0]]
 		}
@@ -126,10 +132,10 @@ func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	return d, nil
 }
 
-// vocabTexts are the texts the tokenizer is trained on: the corpus, the datastore and the
+// VocabTexts are the texts the tokenizer is trained on: the corpus, the datastore and the
 // training gardeners' questions in their three phrasings ("?" and the question words appear
 // nowhere else).
-func (d *Data) vocabTexts(w *garden.World) []string {
+func (d *Data) VocabTexts(w *garden.World) []string {
 	texts := append(append([]string(nil), d.Docs...), d.Texts...)
 	for _, q := range w.Questions {
 		if q.Split == "train" {
@@ -148,7 +154,7 @@ func (run *GardenRun) NewEval(d *Data) *Eval {
 		ev.Qs = append(ev.Qs, q)
 		ev.Answers = append(ev.Answers, run.Tok.Encode(q.Answer))
 		ev.Gold = append(ev.Gold, d.Gold[i])
-		for _, id := range d.rel[i] {
+		for _, id := range d.Rel[i] {
 			if ev.qrels[q.ID] == nil {
 				ev.qrels[q.ID] = map[string]int{}
 			}
@@ -218,12 +224,12 @@ func (run *GardenRun) Report(ev *Eval) {
 		note = run.RetrievalNote
 	}
 	fmt.Fprintf(run.Opts.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; %s):\n%s",
-		len(ev.qrels), note, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
+		len(ev.qrels), note, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.RetrRows))
 }
 
-// tokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
+// TrainTokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
 // special tokens, saves it into the run directory and reloads it from there.
-func (run *GardenRun) tokenizer(texts []string) error {
+func (run *GardenRun) TrainTokenizer(texts []string) error {
 	rec := run.Rec
 	start := time.Now()
 	var tok *tokenize.Tokenizer
@@ -252,8 +258,8 @@ func (run *GardenRun) tokenizer(texts []string) error {
 	return err
 }
 
-// models creates the reader and the bi-encoder.
-func (run *GardenRun) models() error {
+// BuildModels creates the reader and the bi-encoder.
+func (run *GardenRun) BuildModels() error {
 	rec, rd := run.Rec, run.Rec.Reader
 	v := run.Tok.VocabSize()
 	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
@@ -505,7 +511,7 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 			return nil, nil, dir, err
 		}
 	}
-	d, err := newRAGData(world, chunking, heldOut)
+	d, err := NewData(world, chunking, heldOut)
 	if err != nil {
 		return nil, nil, dir, err
 	}
@@ -524,14 +530,14 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 		return nil, d, dir, err
 	}
 	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && serr == nil {
-		err = run.restoreTokenizer(tokenizerFile)
+		err = run.RestoreTokenizer(tokenizerFile)
 	} else {
-		err = run.tokenizer(d.vocabTexts(world))
+		err = run.TrainTokenizer(d.VocabTexts(world))
 	}
 	if err != nil {
 		return run, d, dir, err
 	}
-	return run, d, dir, run.models()
+	return run, d, dir, run.BuildModels()
 }
 
 // CheckMemory is experiment.CheckMemory of a garden recipe's reader and bi-encoder
@@ -585,4 +591,19 @@ func writeWorldVariants(world *garden.World, dir string, seed uint64) error {
 		}
 	}
 	return nil
+}
+
+// RestoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
+// or the one of file when set; the run directory's stays the run's TokenizerPath.
+func (s *GardenRun) RestoreTokenizer(file string) error {
+	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
+	if file == "" {
+		file = s.TokenizerPath
+	}
+	var err error
+	if s.Tok, err = tokenize.Load(file); err != nil {
+		return err
+	}
+	s.Format, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
+	return err
 }

@@ -33,7 +33,7 @@ type Eval struct {
 	All      []bool            // every test question
 	HasEntry []bool            // the test questions whose gardener has an entry
 	Rows     []eval.Row        // reader table rows
-	retrRows []eval.Row        // retrieval table rows
+	RetrRows []eval.Row        // retrieval table rows
 	alsoTREC map[string]string // retrieval system -> a second name its TREC run is written under
 }
 
@@ -200,7 +200,7 @@ func (e *Eval) AddRetrieval(name string, run eval.Run) error {
 	for m, v := range scores {
 		e.metrics[name+"/"+m] = v
 	}
-	e.retrRows = append(e.retrRows, eval.Row{System: name, Scores: scores})
+	e.RetrRows = append(e.RetrRows, eval.Row{System: name, Scores: scores})
 	return nil
 }
 
@@ -241,4 +241,13 @@ func (e *Eval) BM25Run(x *ragjoint.Index) (eval.Run, []string) {
 		}
 	}
 	return run, top
+}
+
+// AlsoTREC makes the test ranking of retrieval system name be written a second time, to
+// runs/test.<alias>.trec under the run tag alias, when it is evaluated.
+func (e *Eval) AlsoTREC(name, alias string) {
+	if e.alsoTREC == nil {
+		e.alsoTREC = map[string]string{}
+	}
+	e.alsoTREC[name] = alias
 }

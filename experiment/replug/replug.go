@@ -14,6 +14,7 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/losses"
@@ -44,11 +45,11 @@ func init() {
 }
 
 func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	train := func(s *study.Study, ctx context.Context, _, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
 	}
 	p := Of(rec)
-	return ragkit.RunStudy(ctx, rec, o, p.Systems, false, train, func(s *ragkit.Study) {
+	return study.RunStudy(ctx, rec, o, p.Systems, false, train, func(s *study.Study) {
 		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, p.TopK, p.TauLM, p.Towers)
 		s.Metrics["replug/top_k"] = float64(p.TopK)
 		s.Metrics["replug/tau_lm"] = p.TauLM
@@ -56,7 +57,7 @@ func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 }
 
 // trainReplug trains the retriever by RePlug from the frozen reader.
-func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainReplug(s *study.Study, ctx context.Context, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	p := Of(s.Rec)
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
@@ -72,10 +73,10 @@ func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragjoi
 	defer scorer.Close()
 	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.Rec.RAG.CandidateSource, BM25Depth: s.Rec.RAG.BM25Depth,
 		TauLM: p.TauLM, Similarity: s.Loss.Similarity, Both: p.Towers == "both"}
-	return s.TrainFromReader(ctx, ragkit.ReaderTraining{Phase: phase, Steps: p.Steps, LR: p.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
+	return s.TrainFromReader(ctx, study.ReaderTraining{Phase: phase, Steps: p.Steps, LR: p.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
 		Both:     o.Both,
-		Retrieve: func(li *ragkit.LiveIndex) ragjoint.RetrieveFunc { return li.Retrieve(p.TopK) },
-		NewTask: func(retrieve ragjoint.RetrieveFunc) (ragkit.TeacherTask, error) {
+		Retrieve: func(li *study.LiveIndex) ragjoint.RetrieveFunc { return li.Retrieve(p.TopK) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (study.TeacherTask, error) {
 			o.Retrieve = retrieve
 			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, hash, qs, o, func(step int) []int {
 				return ragreader.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
@@ -102,7 +103,7 @@ type replugOptions struct {
 // replugTask trains the retriever with losses.RePlugKL: per step, B questions, each with its K
 // candidates retrieved with the current query tower; the retrieval logits s [B,K]
 // (ragjoint.ReaderRetrieval) against the frozen reader's log-likelihoods of the answer given
-// each candidate, lm [B,K] (a constant). It is a ragkit.StatefulTeacherTask: the cache of the
+// each candidate, lm [B,K] (a constant). It is a study.StatefulTeacherTask: the cache of the
 // reader's scores and its counters are checkpointed with the steps, so a resumed phase hits
 // the cache and counts as the uninterrupted one does.
 type replugTask struct {
@@ -280,4 +281,4 @@ func (t *replugTask) Restore(ck *checkpoints.Checkpoint) error {
 	return nil
 }
 
-var _ ragkit.StatefulTeacherTask = (*replugTask)(nil)
+var _ study.StatefulTeacherTask = (*replugTask)(nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
@@ -62,7 +63,7 @@ func init() {
 // optimizer state (and selfrag_finetune its count of contexts cut), in the run directory. What
 // a later phase needs of an earlier one is saved as it is produced: the Retrieve labels read
 // off the language model (retrieve_labels.json); each finished stage's metrics and table rows
-// (rag.json, ragkit.Progress: stage "reader_lm" is the phase with the language model's cloze
+// (rag.json, ragresume.Progress: stage "reader_lm" is the phase with the language model's cloze
 // evaluation and the labels, "reader_finetune" the phase with the plain reader's evaluation);
 // the plain reader, with the tokenizer before the reflection tokens, in plain/; the tokenizer
 // with them in tokenizer.json. `train -resume` restores the finished stages and continues the
@@ -98,10 +99,10 @@ func dropReflectiveTokenizer(dir string) error {
 // missingStage names what a run directory whose latest checkpoint is of phase lacks to resume
 // there ("" when nothing): the finished stage of every earlier phase in prog and, once
 // reader_finetune is finished, the plain reader (hasPlain).
-func missingStage(prog *ragkit.Progress, phase string, hasPlain bool) string {
+func missingStage(prog *ragresume.Progress, phase string, hasPlain bool) string {
 	for _, p := range phaseOrder[:slices.Index(phaseOrder, phase)] {
 		if _, ok := prog.Done(p); !ok {
-			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragkit.ProgressFile))
+			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragresume.ProgressFile))
 		}
 	}
 	if _, ok := prog.Done("reader_finetune"); ok && !hasPlain {
@@ -151,7 +152,7 @@ func (s *selfragRun) resume(o experiment.Options) error {
 		if !slices.Contains(phaseOrder, s.from.Trainer.Phase) {
 			return fmt.Errorf("%s: phase %q is not a selfrag phase (%s)", s.from.Dir, s.from.Trainer.Phase, strings.Join(phaseOrder, ", "))
 		}
-		if s.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+		if s.prog, err = ragresume.ReadProgress(o.ResumeDir); err != nil {
 			return err
 		}
 	} else {
@@ -192,7 +193,7 @@ func (s *selfragRun) open(rec *configs.Recipe, o experiment.Options) error {
 		}
 	}
 	if s.prog == nil {
-		s.prog = &ragkit.Progress{Dir: dir}
+		s.prog = &ragresume.Progress{Dir: dir}
 	}
 	run.RAGConfig.Kind = model.KindSelfRAG
 	run.MidPhase, run.From = true, s.from
@@ -336,7 +337,7 @@ type selfragRun struct {
 	// the resume point: the checkpoint continued from, the finished stages, the plain reader
 	// and its tokenizer file
 	from, plainCk *checkpoints.Checkpoint
-	prog          *ragkit.Progress
+	prog          *ragresume.Progress
 	tokFile       string
 
 	d             *ragkit.Data

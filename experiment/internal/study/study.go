@@ -1,4 +1,4 @@
-package ragkit
+package study
 
 import (
 	"context"
@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
@@ -40,10 +41,8 @@ import (
 // starting evaluation (deterministic), restores the finished systems' results and continues
 // the interrupted system from its latest checkpoint with its optimizer state.
 
-const (
-	StudyStartDir = "start"      // checkpoint of the start every system trains from
-	studyFile     = "study.json" // results of the finished systems
-)
+// studyFile holds the results of the finished systems.
+const studyFile = "study.json"
 
 // studySystem is one finished system's results, as study.json keeps them.
 type studySystem struct {
@@ -57,12 +56,12 @@ type studySystem struct {
 
 // Study is a prepared retriever study.
 type Study struct {
-	*GardenRun
-	d      *Data
-	ev     *Eval
+	*ragkit.GardenRun
+	d      *ragkit.Data
+	ev     *ragkit.Eval
 	Index  *ragjoint.Index // the starting index (passage tower after warm-up)
 	bm25   *index.BM25
-	start  SavedParams
+	start  ragkit.SavedParams
 	t0     time.Time
 	done   []studySystem
 	resume *checkpoints.Checkpoint // the latest checkpoint of an interrupted system phase
@@ -124,7 +123,7 @@ func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, sy
 	if err != nil {
 		return dir, err
 	}
-	qs := JointQuestions(s.World, s.d.JointQ, s.Format)
+	qs := ragkit.JointQuestions(s.World, s.d.JointQ, s.Format)
 	err = s.systems(systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		if name == "supervised" {
 			return s.supervised(ctx, name, phase, startStep, opt, before)
@@ -160,7 +159,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 // world, the log, the tokenizer and the models.
 func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
 	t0 := time.Now()
-	if err := CheckMemory(rec, o.Out); err != nil {
+	if err := ragkit.CheckMemory(rec, o.Out); err != nil {
 		return nil, "", err
 	}
 	world, err := garden.Generate(rec.World)
@@ -177,26 +176,26 @@ func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error
 			return nil, dir, err
 		}
 	}
-	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
+	d, err := ragkit.NewData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return nil, dir, err
 	}
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d retriever training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.IDs), rec.RAG.Chunking, len(world.Questions), len(d.FinetuneQ), len(d.JointQ), len(d.TestQ), time.Since(t0).Seconds())
-	run := &GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
-	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, StudyStartDir)); err != nil {
+	run := &ragkit.GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
+	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, ragkit.StudyStartDir)); err != nil {
 		return nil, dir, err
 	}
 	s := &Study{GardenRun: run, d: d, t0: t0}
 	if resume {
-		err = s.restoreTokenizer("")
+		err = s.RestoreTokenizer("")
 	} else {
-		err = run.tokenizer(d.vocabTexts(world))
+		err = run.TrainTokenizer(d.VocabTexts(world))
 	}
 	if err != nil {
 		return s, dir, err
 	}
-	if err := run.models(); err != nil {
+	if err := run.BuildModels(); err != nil {
 		return s, dir, err
 	}
 	run.RAGConfig.Kind = rec.Kind
@@ -218,7 +217,7 @@ func (s *Study) restoreStart() (prepared map[string]bool, err error) {
 		return prepared, nil
 	}
 	dir, all := s.Dir, s.params()
-	if startDir := filepath.Join(dir, StudyStartDir); experiment.HasCheckpoint(startDir) {
+	if startDir := filepath.Join(dir, ragkit.StudyStartDir); experiment.HasCheckpoint(startDir) {
 		ck, err := checkpoints.Load(startDir)
 		if err != nil {
 			return nil, err
@@ -261,7 +260,7 @@ func (s *Study) prepare(ctx context.Context, prepared map[string]bool) error {
 	run, d := s.GardenRun, s.d
 	rows, cutDocs := run.Format.PackDocuments(d.Docs)
 	fmt.Fprintf(s.Opts.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
-		CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
+		ragkit.CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
 	if !prepared["reader_lm"] {
 		if err := run.PretrainReader(ctx, rows); err != nil {
 			return err
@@ -280,7 +279,7 @@ func (s *Study) prepare(ctx context.Context, prepared map[string]bool) error {
 	if prepared["start"] {
 		return nil
 	}
-	return run.Save(filepath.Join(s.Dir, StudyStartDir), s.params(), run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()})
+	return run.Save(filepath.Join(s.Dir, ragkit.StudyStartDir), s.params(), run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()})
 }
 
 // evaluateStart builds BM25 and the starting index over the datastore, evaluates the start (on
@@ -301,23 +300,8 @@ func (s *Study) evaluateStart(dev bool) error {
 			return err
 		}
 	}
-	s.start = Snapshot(s.params())
+	s.start = ragkit.Snapshot(s.params())
 	return nil
-}
-
-// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
-// or the one of file when set; the run directory's stays the run's TokenizerPath.
-func (s *GardenRun) restoreTokenizer(file string) error {
-	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
-	if file == "" {
-		file = s.TokenizerPath
-	}
-	var err error
-	if s.Tok, err = tokenize.Load(file); err != nil {
-		return err
-	}
-	s.Format, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
-	return err
 }
 
 // freshIndex encodes the datastore with the current passage tower.
@@ -356,7 +340,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			}
 			s.TrainSec += d.Metrics[SystemPhase(name)+"/train_seconds"]
 			s.ev.Rows = append(s.ev.Rows, d.Rows...)
-			s.ev.retrRows = append(s.ev.retrRows, d.RetrRows...)
+			s.ev.RetrRows = append(s.ev.RetrRows, d.RetrRows...)
 			s.trainRows = append(s.trainRows, d.TrainRows...)
 			if s.dev != nil {
 				s.dev.rows = append(s.dev.rows, d.DevRows...)
@@ -364,7 +348,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			fmt.Fprintf(s.Opts.Out, "%s: finished in an earlier segment\n", name)
 			continue
 		}
-		Restore(s.start)
+		ragkit.Restore(s.start)
 		phase := SystemPhase(name)
 		startStep, before := 0, 0.0
 		var opt *checkpoints.OptimizerState
@@ -376,7 +360,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			fmt.Fprintf(s.Opts.Out, "resume: %s at step %d\n", ck.Dir, startStep)
 		}
 		metricsBefore := maps.Clone(s.Metrics)
-		nRows, nRetr, nTrain, nDev := len(s.ev.Rows), len(s.ev.retrRows), len(s.trainRows), 0
+		nRows, nRetr, nTrain, nDev := len(s.ev.Rows), len(s.ev.RetrRows), len(s.trainRows), 0
 		if s.dev != nil {
 			nDev = len(s.dev.rows)
 		}
@@ -384,7 +368,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			return err
 		}
 		d := studySystem{Name: name, Metrics: map[string]float64{},
-			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.retrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
+			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.RetrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
 		if s.dev != nil {
 			d.DevRows = s.dev.rows[nDev:]
 		}
@@ -507,12 +491,12 @@ type devEval struct {
 // rag.held_out_questions). No retriever trains on them and they share no gardener with the test
 // questions, whose numbers are reported but never tuned on. (The reader was fine-tuned on
 // them, so only retrieval is scored.)
-func newDevEval(w *garden.World, d *Data) *devEval {
+func newDevEval(w *garden.World, d *ragkit.Data) *devEval {
 	e := &devEval{qrels: map[string]map[string]int{}}
 	for _, i := range d.FinetuneQ {
 		q := &w.Questions[i]
 		e.ids, e.texts = append(e.ids, q.ID), append(e.texts, q.Trained)
-		for _, id := range d.rel[i] {
+		for _, id := range d.Rel[i] {
 			if e.qrels[q.ID] == nil {
 				e.qrels[q.ID] = map[string]int{}
 			}
@@ -555,12 +539,7 @@ func (s *Study) SystemMetrics(name string) map[string]float64 {
 // AlsoTREC makes the test ranking of retrieval system name ("dense+realm_async.seed42") be
 // written a second time, to runs/test.<alias>.trec under the run tag alias, when it is
 // evaluated.
-func (s *Study) AlsoTREC(name, alias string) {
-	if s.ev.alsoTREC == nil {
-		s.ev.alsoTREC = map[string]string{}
-	}
-	s.ev.alsoTREC[name] = alias
-}
+func (s *Study) AlsoTREC(name, alias string) { s.ev.AlsoTREC(name, alias) }
 
 // AddTrainRow records the system's training wall time (and its refresher's counters).
 func (s *Study) AddTrainRow(name string, seconds float64, extra map[string]float64) {
