@@ -61,7 +61,7 @@ type TokenID struct {
 	ID    int    `json:"id"`
 }
 
-// readerPrompt documents the prompt layout of experiment/ragkit/rag_reader.go.
+// readerPrompt documents the prompt layout of ragreader/reader.go.
 const readerPrompt = "[CLS] <ctx> passage </ctx> question cloze -> answer [SEP]: encode the text without special tokens (add_special_tokens=False) and prepend [CLS] (bos)"
 
 // ReaderMeta is what a reader export records besides the weights and the tokenizer.

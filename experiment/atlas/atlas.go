@@ -20,7 +20,7 @@ import (
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// kind = "atlas": after the rag pipeline's preparation (ragkit/realm_study.go), each system of
+// kind = "atlas": after the rag pipeline's preparation (experiment/internal/study), each system of
 // atlas.systems trains the retriever from the same start on the retriever-training questions,
 // with no passage label: per step B questions, each with K candidates (BM25's top
 // atlas.bm25_depth rescored by the dense retriever), the frozen reader scores every

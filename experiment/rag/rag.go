@@ -28,7 +28,7 @@ import (
 //     completions ("Ines Ronus lives in" -> "Larkhill");
 //  4. fine-tune it on (half) the training gardeners' questions: "<ctx> passage </ctx>
 //     question cloze" (or an empty context) -> answer, loss on the answer tokens only,
-//     replaying pretraining rows (ragkit/rag_reader.go has the format);
+//     replaying pretraining rows (ragreader/reader.go has the format);
 //  5. warm up the bi-encoder without labels by independent cropping on the datastore
 //     ([pretrain]), encode the datastore once (the index joint training starts from);
 //  6. evaluate on the test gardeners: closed-book, reader over the gold entry, over BM25 top-1

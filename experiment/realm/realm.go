@@ -15,7 +15,7 @@ import (
 )
 
 // kind = "realm": REALM-style joint training (Guu et al. 2020) on the garden world. After the
-// rag pipeline's preparation (ragkit/realm_study.go), each system of realm.systems trains from the
+// rag pipeline's preparation (experiment/internal/study), each system of realm.systems trains from the
 // same start on the retriever-training questions:
 //
 //   - "supervised": both towers with InfoNCE on the gold entries (the ceiling);

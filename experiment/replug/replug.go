@@ -26,7 +26,7 @@ import (
 )
 
 // kind = "replug": RePlug LSR (Shi et al. 2023) on the garden world. After the rag pipeline's
-// preparation (ragkit/realm_study.go), each system of replug.systems trains from the same start:
+// preparation (experiment/internal/study), each system of replug.systems trains from the same start:
 //
 //   - "supervised": both towers with InfoNCE on the gold entries (passage labels; the ceiling);
 //   - "replug": the retriever alone, from the frozen fine-tuned reader: for each question its

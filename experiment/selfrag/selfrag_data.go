@@ -12,7 +12,7 @@ import (
 
 // Reflective training data (Self-RAG, Asai et al. 2024, section 3.2: the critic's labels, here
 // computed from the world instead of by a critic model). A reflective reader sees the same
-// sequences as a plain reader ("[CLS] <ctx> passage </ctx> question", ragkit/rag_reader.go) but its
+// sequences as a plain reader ("[CLS] <ctx> passage </ctx> question", ragreader/reader.go) but its
 // target judges before it answers:
 //
 //	closed-book    question -> [Retrieve] | [No Retrieve], cloze, answer
