@@ -111,7 +111,7 @@ func (r *Run) readerModels(kind string) (*model.Reader, *model.BiEncoder, Reader
 	if err := mm.err(r.Checkpoint.Dir); err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, err
 	}
-	meta := ReaderMeta{MaxLength: c.ReaderLength, MaxAnswerTokens: configs.Defaults().Reader.MaxAnswerTokens}
+	meta := ReaderMeta{MaxLength: c.ReaderMaxLength, MaxAnswerTokens: configs.Defaults().Reader.MaxAnswerTokens}
 	if r.Recipe != nil {
 		meta.MaxAnswerTokens = r.Recipe.Reader.MaxAnswerTokens
 	}

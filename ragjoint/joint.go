@@ -240,12 +240,12 @@ type TaskOptions struct {
 	// questions' candidates are negatives.
 	InBatch bool
 	// PassageLRScale (0: 1) multiplies the learning rate of the passage tower, and
-	// PassageFrozenSteps keeps it frozen for the first steps (TrainPassages only).
+	// PassageWarmupSteps keeps it frozen for the first steps (TrainPassages only).
 	PassageLRScale     float64
-	PassageFrozenSteps int
-	// PassageClipGroup clips the passage tower's gradient by its own norm (train.grad_clip),
+	PassageWarmupSteps int
+	// ClipPerTower clips the passage tower's gradient by its own norm (train.grad_clip),
 	// apart from the query tower's and the reader's.
-	PassageClipGroup bool
+	ClipPerTower bool
 }
 
 // NewTask builds the joint training graph for batches of o.B of the questions qs, next(step)
@@ -338,13 +338,13 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ra
 		for i := range t.trainable {
 			if strings.HasPrefix(t.trainable[i].Name, model.PrefixPassage+".") {
 				t.trainable[i].LRScale = o.PassageLRScale
-				if o.PassageClipGroup {
+				if o.ClipPerTower {
 					t.trainable[i].ClipGroup = model.PrefixPassage
 				}
 				t.passage = append(t.passage, i)
 			}
 		}
-		t.frozenSteps = o.PassageFrozenSteps
+		t.frozenSteps = o.PassageWarmupSteps
 	}
 	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
 	t.pos, t.tgt = make([]int, B*K*T), make([]int, B*K*T)
@@ -352,7 +352,7 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ra
 }
 
 // Params are the parameters the last step trains: all trainable ones, less the passage tower
-// during its first TaskOptions.PassageFrozenSteps steps.
+// during its first TaskOptions.PassageWarmupSteps steps.
 func (t *Task) Params() []trainer.Param {
 	if t.step >= t.frozenSteps || len(t.passage) == 0 {
 		return t.trainable

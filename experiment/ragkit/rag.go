@@ -277,7 +277,7 @@ func (run *GardenRun) BuildModels() error {
 		}
 	}
 	run.RAGConfig = model.RAGConfig{Kind: model.KindRAG, Reader: run.Reader.Cfg, Encoder: biencoder.EncoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
-		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
+		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderMaxLength: rd.MaxLength}
 	if run.Encoder, err = model.NewBiEncoder(run.RAGConfig.Encoder, rec.Model.SharedTowers, run.Seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)
 	}

@@ -74,8 +74,8 @@ func trainRealm(s *study.Study, ctx context.Context, name, phase string, qs []ra
 	src := s.Rec.RAG.CandidateSource
 	o := ragjoint.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
 		Similarity: s.Loss.Similarity, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
-		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
-		PassageClipGroup: g.ClipPerTower}
+		PassageLRScale: g.PassageLRScale, PassageWarmupSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
+		ClipPerTower: g.ClipPerTower}
 	var li *study.LiveIndex
 	if !frozen {
 		if li, err = s.NewLiveIndex(ctx, phase, study.RefreshMode(name), startStep); err != nil {
