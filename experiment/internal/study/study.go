@@ -29,8 +29,8 @@ import (
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// A retriever study (kind = "replug" and kind = "realm") runs the rag pipeline up to joint
-// training (rag.go: world, tokenizer, reader pretraining and fine-tuning, retriever warm-up by
+// A retriever study (kinds "replug", "realm" and "atlas") runs the rag pipeline up to joint
+// training (package ragkit: world, tokenizer, reader pretraining and fine-tuning, retriever warm-up by
 // cropping, the starting evaluation), then trains several retrievers from that one start and
 // compares them: one table of reader exact match, one of Recall@1/@5, one of training time.
 //
