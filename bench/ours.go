@@ -141,7 +141,7 @@ func newBiJob(batches []BiBatch, cfg model.EncoderConfig, lens biencoder.Lengths
 	if err != nil {
 		return nil, err
 	}
-	st, err := biencoder.NewBiStep(m, biencoder.BiStepOptions{B: B, N: 2 * B, Lengths: lens, Temperature: tau, Sim: losses.Cosine, Masked: true, WeightDecay: o.WD, GradClip: o.Clip, Seed: 42})
+	st, err := biencoder.NewBiStep(m, biencoder.BiStepOptions{B: B, N: 2 * B, Lengths: lens, Temperature: tau, Similarity: losses.Cosine, Masked: true, WeightDecay: o.WD, GradClip: o.Clip, Seed: 42})
 	if err != nil {
 		return nil, err
 	}

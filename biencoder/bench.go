@@ -27,7 +27,7 @@ type BiStepOptions struct {
 	B, N        int     // queries and passages (passage i < B the positive of query i)
 	Lengths     Lengths // each side's L
 	Temperature float64 // InfoNCE's temperature
-	Sim         losses.Similarity
+	Similarity  losses.Similarity
 	Masked      bool    // a B x N candidate mask, as false_negatives = "mask"
 	WeightDecay float64 // AdamW's
 	GradClip    float64 // the largest global gradient norm; <= 0 disables clipping
@@ -35,9 +35,9 @@ type BiStepOptions struct {
 }
 
 // NewBiStep builds the training graph of m for o.B queries of o.Lengths.Query tokens and o.N
-// passages of o.Lengths.Passage tokens, InfoNCE at o.Temperature and o.Sim, and AdamW.
+// passages of o.Lengths.Passage tokens, InfoNCE at o.Temperature and o.Similarity, and AdamW.
 func NewBiStep(m *model.BiEncoder, o BiStepOptions) (*BiStep, error) {
-	loss, err := infoNCE(o.Temperature, o.Sim)
+	loss, err := infoNCE(o.Temperature, o.Similarity)
 	if err != nil {
 		return nil, err
 	}

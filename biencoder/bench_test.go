@@ -51,7 +51,7 @@ func TestBiStepMatchesTrainer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := NewBiStep(m, BiStepOptions{B: B, N: N, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Sim: losses.Cosine, Masked: true, WeightDecay: 0.01, GradClip: 1, Seed: seed})
+	s, err := NewBiStep(m, BiStepOptions{B: B, N: N, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Similarity: losses.Cosine, Masked: true, WeightDecay: 0.01, GradClip: 1, Seed: seed})
 	if err != nil {
 		t.Fatal(err)
 	}

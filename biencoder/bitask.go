@@ -221,7 +221,7 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	var h contrastiveHead
 	var err error
 	dt := q.Dtype()
-	in := losses.Inputs{Q: q, P: p, Temperature: loss.Temperature, Sim: loss.Sim, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTemperature: loss.TeacherTemperature}
+	in := losses.Inputs{Q: q, P: p, Temperature: loss.Temperature, Sim: loss.Similarity, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTemperature: loss.TeacherTemperature}
 	// A distillation loss compares each query with its own candidates only; its InfoNCE term
 	// (loss.infonce_weight) compares it with the whole batch's.
 	if masked && (!loss.spec.Teacher || loss.InfoNCEWeight > 0) {
@@ -236,7 +236,7 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 		h.teacher, h.teacherScale = tensor.New(tensor.WithShape(B, k), tensor.Of(dt)), float32(loss.teacherScale())
 		in.Teacher = h.teacher
 		if loss.spec.Batch == losses.Lists { // the student's list: each query's own candidates
-			if in.Scores, err = losses.CandidateScores(q, p, k-1, loss.Sim); err != nil {
+			if in.Scores, err = losses.CandidateScores(q, p, k-1, loss.Similarity); err != nil {
 				return h, err
 			}
 			in.B, in.K = B, k
@@ -334,7 +334,7 @@ func (t *BiTask) Truncation() (int, []tokenize.TruncPart) {
 type ContrastiveLoss struct {
 	spec               losses.Spec
 	Temperature        float64
-	Sim                losses.Similarity
+	Similarity         losses.Similarity
 	Dims               []int     // prefixes of a Matryoshka loss, nil otherwise
 	DimWeights         []float64 // their weights, nil for all 1
 	TeacherTemperature float64   // the teacher's temperature of a distillation loss
@@ -358,7 +358,7 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 	if err != nil {
 		return ContrastiveLoss{}, fmt.Errorf("loss.similarity: %w", err)
 	}
-	l := ContrastiveLoss{spec: spec, Temperature: rec.Loss.Temperature, Sim: sim}
+	l := ContrastiveLoss{spec: spec, Temperature: rec.Loss.Temperature, Similarity: sim}
 	if len(rec.Loss.Dims) > 0 {
 		l.Dims = slices.Clone(rec.Loss.Dims)
 	}
@@ -375,12 +375,12 @@ func NewContrastiveLoss(rec *configs.Recipe) (ContrastiveLoss, error) {
 // infoNCE is the losses table's InfoNCE with temperature tau and similarity sim.
 func infoNCE(tau float64, sim losses.Similarity) (ContrastiveLoss, error) {
 	spec, err := losses.Lookup("infonce")
-	return ContrastiveLoss{spec: spec, Temperature: tau, Sim: sim}, err
+	return ContrastiveLoss{spec: spec, Temperature: tau, Similarity: sim}, err
 }
 
 // Cosine reports whether the loss compares L2-normalised embeddings (the index then holds
 // normalised rows).
-func (l ContrastiveLoss) Cosine() bool { return l.Sim == losses.Cosine }
+func (l ContrastiveLoss) Cosine() bool { return l.Similarity == losses.Cosine }
 
 // Name is the loss's name in the losses table.
 func (l ContrastiveLoss) Name() string { return l.spec.Name }
@@ -395,7 +395,7 @@ func (l ContrastiveLoss) Unsupervised() (ContrastiveLoss, error) {
 	if !l.spec.Teacher {
 		return l, nil
 	}
-	return infoNCE(l.Temperature, l.Sim)
+	return infoNCE(l.Temperature, l.Similarity)
 }
 
 // teacherScale is the factor on the teacher's scores fed to the loss: for a contrastive

@@ -70,7 +70,7 @@ func gradCacheMemory(b *testing.B, n, mini int) {
 	}()
 	start := time.Now()
 	if mini == 0 {
-		s, err := NewBiStep(m, BiStepOptions{B: n, N: 2 * n, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Sim: losses.Cosine, WeightDecay: 0.01, GradClip: 1, Seed: 1})
+		s, err := NewBiStep(m, BiStepOptions{B: n, N: 2 * n, Lengths: Lengths{Query: L, Passage: L}, Temperature: 0.05, Similarity: losses.Cosine, WeightDecay: 0.01, GradClip: 1, Seed: 1})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -29,7 +29,7 @@ func TestInfoNCEWeight(t *testing.T) {
 			t.Fatal(err)
 		}
 		N := B * (1 + tc.M)
-		distill := ContrastiveLoss{spec: spec, Temperature: 0.05, Sim: losses.Cosine, TeacherTemperature: 2}
+		distill := ContrastiveLoss{spec: spec, Temperature: 0.05, Similarity: losses.Cosine, TeacherTemperature: 2}
 		combined := distill
 		combined.InfoNCEWeight = w
 		nce, err := infoNCE(0.05, losses.Cosine)

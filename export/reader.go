@@ -61,7 +61,7 @@ type TokenID struct {
 	ID    int    `json:"id"`
 }
 
-// readerPrompt documents the prompt layout of experiment/ragkit/rag_reader.go.
+// readerPrompt documents the prompt layout of ragreader/reader.go.
 const readerPrompt = "[CLS] <ctx> passage </ctx> question cloze -> answer [SEP]: encode the text without special tokens (add_special_tokens=False) and prepend [CLS] (bos)"
 
 // ReaderMeta is what a reader export records besides the weights and the tokenizer.
@@ -102,7 +102,7 @@ func (r *Run) readerModels(kind string) (*model.Reader, *model.BiEncoder, Reader
 	if err := loadExactly(r.Checkpoint, append(rd.Params(), enc.Params()...)); err != nil {
 		return nil, nil, ReaderMeta{}, BiEncoderMeta{}, err
 	}
-	meta := ReaderMeta{MaxLength: c.ReaderLength, MaxAnswerTokens: configs.Defaults().Reader.MaxAnswerTokens}
+	meta := ReaderMeta{MaxLength: c.ReaderMaxLength, MaxAnswerTokens: configs.Defaults().Reader.MaxAnswerTokens}
 	if r.Recipe != nil {
 		meta.MaxAnswerTokens = r.Recipe.Reader.MaxAnswerTokens
 	}

@@ -55,7 +55,7 @@ func selfragRun(t *testing.T, grown bool) (string, *model.Reader, *tokenize.Toke
 	}
 	run := filepath.Join(t.TempDir(), "selfrag-run")
 	cfg := model.RAGConfig{Kind: KindSelfRAG, Reader: rd.Cfg, Encoder: enc.Cfg, SharedTowers: true, Similarity: "cosine",
-		Temperature: 0.05, MaxLength: 16, ReaderLength: 20}
+		Temperature: 0.05, MaxLength: 16, ReaderMaxLength: 20}
 	if err := checkpoints.Save(run, &checkpoints.Checkpoint{Params: ts, Config: cfg, TokenizerPath: tokPath,
 		Trainer: checkpoints.TrainerState{Phase: phase, Step: 7}}); err != nil {
 		t.Fatal(err)

@@ -53,12 +53,12 @@ type CrossEncoderConfig struct {
 // RAGConfig is the config.json of a rag checkpoint (kinds rag, replug, realm and selfrag): the
 // reader's and the bi-encoder's architectures.
 type RAGConfig struct {
-	Kind         string        `json:"kind"` // KindRAG, KindSelfRAG, or the recipe kind
-	Reader       EncoderConfig `json:"reader"`
-	Encoder      EncoderConfig `json:"encoder"`
-	SharedTowers bool          `json:"shared_towers"`
-	Similarity   string        `json:"similarity"`
-	Temperature  float64       `json:"temperature"`
-	MaxLength    int           `json:"max_length"`
-	ReaderLength int           `json:"reader_max_length"`
+	Kind            string        `json:"kind"` // KindRAG, KindSelfRAG, or the recipe kind
+	Reader          EncoderConfig `json:"reader"`
+	Encoder         EncoderConfig `json:"encoder"`
+	SharedTowers    bool          `json:"shared_towers"`
+	Similarity      string        `json:"similarity"`
+	Temperature     float64       `json:"temperature"`
+	MaxLength       int           `json:"max_length"`
+	ReaderMaxLength int           `json:"reader_max_length"`
 }

@@ -11,14 +11,16 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
-	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// kind = "atlas": after the rag pipeline's preparation (ragkit/realm_study.go), each system of
+// kind = "atlas": after the rag pipeline's preparation (experiment/internal/study), each system of
 // atlas.systems trains the retriever from the same start on the retriever-training questions,
 // with no passage label: per step B questions, each with K candidates (BM25's top
 // atlas.bm25_depth rescored by the dense retriever), the frozen reader scores every
@@ -47,7 +49,7 @@ var objectives = map[string]string{
 
 func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	a := Of(rec)
-	return ragkit.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *ragkit.Study) {
+	return study.RunStudy(ctx, rec, o, a.Systems, true, trainAtlas, func(s *study.Study) {
 		s.RetrievalNote = fmt.Sprintf("Atlas objectives: BM25 top %d rescored to K = %d, frozen reader as teacher; tau attention %g, lm %g, loo %g",
 			a.BM25Depth, a.TopK, a.TauAttention, a.TauLM, a.TauLOO)
 		s.Summary = true
@@ -55,18 +57,18 @@ func runAtlas(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 }
 
 // trainAtlas trains one system "<objective>_<towers>".
-func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainAtlas(s *study.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	a := Of(s.Rec)
 	objective, towers, _ := System(name)
 	if a.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	sc, err := newScorer(s.Reader, s.Format, a.ScoreBatch)
+	sc, err := ragreader.NewScorer(s.Reader, s.Format, a.ScoreBatch, true)
 	if err != nil {
 		return err
 	}
 	defer sc.Close()
-	o := taskOptions{B: a.BatchSize, K: a.TopK, Depth: a.BM25Depth, Objective: objective, Sim: s.Loss.Sim, Both: towers == "both", PassageLRScale: a.PassageLRScale}
+	o := taskOptions{B: a.BatchSize, K: a.TopK, BM25Depth: a.BM25Depth, Objective: objective, Similarity: s.Loss.Similarity, Both: towers == "both", PassageLRScale: a.PassageLRScale}
 	switch objective {
 	case "attention":
 		o.TeacherTemperature = a.TauAttention
@@ -77,39 +79,15 @@ func trainAtlas(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	default:
 		o.TeacherTemperature = 1
 	}
-	var li *ragkit.LiveIndex
-	if o.Both {
-		mode, err := indexrefresh.ParseMode(s.Rec.IndexRefresh.Mode)
-		if err != nil {
-			return err
-		}
-		if li, err = s.NewLiveIndex(ctx, phase, mode, startStep); err != nil {
-			return err
-		}
-		defer li.Close()
-		o.Retrieve = li.RetrieveBM25(a.TopK, a.BM25Depth)
-	}
-	task, err := newTask(s, sc, qs, o, func(step int) []int {
-		return ragkit.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
-	})
-	if err != nil {
-		return err
-	}
-	defer task.Close()
-	ph := experiment.Phase{Name: phase, Steps: a.Steps, Task: task, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before}
-	if li != nil {
-		ph.State, ph.Tensors = li.State, li.Tensors
-	}
-	sec, err := s.RunSystemPhase(ctx, ph)
-	if err != nil {
-		return err
-	}
-	var extra map[string]float64
-	if li != nil {
-		extra = li.Close()
-	}
-	s.AddTrainRow(phase, sec, extra)
-	return s.EvaluateSystem(phase)
+	return s.TrainFromReader(ctx, study.ReaderTraining{Phase: phase, Steps: a.Steps, LR: a.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
+		Both:     o.Both,
+		Retrieve: func(li *study.LiveIndex) ragjoint.RetrieveFunc { return li.RetrieveBM25(a.TopK, a.BM25Depth) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (study.TeacherTask, error) {
+			o.Retrieve = retrieve
+			return newTask(s, sc, qs, o, func(step int) []int {
+				return ragreader.Cycle(len(qs), a.BatchSize, step, s.Seed^streamAtlas)
+			})
+		}})
 }
 
 // streamAtlas is the batch stream of Atlas training (XORed into the seed).
@@ -117,55 +95,38 @@ const streamAtlas = 0x61746c73 // "atls"
 
 // taskOptions are the settings of an Atlas task.
 type taskOptions struct {
-	B, K, Depth        int
+	B, K, BM25Depth    int
 	Objective          string
 	TeacherTemperature float64 // the teacher's temperature (losses.Inputs.TeacherTemperature)
-	Sim                losses.Similarity
+	Similarity         losses.Similarity
 	Both               bool    // train the passage tower too (over the candidates' texts, in the graph)
 	PassageLRScale     float64 // its learning rate, times the phase's
-	Retrieve           func(step int, qv []float32, texts []string) ([][]int, error)
+	Retrieve           ragjoint.RetrieveFunc
 }
 
-// task trains the retriever with one Atlas objective: s [B,K] (losses.RetrievalLogits, tau =
-// loss.temperature) against the teacher [B,K] computed from the frozen reader each step (no
-// cache: a resumed step scores what the uninterrupted one did).
+// task trains the retriever with one Atlas objective: the retrieval logits s [B,K]
+// (ragjoint.ReaderRetrieval) against the teacher [B,K] computed from the frozen reader each
+// step (no cache: a resumed step scores what the uninterrupted one did).
 type task struct {
-	ragkit.JointBatch
-	sc        *scorer
+	ragjoint.ReaderRetrieval
+	sc        *ragreader.Scorer
 	objective string
-	dvec      *tensor.Dense // [B*K,H] candidate vectors (query tower only)
-	pIn       *model.Inputs // B*K candidate passages (both towers)
 	teacher   *tensor.Dense // [B,K]
 	loss      *gorgonia.Node
 	trainer.GraphParams
 }
 
-func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, next func(step int) []int) (*task, error) {
-	B, K, x, m := o.B, o.K, s.Index, s.Encoder
-	t := &task{JointBatch: ragkit.JointBatch{Name: "atlas", M: m, Tok: s.Tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
-		B: B, K: K, Source: "bm25+dense", Depth: o.Depth}, sc: sc, objective: o.Objective}
+func newTask(s *study.Study, sc *ragreader.Scorer, qs []ragjoint.Question, o taskOptions, next func(step int) []int) (*task, error) {
+	B, K := o.B, o.K
+	t := &task{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "atlas", M: s.Encoder, Tok: s.Tok, Index: s.Index, Qs: qs, Next: next, Retrieve: o.Retrieve,
+		B: B, K: K, Source: "bm25+dense", BM25Depth: o.BM25Depth}}, sc: sc, objective: o.Objective}
 	spec, err := losses.Lookup(objectives[o.Objective])
 	if err != nil {
 		return nil, err
 	}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
-	t.QueryIn = model.NewInputs(g, B, x.L, "atlas.query")
-	q, err := m.Query.Build(b, t.QueryIn, false)
-	if err != nil {
-		return nil, err
-	}
-	var d *gorgonia.Node
-	if o.Both {
-		t.pIn = model.NewInputs(g, B*K, x.L, "atlas.passages")
-		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
-			return nil, err
-		}
-	} else {
-		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
-		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("atlas.candidates"))
-	}
-	s2, err := losses.RetrievalLogits(q, d, K, x.Temperature, o.Sim)
+	s2, err := t.Logits(g, b, o.Both, o.Similarity)
 	if err != nil {
 		return nil, err
 	}
@@ -194,21 +155,18 @@ func newTask(s *ragkit.Study, sc *scorer, qs []ragkit.Question, o taskOptions, n
 }
 
 func (t *task) Step(step int) (float64, int, error) {
-	batch, _, cands, err := t.Draw(step)
+	batch, cands, err := t.DrawK(step)
 	if err != nil {
 		return 0, 0, err
 	}
-	pairs := make([]pair, 0, t.B*t.K)
+	pairs := make([]ragreader.ScorePair, 0, t.B*t.K)
 	for b, qi := range batch {
-		if len(cands[b]) < t.K {
-			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", t.Qs[qi].Query, len(cands[b]), t.K)
-		}
 		q := t.Qs[qi]
-		for _, row := range cands[b][:t.K] {
-			pairs = append(pairs, pair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+		for _, row := range cands[b] {
+			pairs = append(pairs, ragreader.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 		}
 	}
-	ll, mass, err := t.sc.score(pairs)
+	ll, mass, err := t.sc.Score(pairs)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -234,27 +192,7 @@ func (t *task) Step(step int) (float64, int, error) {
 			}
 		}
 	}
-	dim := t.Index.Dim
-	var ptexts []string
-	for b := range batch {
-		for k, row := range cands[b][:t.K] {
-			if t.dvec != nil {
-				copy(t.dvec.Data().([]float32)[(b*t.K+k)*dim:], t.Index.Vecs[row*dim:(row+1)*dim])
-			} else {
-				ptexts = append(ptexts, t.Index.Texts[row])
-			}
-		}
-	}
-	if t.pIn != nil {
-		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
-		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := t.Run(); err != nil {
-		return 0, 0, err
-	}
-	return trainer.ScalarValue(t.loss), t.B, nil
+	return t.RunStep(cands, &t.GraphParams, t.loss)
 }
 
 func (t *task) Close() { t.VM.Close() }

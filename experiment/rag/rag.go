@@ -9,9 +9,11 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -26,7 +28,7 @@ import (
 //     completions ("Ines Ronus lives in" -> "Larkhill");
 //  4. fine-tune it on (half) the training gardeners' questions: "<ctx> passage </ctx>
 //     question cloze" (or an empty context) -> answer, loss on the answer tokens only,
-//     replaying pretraining rows (ragkit/rag_reader.go has the format);
+//     replaying pretraining rows (ragreader/reader.go has the format);
 //  5. warm up the bi-encoder without labels by independent cropping on the datastore
 //     ([pretrain]), encode the datastore once (the index joint training starts from);
 //  6. evaluate on the test gardeners: closed-book, reader over the gold entry, over BM25 top-1
@@ -71,14 +73,14 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 type ragRun struct {
 	*ragkit.GardenRun
 	start     time.Time
-	dir       string           // the run directory once made (the resumed one before)
-	prog      *ragkit.Progress // the finished stages
-	fromStart bool             // a resumed run continuing from its saved start
+	dir       string              // the run directory once made (the resumed one before)
+	prog      *ragresume.Progress // the finished stages
+	fromStart bool                // a resumed run continuing from its saved start
 	d         *ragkit.Data
 	ev        *ragkit.Eval
 	all       []*model.Param // the reader's and the bi-encoder's parameters
 	bm25      *index.BM25
-	x         *ragkit.Index // the datastore index joint training starts from
+	x         *ragjoint.Index // the datastore index joint training starts from
 }
 
 // resume reads a resumed run's progress: a run whose start and its evaluation were saved
@@ -88,13 +90,13 @@ func (r *ragRun) resume(o experiment.Options) error {
 		return nil
 	}
 	var err error
-	if r.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+	if r.prog, err = ragresume.ReadProgress(o.ResumeDir); err != nil {
 		return err
 	}
 	_, saved := r.prog.Done(ragkit.StudyStartDir)
 	r.fromStart = saved && experiment.HasCheckpoint(filepath.Join(o.ResumeDir, ragkit.StudyStartDir))
 	if !r.fromStart {
-		r.prog = &ragkit.Progress{Dir: o.ResumeDir}
+		r.prog = &ragresume.Progress{Dir: o.ResumeDir}
 	}
 	return nil
 }
@@ -108,7 +110,7 @@ func (r *ragRun) open(rec *configs.Recipe, o experiment.Options) error {
 		return err
 	}
 	if r.prog == nil {
-		r.prog = &ragkit.Progress{Dir: dir}
+		r.prog = &ragresume.Progress{Dir: dir}
 	}
 	r.ev = run.NewEval(d)
 	r.all = append(run.Reader.Params(), run.Encoder.Params()...)
@@ -165,7 +167,7 @@ func (r *ragRun) train(ctx context.Context) error {
 // restored, evaluates the start and saves it with its evaluation.
 func (r *ragRun) index() error {
 	var err error
-	r.x, err = ragkit.NewIndex(r.Encoder, r.Tok, r.d.IDs, r.d.Texts, r.bm25, r.Loss.Cosine(), r.Loss.Temperature, r.Rec.Tokenizer.MaxLength)
+	r.x, err = ragjoint.NewIndex(r.Encoder, r.Tok, r.d.IDs, r.d.Texts, r.bm25, r.Loss.Cosine(), r.Loss.Temperature, r.Rec.Tokenizer.MaxLength)
 	if err != nil {
 		return err
 	}

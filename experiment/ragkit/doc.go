@@ -1,7 +1,11 @@
-// Package ragkit is the garden-world pipeline the reader kinds share (rag, selfrag, replug and
-// realm): the world and its datastore (GardenRun, NewGardenRun, Data), the reader's sequence
-// format and training tasks (ReaderFormat, rag_reader.go), the joint retriever-reader task and
-// its index (NewTask, Index, rag_joint.go), the evaluation of readers and retrievers (Eval), the
-// resume record of a rag or selfrag run (Progress) and the retriever study that replug and
-// realm run (Study, RunStudy, LiveIndex). It registers no kind.
+// Package ragkit is the garden-world run the reader kinds share (rag, selfrag, fusion, and
+// through experiment/internal/study replug, realm and atlas): the world and its datastore
+// (GardenRun, NewGardenRun, Data), the preparation phases (tokenizer, reader pretraining and
+// fine-tuning, retriever warm-up, joint training) and the evaluation of readers and retrievers
+// (Eval). It registers no kind.
+//
+// The libraries it runs live outside experiment/: the reader's sequence format, training task
+// and scorer in package ragreader, the joint retriever-reader task and its index in package
+// ragjoint. The retriever study of replug, realm and atlas is experiment/internal/study, and the
+// resume record of a rag or selfrag run is experiment/internal/ragresume; both build on ragkit.
 package ragkit

@@ -17,6 +17,8 @@ import (
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -29,6 +31,10 @@ import (
 func Sections(extra ...string) []string {
 	return append([]string{"world", "tokenizer", "reader", "model", "loss", "pretrain", "train", "index", "rag"}, extra...)
 }
+
+// StudyStartDir is the checkpoint, in the run directory, of the start every system of a
+// retriever study trains from (and of a rag run's prepared start).
+const StudyStartDir = "start"
 
 // Dropout and sampling streams of the rag phases (XORed into the seed).
 const (
@@ -43,7 +49,7 @@ type GardenRun struct {
 	experiment.Env
 	World     *garden.World
 	Tok       *tokenize.Tokenizer
-	Format    *ReaderFormat
+	Format    *ragreader.Format
 	Reader    *model.Reader
 	Encoder   *model.BiEncoder
 	RAGConfig model.RAGConfig
@@ -63,11 +69,11 @@ type GardenRun struct {
 
 // JointQuestions are the world's questions jointQ as the joint-training loops take them: the
 // retriever's query, the reader's prompt and the answer's token ids ending in [SEP].
-func JointQuestions(w *garden.World, jointQ []int, f *ReaderFormat) []Question {
-	qs := make([]Question, 0, len(jointQ))
+func JointQuestions(w *garden.World, jointQ []int, f *ragreader.Format) []ragjoint.Question {
+	qs := make([]ragjoint.Question, 0, len(jointQ))
 	for _, i := range jointQ {
 		q := &w.Questions[i]
-		qs = append(qs, Question{Query: q.Trained, Prompt: readerQuestion(q), Answer: f.answer(q.Answer)})
+		qs = append(qs, ragjoint.Question{Query: q.Trained, Prompt: ragreader.Question(q), Answer: f.Answer(q.Answer)})
 	}
 	return qs
 }
@@ -77,7 +83,7 @@ func JointQuestions(w *garden.World, jointQ []int, f *ReaderFormat) []Question {
 type Data struct {
 	IDs, Texts []string   // datastore chunks
 	Docs       []string   // pretraining corpus
-	rel        [][]string // per question, the chunks stating its fact
+	Rel        [][]string // per question, the chunks stating its fact
 	Gold       []string   // per question, the first of them ("" without an entry)
 	// Training gardeners' questions: reader fine-tuning reads finetuneQ, joint training
 	// jointQ. With rag.held_out_questions the two are the training gardeners split in halves
@@ -87,7 +93,9 @@ type Data struct {
 	FinetuneQ, JointQ, TestQ []int
 }
 
-func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
+// NewData splits the world w into the datastore (chunked as rag.chunking says), the
+// pretraining documents and the questions by role; heldOut is rag.held_out_questions.
+func NewData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	chunks, err := w.Chunks(chunking)
 	if err != nil {
 		return nil, err
@@ -101,9 +109,9 @@ func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	for i, doc := range w.Pretrain {
 		d.Docs[i] = doc.Text
 	}
-	d.rel = w.Relevant(chunks)
+	d.Rel = w.Relevant(chunks)
 	d.Gold = make([]string, len(w.Questions))
-	for i, r := range d.rel {
+	for i, r := range d.Rel {
 		if len(r) > 0 {
 			d.Gold[i] = textOf[r[0]]
 		}
@@ -124,10 +132,10 @@ func newRAGData(w *garden.World, chunking string, heldOut bool) (*Data, error) {
 	return d, nil
 }
 
-// vocabTexts are the texts the tokenizer is trained on: the corpus, the datastore and the
+// VocabTexts are the texts the tokenizer is trained on: the corpus, the datastore and the
 // training gardeners' questions in their three phrasings ("?" and the question words appear
 // nowhere else).
-func (d *Data) vocabTexts(w *garden.World) []string {
+func (d *Data) VocabTexts(w *garden.World) []string {
 	texts := append(append([]string(nil), d.Docs...), d.Texts...)
 	for _, q := range w.Questions {
 		if q.Split == "train" {
@@ -146,7 +154,7 @@ func (run *GardenRun) NewEval(d *Data) *Eval {
 		ev.Qs = append(ev.Qs, q)
 		ev.Answers = append(ev.Answers, run.Tok.Encode(q.Answer))
 		ev.Gold = append(ev.Gold, d.Gold[i])
-		for _, id := range d.rel[i] {
+		for _, id := range d.Rel[i] {
 			if ev.qrels[q.ID] == nil {
 				ev.qrels[q.ID] = map[string]int{}
 			}
@@ -163,7 +171,7 @@ func (run *GardenRun) NewEval(d *Data) *Eval {
 
 // EvaluateStart evaluates the reader closed-book, over the gold entry, over BM25's top passage
 // and over the dense retriever's (before joint training), and both retrievers' recall.
-func (run *GardenRun) EvaluateStart(ev *Eval, x *Index) error {
+func (run *GardenRun) EvaluateStart(ev *Eval, x *ragjoint.Index) error {
 	if err := ev.addReader(run.Reader, "closed_book", make([]string, len(ev.Qs)), ev.All); err != nil {
 		return err
 	}
@@ -183,8 +191,8 @@ func (run *GardenRun) EvaluateStart(ev *Eval, x *Index) error {
 // EvaluateDense evaluates the dense retriever's recall and the reader over its top passage,
 // as "dense" and "dense_top1" (after joint training with an objective: "dense+<name>" and
 // "<name>_top1").
-func (run *GardenRun) EvaluateDense(ev *Eval, x *Index, name string) error {
-	r, top, err := ev.denseRun(x, func(texts []string) ([]float32, error) { return x.encodeQueries(run.Encoder, run.Tok, texts) })
+func (run *GardenRun) EvaluateDense(ev *Eval, x *ragjoint.Index, name string) error {
+	r, top, err := ev.denseRun(x, func(texts []string) ([]float32, error) { return x.EncodeQueries(run.Encoder, run.Tok, texts) })
 	if err != nil {
 		return err
 	}
@@ -216,12 +224,12 @@ func (run *GardenRun) Report(ev *Eval) {
 		note = run.RetrievalNote
 	}
 	fmt.Fprintf(run.Opts.Out, "\nretrieval of the passage stating the fact (%d test questions with an entry; %s):\n%s",
-		len(ev.qrels), note, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.retrRows))
+		len(ev.qrels), note, eval.FormatTable([]string{"Recall@1", "Recall@5"}, ev.RetrRows))
 }
 
-// tokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
+// TrainTokenizer trains the WordPiece vocabulary (or loads tokenizer.file), adds the reader's
 // special tokens, saves it into the run directory and reloads it from there.
-func (run *GardenRun) tokenizer(texts []string) error {
+func (run *GardenRun) TrainTokenizer(texts []string) error {
 	rec := run.Rec
 	start := time.Now()
 	var tok *tokenize.Tokenizer
@@ -235,7 +243,7 @@ func (run *GardenRun) tokenizer(texts []string) error {
 	if err != nil {
 		return err
 	}
-	if _, err := tok.AddSpecialTokens([]string{CtxOpen, CtxClose}); err != nil {
+	if _, err := tok.AddSpecialTokens([]string{ragreader.CtxOpen, ragreader.CtxClose}); err != nil {
 		return err
 	}
 	run.TokenizerPath = filepath.Join(run.Dir, checkpoints.TokenizerFile)
@@ -246,12 +254,12 @@ func (run *GardenRun) tokenizer(texts []string) error {
 		return err
 	}
 	fmt.Fprintf(run.Opts.Out, "tokenizer: %d tokens in %.1fs\n", run.Tok.VocabSize(), time.Since(start).Seconds())
-	run.Format, err = NewReaderFormat(run.Tok, rec.Reader.MaxLength)
+	run.Format, err = ragreader.NewFormat(run.Tok, rec.Reader.MaxLength)
 	return err
 }
 
-// models creates the reader and the bi-encoder.
-func (run *GardenRun) models() error {
+// BuildModels creates the reader and the bi-encoder.
+func (run *GardenRun) BuildModels() error {
 	rec, rd := run.Rec, run.Rec.Reader
 	v := run.Tok.VocabSize()
 	rcfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: v, Hidden: rd.Hidden, Layers: rd.Layers, Heads: rd.Heads,
@@ -264,12 +272,12 @@ func (run *GardenRun) models() error {
 		return fmt.Errorf("reader: %w", err)
 	}
 	if rd.InitFrom != "" {
-		if err := initReader(run.Reader, run.Tok, rd.InitFrom, run.Opts.Out); err != nil {
+		if err := ragreader.InitReader(run.Reader, run.Tok, rd.InitFrom, run.Opts.Out); err != nil {
 			return err
 		}
 	}
 	run.RAGConfig = model.RAGConfig{Kind: model.KindRAG, Reader: run.Reader.Cfg, Encoder: biencoder.EncoderConfig(rec, v), SharedTowers: rec.Model.SharedTowers,
-		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderLength: rd.MaxLength}
+		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength, ReaderMaxLength: rd.MaxLength}
 	if run.Encoder, err = model.NewBiEncoder(run.RAGConfig.Encoder, rec.Model.SharedTowers, run.Seed); err != nil {
 		return fmt.Errorf("retriever: %w", err)
 	}
@@ -281,7 +289,7 @@ func (run *GardenRun) Phase(ctx context.Context, task trainer.Task, name string,
 	return run.TrainPhase(ctx, experiment.Phase{Name: name, Steps: steps, Task: task, LR: lr})
 }
 
-// TrainPhase runs ph (its Name, Steps, Task, LR and, optionally, State) as every garden phase
+// TrainPhase runs ph (its Name, Steps, ragjoint.Task, LR and, optionally, State) as every garden phase
 // runs: warm-up ShortWarmup(train.warmup_steps, Steps), checkpoints of every parameter of the
 // reader and the bi-encoder under RAGConfig, at the phase's end only, or mid-phase with the
 // optimizer state under MidPhase, continuing From when it names ph. A phase of no steps does
@@ -319,10 +327,10 @@ func (run *GardenRun) PretrainReader(ctx context.Context, rows [][]int) error {
 	if steps == 0 || len(rows) == 0 {
 		return nil
 	}
-	task, err := newReaderTask(run.Reader, B, run.Format.L, run.Format.L-1, run.Seed, streamLM, func(step int) ([]LMRow, error) {
-		batch := make([]LMRow, 0, B)
-		for _, i := range Cycle(len(rows), B, step, run.Seed^streamLM) {
-			batch = append(batch, TextRow(rows[i], groupMain))
+	task, err := ragreader.NewTask(run.Reader, B, run.Format.L, run.Format.L-1, run.Seed, streamLM, func(step int) ([]ragreader.LMRow, error) {
+		batch := make([]ragreader.LMRow, 0, B)
+		for _, i := range ragreader.Cycle(len(rows), B, step, run.Seed^streamLM) {
+			batch = append(batch, ragreader.TextRow(rows[i], ragreader.GroupMain))
 		}
 		return batch, nil
 	})
@@ -347,10 +355,10 @@ func (run *GardenRun) FinetuneReader(ctx context.Context, rows [][]int, trainQ [
 	}
 	B, R := rd.FinetuneBatchSize, min(rd.Replay, len(rows))
 	qs := run.World.Questions
-	task, err := newReaderTask(run.Reader, B+R, run.Format.L, run.Format.L-1, run.Seed, streamFinetune, func(step int) ([]LMRow, error) {
+	task, err := ragreader.NewTask(run.Reader, B+R, run.Format.L, run.Format.L-1, run.Seed, streamFinetune, func(step int) ([]ragreader.LMRow, error) {
 		rng := rand.New(rand.NewPCG(run.Seed^streamFinetune, uint64(step)))
-		batch := make([]LMRow, 0, B+R)
-		for _, i := range Cycle(len(trainQ), B, step, run.Seed^streamFinetune) {
+		batch := make([]ragreader.LMRow, 0, B+R)
+		for _, i := range ragreader.Cycle(len(trainQ), B, step, run.Seed^streamFinetune) {
 			qi := trainQ[i]
 			q := &qs[qi]
 			ctxText, answer := gold[qi], q.Answer
@@ -360,16 +368,16 @@ func (run *GardenRun) FinetuneReader(ctx context.Context, rows [][]int, trainQ [
 			case ctxText != "" && u < rd.ClosedBookFraction+(1-rd.ClosedBookFraction)*rd.CounterfactualFraction:
 				ctxText, answer = Counterfactual(ctxText, answer, run.World.Values[q.Relation], rng)
 			}
-			ans := run.Format.answer(answer)
-			prompt, _, err := run.Format.Prompt(ctxText, readerQuestion(q), len(ans))
+			ans := run.Format.Answer(answer)
+			prompt, _, err := run.Format.Prompt(ctxText, ragreader.Question(q), len(ans))
 			if err != nil {
 				return nil, err
 			}
-			batch = append(batch, QARow(prompt, ans))
+			batch = append(batch, ragreader.QARow(prompt, ans))
 		}
 		if R > 0 {
-			for _, i := range Cycle(len(rows), R, step, run.Seed^StreamReplay) {
-				batch = append(batch, TextRow(rows[i], GroupReplay))
+			for _, i := range ragreader.Cycle(len(rows), R, step, run.Seed^StreamReplay) {
+				batch = append(batch, ragreader.TextRow(rows[i], ragreader.GroupReplay))
 			}
 		}
 		return batch, nil
@@ -404,15 +412,15 @@ func (run *GardenRun) WarmupRetriever(ctx context.Context, texts []string) error
 // objective on the training questions.
 //
 // from, when not nil, is the checkpoint of this phase to resume (its parameters already set).
-func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Index, qs []Question, from *checkpoints.Checkpoint) error {
+func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *ragjoint.Index, qs []ragjoint.Question, from *checkpoints.Checkpoint) error {
 	g := run.Rec.RAG
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	o := TaskOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
-		BM25Depth: g.BM25Depth, Sim: run.Loss.Sim, UpdateReader: g.UpdateReader}
-	task, err := NewTask(run.Encoder, run.Reader, run.Tok, run.Format, x, qs, o, func(step int) []int {
-		return Cycle(len(qs), g.BatchSize, step, run.Seed^StreamJoint)
+	o := ragjoint.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: objective, Mass: g.CandidateMass, Source: g.CandidateSource,
+		BM25Depth: g.BM25Depth, Similarity: run.Loss.Similarity, UpdateReader: g.UpdateReader}
+	task, err := ragjoint.NewTask(run.Encoder, run.Reader, run.Tok, run.Format, x, qs, o, func(step int) []int {
+		return ragreader.Cycle(len(qs), g.BatchSize, step, run.Seed^StreamJoint)
 	})
 	if err != nil {
 		return err
@@ -420,10 +428,10 @@ func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Inde
 	defer task.Close()
 	ph := experiment.Phase{Name: name, Steps: g.Steps, Task: task, LR: g.LR, Warmup: experiment.ShortWarmup(run.Rec.Train.WarmupSteps, g.Steps),
 		CheckpointEvery: run.Rec.Train.CheckpointEvery, Params: append(run.Reader.Params(), run.Encoder.Params()...), Config: run.RAGConfig,
-		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": task.cut} }}
+		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"contexts_cut": task.Cut} }}
 	if from != nil {
 		ph.Start, ph.Optimizer, ph.SecondsBefore = from.Trainer.Step, from.Optimizer, from.Trainer.TrainSeconds
-		task.cut = from.Trainer.Counters["contexts_cut"]
+		task.Cut = from.Trainer.Counters["contexts_cut"]
 	}
 	_, sec, err := run.RunPhase(ctx, ph)
 	if err != nil {
@@ -431,8 +439,8 @@ func (run *GardenRun) Joint(ctx context.Context, name, objective string, x *Inde
 	}
 	run.TrainSec += sec
 	run.Metrics["time/"+name+"_seconds"] = sec
-	if task.cut > 0 {
-		run.Metrics[name+"/contexts_cut"] = float64(task.cut)
+	if task.Cut > 0 {
+		run.Metrics[name+"/contexts_cut"] = float64(task.Cut)
 	}
 	return nil
 }
@@ -503,7 +511,7 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 			return nil, nil, dir, err
 		}
 	}
-	d, err := newRAGData(world, chunking, heldOut)
+	d, err := NewData(world, chunking, heldOut)
 	if err != nil {
 		return nil, nil, dir, err
 	}
@@ -522,14 +530,14 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 		return nil, d, dir, err
 	}
 	if _, serr := os.Stat(filepath.Join(dir, checkpoints.TokenizerFile)); resume && serr == nil {
-		err = run.restoreTokenizer(tokenizerFile)
+		err = run.RestoreTokenizer(tokenizerFile)
 	} else {
-		err = run.tokenizer(d.vocabTexts(world))
+		err = run.TrainTokenizer(d.VocabTexts(world))
 	}
 	if err != nil {
 		return run, d, dir, err
 	}
-	return run, d, dir, run.models()
+	return run, d, dir, run.BuildModels()
 }
 
 // CheckMemory is experiment.CheckMemory of a garden recipe's reader and bi-encoder
@@ -583,4 +591,19 @@ func writeWorldVariants(world *garden.World, dir string, seed uint64) error {
 		}
 	}
 	return nil
+}
+
+// RestoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
+// or the one of file when set; the run directory's stays the run's TokenizerPath.
+func (s *GardenRun) RestoreTokenizer(file string) error {
+	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
+	if file == "" {
+		file = s.TokenizerPath
+	}
+	var err error
+	if s.Tok, err = tokenize.Load(file); err != nil {
+		return err
+	}
+	s.Format, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
+	return err
 }

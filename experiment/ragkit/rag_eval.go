@@ -14,13 +14,15 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 )
 
 // Eval evaluates readers and retrievers on the test gardeners' questions (trained
 // phrasing), split by the popularity bucket of the asked fact.
 type Eval struct {
 	dir      string // the run directory
-	Format   *ReaderFormat
+	Format   *ragreader.Format
 	Qs       []*garden.Question // test questions
 	Answers  [][]int            // the value's ids
 	Gold     []string           // the first datastore chunk stating the fact; "" without an entry
@@ -31,7 +33,7 @@ type Eval struct {
 	All      []bool            // every test question
 	HasEntry []bool            // the test questions whose gardener has an entry
 	Rows     []eval.Row        // reader table rows
-	retrRows []eval.Row        // retrieval table rows
+	RetrRows []eval.Row        // retrieval table rows
 	alsoTREC map[string]string // retrieval system -> a second name its TREC run is written under
 }
 
@@ -49,7 +51,7 @@ func (e *Eval) ReaderPrompts(ctx []string, ask []bool) ([][]int, int, error) {
 		if !ask[i] {
 			continue
 		}
-		p, c, err := e.Format.Prompt(ctx[i], readerQuestion(q), e.maxNew+1)
+		p, c, err := e.Format.Prompt(ctx[i], ragreader.Question(q), e.maxNew+1)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -198,13 +200,13 @@ func (e *Eval) AddRetrieval(name string, run eval.Run) error {
 	for m, v := range scores {
 		e.metrics[name+"/"+m] = v
 	}
-	e.retrRows = append(e.retrRows, eval.Row{System: name, Scores: scores})
+	e.RetrRows = append(e.RetrRows, eval.Row{System: name, Scores: scores})
 	return nil
 }
 
 // denseRun ranks the test questions with the current query tower against the frozen index
 // and returns the run (depth 5) and each question's top-1 passage text.
-func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
+func (e *Eval) denseRun(x *ragjoint.Index, enc func([]string) ([]float32, error)) (eval.Run, []string, error) {
 	texts := make([]string, len(e.Qs))
 	for i, q := range e.Qs {
 		texts[i] = q.Trained
@@ -215,7 +217,7 @@ func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.R
 	}
 	run := eval.Run{}
 	top := make([]string, len(e.Qs))
-	for i, hits := range x.flat.SearchBatch(qv, 5) {
+	for i, hits := range x.Flat.SearchBatch(qv, 5) {
 		run[e.Qs[i].ID] = hits
 		if len(hits) > 0 {
 			top[i] = x.Texts[x.Row[hits[0].DocID]]
@@ -225,7 +227,7 @@ func (e *Eval) denseRun(x *Index, enc func([]string) ([]float32, error)) (eval.R
 }
 
 // BM25Run ranks the test questions with BM25 (depth 5) and returns each one's top-1 text.
-func (e *Eval) BM25Run(x *Index) (eval.Run, []string) {
+func (e *Eval) BM25Run(x *ragjoint.Index) (eval.Run, []string) {
 	run := eval.Run{}
 	top := make([]string, len(e.Qs))
 	for i, q := range e.Qs {
@@ -239,4 +241,13 @@ func (e *Eval) BM25Run(x *Index) (eval.Run, []string) {
 		}
 	}
 	return run, top
+}
+
+// AlsoTREC makes the test ranking of retrieval system name be written a second time, to
+// runs/test.<alias>.trec under the run tag alias, when it is evaluated.
+func (e *Eval) AlsoTREC(name, alias string) {
+	if e.alsoTREC == nil {
+		e.alsoTREC = map[string]string{}
+	}
+	e.alsoTREC[name] = alias
 }

@@ -1,4 +1,4 @@
-// Package realm is the recipe kind "realm": a retriever study (ragkit.RunStudy) whose systems train
+// Package realm is the recipe kind "realm": a retriever study (study.RunStudy) whose systems train
 // retriever and reader jointly over an index refreshed during training (async, sync, off or
 // frozen). It registers itself with one experiment.Register call (run and recipe sections) in an
 // init.

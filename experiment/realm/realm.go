@@ -7,12 +7,15 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 )
 
 // kind = "realm": REALM-style joint training (Guu et al. 2020) on the garden world. After the
-// rag pipeline's preparation (ragkit/realm_study.go), each system of realm.systems trains from the
+// rag pipeline's preparation (experiment/internal/study), each system of realm.systems trains from the
 // same start on the retriever-training questions:
 //
 //   - "supervised": both towers with InfoNCE on the gold entries (the ceiling);
@@ -39,7 +42,7 @@ func init() {
 
 func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	seeds := rec.Realm.Seeds
-	return ragkit.RunStudy(ctx, rec, o, seededSystems(rec.Realm.Systems, seeds), true, trainRealm, func(s *ragkit.Study) {
+	return study.RunStudy(ctx, rec, o, seededSystems(rec.Realm.Systems, seeds), true, trainRealm, func(s *study.Study) {
 		s.RetrievalNote = fmt.Sprintf("REALM: RAG-Sequence, K = %d, refresh every %d steps", rec.Realm.TopK, rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/refresh_every"] = float64(rec.IndexRefresh.RefreshEvery)
 		s.Metrics["realm/top_k"] = float64(rec.Realm.TopK)
@@ -51,7 +54,7 @@ func runRealm(ctx context.Context, rec *configs.Recipe, o experiment.Options) (s
 
 // trainRealm trains one REALM system (name "async", "sync", "off" or "frozen", or one seed's
 // run of it, "async_seed7": the seed replaces the top-level seed while it trains).
-func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainRealm(s *study.Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	g := s.Rec.Realm
 	if g.Steps == 0 || len(qs) == 0 {
 		return nil
@@ -64,18 +67,18 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 		defer func(old uint64) { s.Seed = old }(s.Seed)
 		s.Seed = seed
 		if int64(seed) == g.Seeds[0] { // runs/test.dense+realm_async.trec is the first seed's
-			s.AlsoTREC("dense+"+phase, "dense+"+ragkit.SystemPhase(name))
+			s.AlsoTREC("dense+"+phase, "dense+"+study.SystemPhase(name))
 		}
 	}
 	frozen := name == "frozen"
 	src := s.Rec.RAG.CandidateSource
-	o := ragkit.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
-		Sim: s.Loss.Sim, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
-		PassageLRScale: g.PassageLRScale, PassageFrozenSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
-		PassageClipGroup: g.ClipPerTower}
-	var li *ragkit.LiveIndex
+	o := ragjoint.TaskOptions{B: g.BatchSize, K: g.TopK, Objective: "sequence", Mass: "renormalize", Source: src, BM25Depth: s.Rec.RAG.BM25Depth,
+		Similarity: s.Loss.Similarity, UpdateReader: g.UpdateReader, TrainPassages: !frozen,
+		PassageLRScale: g.PassageLRScale, PassageWarmupSteps: g.PassageWarmupSteps, InBatch: g.InBatchNegatives,
+		ClipPerTower: g.ClipPerTower}
+	var li *study.LiveIndex
 	if !frozen {
-		if li, err = s.NewLiveIndex(ctx, phase, ragkit.RefreshMode(name), startStep); err != nil {
+		if li, err = s.NewLiveIndex(ctx, phase, study.RefreshMode(name), startStep); err != nil {
 			return err
 		}
 		defer li.Close()
@@ -84,8 +87,8 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 			o.Retrieve = li.RetrieveBM25(g.TopK, s.Rec.RAG.BM25Depth)
 		}
 	}
-	task, err := ragkit.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
-		return ragkit.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)
+	task, err := ragjoint.NewTask(s.Encoder, s.Reader, s.Tok, s.Format, s.Index, qs, o, func(step int) []int {
+		return ragreader.Cycle(len(qs), g.BatchSize, step, s.Seed^ragkit.StreamJoint)
 	})
 	if err != nil {
 		return err
@@ -102,7 +105,7 @@ func trainRealm(s *ragkit.Study, ctx context.Context, name, phase string, qs []r
 	var extra map[string]float64
 	if li != nil {
 		extra = li.Close()
-		if err := li.Refresher.Err(); err != nil && ragkit.RefreshMode(name) != indexrefresh.ModeOff {
+		if err := li.Refresher.Err(); err != nil && study.RefreshMode(name) != indexrefresh.ModeOff {
 			fmt.Fprintf(s.Opts.Out, "%s: the last refresh failed (the index before it kept serving): %v\n", phase, err)
 		}
 	}

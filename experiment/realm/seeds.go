@@ -7,16 +7,15 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"gonum.org/v1/gonum/stat"
-
-	"github.com/ragtrain/ragtrain/experiment/ragkit"
 )
 
 // realm.seeds: each REALM system trained once per seed from the same saved start.
 //
 // One seed's run of system "async" is the system "async_seed<S>" (phase "realm_async_seed<S>"):
 // it trains like "async" with S in place of the top-level seed, which in a REALM phase draws
-// the question order (ragkit.Cycle of StreamJoint; joint training builds its graphs without
+// the question order (ragreader.Cycle of StreamJoint; joint training builds its graphs without
 // dropout, and the refresh steps are fixed by [index_refresh]). That is what editing the
 // top-level seed and resuming from the saved start did, so the first seed, which is the
 // top-level seed, gives the numbers of a run without realm.seeds.
@@ -51,12 +50,12 @@ func seededSystems(systems []string, seeds []int64) []string {
 
 // seedName is the system name of one seed's run of system.
 func seedName(system string, seed int64) string {
-	return system + ragkit.SeedSuffix + strconv.FormatInt(seed, 10)
+	return system + study.SeedSuffix + strconv.FormatInt(seed, 10)
 }
 
 // splitSeed splits "async_seed7" into "async" and 7; a name without a seed is returned as is.
 func splitSeed(name string) (string, uint64, bool, error) {
-	base, s, ok := strings.Cut(name, ragkit.SeedSuffix)
+	base, s, ok := strings.Cut(name, study.SeedSuffix)
 	if !ok {
 		return name, 0, false, nil
 	}
@@ -82,7 +81,7 @@ var seedColumns = []struct {
 // reportSeeds writes the mean and standard deviation over seeds of every metric of each
 // seeded system and prints the table of them (mean ± sd per system, a line per seed) and the
 // comparison of async (both towers) with frozen (the passage tower frozen) on test Recall@1.
-func reportSeeds(s *ragkit.Study, systems []string, seeds []int64) {
+func reportSeeds(s *study.Study, systems []string, seeds []int64) {
 	out := s.Opts.Out
 	var seedList []string
 	for _, seed := range seeds {
@@ -97,13 +96,13 @@ func reportSeeds(s *ragkit.Study, systems []string, seeds []int64) {
 		if name == "supervised" {
 			continue
 		}
-		phase := ragkit.SystemPhase(name)
+		phase := study.SystemPhase(name)
 		per := make([]map[string]float64, len(seeds))
 		for i, seed := range seeds {
 			per[i] = s.SystemMetrics(seedName(name, seed))
 		}
 		// Every key of the first seed's run, with its phase as a hole the others' fill.
-		first := ragkit.SystemPhase(seedName(name, seeds[0]))
+		first := study.SystemPhase(seedName(name, seeds[0]))
 		var holes []string
 		for k := range per[0] {
 			if !strings.Contains(k, first) {
@@ -116,7 +115,7 @@ func reportSeeds(s *ragkit.Study, systems []string, seeds []int64) {
 		for _, h := range holes {
 			vals := make([]float64, len(seeds))
 			for i, seed := range seeds {
-				v, ok := per[i][strings.Replace(h, "\x00", ragkit.SystemPhase(seedName(name, seed)), 1)]
+				v, ok := per[i][strings.Replace(h, "\x00", study.SystemPhase(seedName(name, seed)), 1)]
 				if !ok {
 					missing = append(missing, strings.Replace(h, "\x00", phase, 1))
 					continue keys
@@ -140,7 +139,7 @@ func reportSeeds(s *ragkit.Study, systems []string, seeds []int64) {
 			line := []string{"  seed " + seedList[i]}
 			for _, c := range seedColumns {
 				cell := "-"
-				if v, ok := per[i][c.key(ragkit.SystemPhase(seedName(name, seed)))]; ok {
+				if v, ok := per[i][c.key(study.SystemPhase(seedName(name, seed)))]; ok {
 					cell = fmt.Sprintf("%.4f", v)
 				}
 				line = append(line, cell)
@@ -165,8 +164,8 @@ const clauseTolerance = 0.01
 // compareFrozen prints the difference of async and frozen test Recall@1, mean and per seed,
 // and whether async is above the start, and writes the mean difference as
 // "realm/async_minus_frozen/Recall@1".
-func compareFrozen(s *ragkit.Study, seeds []int64, seedList []string) {
-	key := func(name string) string { return "dense+" + ragkit.SystemPhase(name) + "/Recall@1" }
+func compareFrozen(s *study.Study, seeds []int64, seedList []string) {
+	key := func(name string) string { return "dense+" + study.SystemPhase(name) + "/Recall@1" }
 	m := s.Metrics
 	var per []string
 	above := 0

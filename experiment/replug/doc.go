@@ -1,4 +1,4 @@
-// Package replug is the recipe kind "replug": a retriever study (ragkit.RunStudy) whose systems
+// Package replug is the recipe kind "replug": a retriever study (study.RunStudy) whose systems
 // train the retriever by RePlug from the frozen reader's scores. It registers itself, run and
 // [replug] section, with one experiment.Register call; import experiment/kinds.
 //

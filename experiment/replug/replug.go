@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"path/filepath"
 	"slices"
 
@@ -13,16 +14,19 @@ import (
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // kind = "replug": RePlug LSR (Shi et al. 2023) on the garden world. After the rag pipeline's
-// preparation (ragkit/realm_study.go), each system of replug.systems trains from the same start:
+// preparation (experiment/internal/study), each system of replug.systems trains from the same start:
 //
 //   - "supervised": both towers with InfoNCE on the gold entries (passage labels; the ceiling);
 //   - "replug": the retriever alone, from the frozen fine-tuned reader: for each question its
@@ -41,11 +45,11 @@ func init() {
 }
 
 func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	train := func(s *ragkit.Study, ctx context.Context, _, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+	train := func(s *study.Study, ctx context.Context, _, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		return trainReplug(s, ctx, phase, qs, startStep, opt, before)
 	}
 	p := Of(rec)
-	return ragkit.RunStudy(ctx, rec, o, p.Systems, false, train, func(s *ragkit.Study) {
+	return study.RunStudy(ctx, rec, o, p.Systems, false, train, func(s *study.Study) {
 		s.RetrievalNote = fmt.Sprintf("RePlug: candidates %s, K = %d, tau_lm = %g, towers %s", rec.RAG.CandidateSource, p.TopK, p.TauLM, p.Towers)
 		s.Metrics["replug/top_k"] = float64(p.TopK)
 		s.Metrics["replug/tau_lm"] = p.TauLM
@@ -53,60 +57,31 @@ func runReplug(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 }
 
 // trainReplug trains the retriever by RePlug from the frozen reader.
-func trainReplug(s *ragkit.Study, ctx context.Context, phase string, qs []ragkit.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
+func trainReplug(s *study.Study, ctx context.Context, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 	p := Of(s.Rec)
 	if p.Steps == 0 || len(qs) == 0 {
 		return nil
 	}
-	scorer, err := newReplugScorer(s.Reader, s.Format, p.ScoreBatch)
+	hash, err := indexrefresh.HashParams(s.Reader.Params())
+	if err != nil {
+		return err
+	}
+	scorer, err := ragreader.NewScorer(s.Reader, s.Format, p.ScoreBatch, false)
 	if err != nil {
 		return err
 	}
 	defer scorer.Close()
 	o := replugOptions{B: p.BatchSize, K: p.TopK, Source: s.Rec.RAG.CandidateSource, BM25Depth: s.Rec.RAG.BM25Depth,
-		TauLM: p.TauLM, Sim: s.Loss.Sim, BothTowers: p.Towers == "both"}
-	var li *ragkit.LiveIndex
-	if o.BothTowers {
-		mode, err := indexrefresh.ParseMode(s.Rec.IndexRefresh.Mode)
-		if err != nil {
-			return err
-		}
-		if li, err = s.NewLiveIndex(ctx, phase, mode, startStep); err != nil {
-			return err
-		}
-		defer li.Close()
-		o.Retrieve = li.Retrieve(p.TopK)
-	}
-	task, err := newReplugTask(s.Encoder, s.Tok, s.Index, scorer, qs, o, func(step int) []int {
-		return ragkit.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
-	})
-	if err != nil {
-		return err
-	}
-	defer task.Close()
-	// The cache and its counters are checkpointed with the steps: a resumed phase hits the
-	// cache and counts as the uninterrupted one does.
-	if ck := s.Resuming(phase); ck != nil {
-		if err := task.restore(ck); err != nil {
-			return err
-		}
-	}
-	sec, err := s.RunSystemPhase(ctx, experiment.Phase{Name: phase, Steps: p.Steps, Task: task, LR: p.LR,
-		Start: startStep, Optimizer: opt, SecondsBefore: before,
-		State:   func(_ int, ts *checkpoints.TrainerState) { ts.Counters = task.counters() },
-		Tensors: func(int) []checkpoints.RawTensor { return task.cacheTensors() }})
-	if err != nil {
-		return err
-	}
-	extra := map[string]float64{"reader_scored": float64(task.misses), "reader_cache_hits": float64(task.hits)}
-	if li != nil {
-		for k, v := range li.Close() {
-			extra[k] = v
-		}
-	}
-	fmt.Fprintf(s.Opts.Out, "%s: the reader scored %d (question, passage) pairs, %d more came from the cache\n", phase, task.misses, task.hits)
-	s.AddTrainRow(phase, sec, extra)
-	return s.EvaluateSystem(phase)
+		TauLM: p.TauLM, Similarity: s.Loss.Similarity, Both: p.Towers == "both"}
+	return s.TrainFromReader(ctx, study.ReaderTraining{Phase: phase, Steps: p.Steps, LR: p.LR, Start: startStep, Optimizer: opt, SecondsBefore: before,
+		Both:     o.Both,
+		Retrieve: func(li *study.LiveIndex) ragjoint.RetrieveFunc { return li.Retrieve(p.TopK) },
+		NewTask: func(retrieve ragjoint.RetrieveFunc) (study.TeacherTask, error) {
+			o.Retrieve = retrieve
+			return newReplugTask(s.Encoder, s.Tok, s.Index, scorer, hash, qs, o, func(step int) []int {
+				return ragreader.Cycle(len(qs), p.BatchSize, step, s.Seed^streamReplug)
+			})
+		}})
 }
 
 // streamReplug is the batch stream of RePlug training (XORed into the seed).
@@ -115,26 +90,26 @@ const streamReplug = 0x72706c67 // "rplg"
 // replugOptions are the settings of a RePlug task.
 type replugOptions struct {
 	B, K       int    // questions per step, candidates per question
-	Source     string // "dense" or "bm25+dense" (rag.candidate_source; dense only with BothTowers)
+	Source     string // "dense" or "bm25+dense" (rag.candidate_source; dense only with Both)
 	BM25Depth  int    // BM25 hits rescored under "bm25+dense"
 	TauLM      float64
-	Sim        losses.Similarity
-	BothTowers bool // train the passage tower too (over the candidates' texts, in the graph)
+	Similarity losses.Similarity
+	Both       bool // train the passage tower too (over the candidates' texts, in the graph)
 	// Retrieve, if set, returns the candidates at step (the refresher's index); nil: x's
 	// dense top K.
-	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
+	Retrieve ragjoint.RetrieveFunc
 }
 
 // replugTask trains the retriever with losses.RePlugKL: per step, B questions, each with its K
 // candidates retrieved with the current query tower; the retrieval logits s [B,K]
-// (losses.RetrievalLogits, tau = loss.temperature) against the frozen reader's log-likelihoods
-// of the answer given each candidate, lm [B,K] (a constant). Both towers run without dropout,
-// so the scores match the index's.
+// (ragjoint.ReaderRetrieval) against the frozen reader's log-likelihoods of the answer given
+// each candidate, lm [B,K] (a constant). It is a study.StatefulTeacherTask: the cache of the
+// reader's scores and its counters are checkpointed with the steps, so a resumed phase hits
+// the cache and counts as the uninterrupted one does.
 type replugTask struct {
-	ragkit.JointBatch
-	sc    *replugScorer
-	dvec  *tensor.Dense // [B*K,H] candidate vectors (query tower only)
-	pIn   *model.Inputs // B*K candidate passages (both towers)
+	ragjoint.ReaderRetrieval
+	sc    *ragreader.Scorer
+	hash  string        // indexrefresh.HashParams of the reader that sc runs
 	lm    *tensor.Dense // [B,K]
 	loss  *gorgonia.Node
 	cache map[replugKey]float64
@@ -149,29 +124,14 @@ type replugKey struct {
 	reader string // indexrefresh.HashParams of the reader
 }
 
-func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index, sc *replugScorer, qs []ragkit.Question, o replugOptions,
+func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragjoint.Index, sc *ragreader.Scorer, hash string, qs []ragjoint.Question, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
-	t := &replugTask{JointBatch: ragkit.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, Depth: o.BM25Depth},
-		sc: sc, cache: map[replugKey]float64{}}
+	t := &replugTask{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
+		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, hash: hash, cache: map[replugKey]float64{}}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
-	t.QueryIn = model.NewInputs(g, B, x.L, "replug.query")
-	q, err := m.Query.Build(b, t.QueryIn, false)
-	if err != nil {
-		return nil, err
-	}
-	var d *gorgonia.Node
-	if o.BothTowers {
-		t.pIn = model.NewInputs(g, B*K, x.L, "replug.passages")
-		if d, err = m.Passage.Build(b, t.pIn, false); err != nil {
-			return nil, err
-		}
-	} else {
-		t.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
-		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(t.dvec), gorgonia.WithName("replug.candidates"))
-	}
-	s, err := losses.RetrievalLogits(q, d, K, x.Temperature, o.Sim)
+	s, err := t.Logits(g, b, o.Both, o.Similarity)
 	if err != nil {
 		return nil, err
 	}
@@ -189,62 +149,39 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragkit.Index,
 }
 
 func (t *replugTask) Step(step int) (float64, int, error) {
-	batch, _, cands, err := t.Draw(step)
+	batch, cands, err := t.DrawK(step)
 	if err != nil {
 		return 0, 0, err
 	}
 	// The reader's log-likelihoods: cached pairs, the others scored in batches.
-	var todo []replugPair
+	var todo []ragreader.ScorePair
 	var where []int
 	lm := t.lm.Data().([]float32)
 	for b, qi := range batch {
-		if len(cands[b]) < t.K {
-			return 0, 0, fmt.Errorf("question %q: %d candidates, want K = %d", t.Qs[qi].Query, len(cands[b]), t.K)
-		}
 		for k, row := range cands[b] {
-			if v, ok := t.cache[replugKey{qi, row, t.sc.hash}]; ok {
+			if v, ok := t.cache[replugKey{qi, row, t.hash}]; ok {
 				lm[b*t.K+k] = float32(v)
 				t.hits++
 				continue
 			}
 			q := t.Qs[qi]
-			todo = append(todo, replugPair{passage: t.Index.Texts[row], prompt: q.Prompt, answer: q.Answer})
+			todo = append(todo, ragreader.ScorePair{Passage: t.Index.Texts[row], Prompt: q.Prompt, Answer: q.Answer})
 			where = append(where, b*t.K+k)
 		}
 	}
 	if len(todo) > 0 {
-		ll, err := t.sc.score(todo)
+		ll, _, err := t.sc.Score(todo)
 		if err != nil {
 			return 0, 0, err
 		}
 		for i, v := range ll {
 			j := where[i]
 			lm[j] = float32(v)
-			t.cache[replugKey{batch[j/t.K], cands[j/t.K][j%t.K], t.sc.hash}] = v
+			t.cache[replugKey{batch[j/t.K], cands[j/t.K][j%t.K], t.hash}] = v
 		}
 		t.misses += len(todo)
 	}
-	dim := t.Index.Dim
-	var ptexts []string
-	for b := range batch {
-		for k, row := range cands[b] {
-			if t.dvec != nil {
-				copy(t.dvec.Data().([]float32)[(b*t.K+k)*dim:], t.Index.Vecs[row*dim:(row+1)*dim])
-			} else {
-				ptexts = append(ptexts, t.Index.Texts[row])
-			}
-		}
-	}
-	if t.pIn != nil {
-		pb := t.PassageCut.Add(t.Tok.EncodeBatch(ptexts, t.Index.L))
-		if err := t.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
-			return 0, 0, err
-		}
-	}
-	if err := t.Run(); err != nil {
-		return 0, 0, err
-	}
-	return trainer.ScalarValue(t.loss), t.B, nil
+	return t.RunStep(cands, &t.GraphParams, t.loss)
 }
 
 func (t *replugTask) Close() { t.VM.Close() }
@@ -260,16 +197,22 @@ const (
 	cacheReader   = "replug.cache.reader" // U8: indexrefresh.HashParams of the reader
 )
 
-// counters are the task's counts so far, as a checkpoint keeps them.
-func (t *replugTask) counters() map[string]int {
-	return map[string]int{counterHits: t.hits, counterScored: t.misses}
+// State keeps the task's counts so far in the checkpoint.
+func (t *replugTask) State(_ int, ts *checkpoints.TrainerState) {
+	ts.Counters = map[string]int{counterHits: t.hits, counterScored: t.misses}
 }
 
-// cacheTensors returns the cache as checkpoint state tensors; nil when it is empty.
-func (t *replugTask) cacheTensors() []checkpoints.RawTensor {
+// Extra returns the counts as metrics and reports them on out.
+func (t *replugTask) Extra(phase string, out io.Writer) map[string]float64 {
+	fmt.Fprintf(out, "%s: the reader scored %d (question, passage) pairs, %d more came from the cache\n", phase, t.misses, t.hits)
+	return map[string]float64{counterScored: float64(t.misses), counterHits: float64(t.hits)}
+}
+
+// Tensors returns the cache as checkpoint state tensors; nil when it is empty.
+func (t *replugTask) Tensors(int) []checkpoints.RawTensor {
 	keys := make([]replugKey, 0, len(t.cache))
 	for k := range t.cache {
-		if k.reader == t.sc.hash {
+		if k.reader == t.hash {
 			keys = append(keys, k)
 		}
 	}
@@ -284,13 +227,13 @@ func (t *replugTask) cacheTensors() []checkpoints.RawTensor {
 	return []checkpoints.RawTensor{
 		checkpoints.I64Raw(cacheKeys, []int{len(keys), 2}, ids),
 		checkpoints.F64Raw(cacheLogLik, []int{len(keys)}, ll),
-		{Name: cacheReader, DType: checkpoints.U8, Shape: []int{len(t.sc.hash)}, Data: []byte(t.sc.hash)},
+		{Name: cacheReader, DType: checkpoints.U8, Shape: []int{len(t.hash)}, Data: []byte(t.hash)},
 	}
 }
 
-// restore puts the counters and the cache of the checkpoint ck back, which must have been
+// Restore puts the counters and the cache of the checkpoint ck back, which must have been
 // scored by this task's reader.
-func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
+func (t *replugTask) Restore(ck *checkpoints.Checkpoint) error {
 	path := filepath.Join(ck.Dir, checkpoints.StateFile)
 	t.hits, t.misses = ck.Trainer.Counters[counterHits], ck.Trainer.Counters[counterScored]
 	var ids []int64
@@ -322,8 +265,8 @@ func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
 		}
 		return nil
 	}
-	if reader != t.sc.hash {
-		return fmt.Errorf("%s: the cache was scored by reader %q, this run's reader is %q", path, reader, t.sc.hash)
+	if reader != t.hash {
+		return fmt.Errorf("%s: the cache was scored by reader %q, this run's reader is %q", path, reader, t.hash)
 	}
 	if len(ids) != 2*len(ll) {
 		return fmt.Errorf("%s: %s holds %d values for %d log-likelihoods in %s, want 2 per log-likelihood", path, cacheKeys, len(ids), len(ll), cacheLogLik)
@@ -333,109 +276,9 @@ func (t *replugTask) restore(ck *checkpoints.Checkpoint) error {
 		if q < 0 || q >= len(t.Qs) || row < 0 || row >= len(t.Index.Texts) {
 			return fmt.Errorf("%s: %s entry %d is question %d, row %d: out of range (%d questions, %d rows)", path, cacheKeys, i, q, row, len(t.Qs), len(t.Index.Texts))
 		}
-		t.cache[replugKey{q, row, t.sc.hash}] = v
+		t.cache[replugKey{q, row, t.hash}] = v
 	}
 	return nil
 }
 
-var _ trainer.Task = (*replugTask)(nil)
-
-// replugPair is one reader input to score: the answer's tokens after "<ctx> passage </ctx>
-// prompt".
-type replugPair struct {
-	passage, prompt string
-	answer          []int
-}
-
-// replugScorer computes a frozen reader's log p(answer | passage, question), the sum of the
-// answer tokens' log-probabilities, for batches of B rows: one inference graph (no dropout,
-// no gradient) built once. hash names the reader's parameters (indexrefresh.HashParams) when
-// the scorer was made; the reader must not change while it is used.
-type replugScorer struct {
-	f    *ragkit.ReaderFormat
-	B, T int
-	in   *model.Inputs
-	tg   *model.Targets
-	logp *gorgonia.Node
-	vm   gorgonia.VM
-	hash string
-
-	ids      []int
-	mask     []float32
-	pos, tgt []int
-}
-
-// replugAnswerTokens is T, the most answer tokens (with [SEP]) a scored answer may have.
-const replugAnswerTokens = 8
-
-func newReplugScorer(r *model.Reader, f *ragkit.ReaderFormat, B int) (*replugScorer, error) {
-	hash, err := indexrefresh.HashParams(r.Params())
-	if err != nil {
-		return nil, err
-	}
-	T, L := replugAnswerTokens, f.L
-	sc := &replugScorer{f: f, B: B, T: T, hash: hash, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*T), tgt: make([]int, B*T)}
-	g := gorgonia.NewGraph()
-	b := model.NewBinder(g)
-	sc.in = model.NewInputs(g, B, L, "scorer.reader")
-	sc.tg = model.NewTargets(g, B*T, "scorer.answer")
-	if sc.logp, err = r.BuildLogProbs(b, sc.in, sc.tg, false); err != nil {
-		return nil, err
-	}
-	sc.vm = gorgonia.NewTapeMachine(g)
-	return sc, nil
-}
-
-// score returns log p(answer | passage, prompt) of every pair, in nats.
-func (sc *replugScorer) score(pairs []replugPair) ([]float64, error) {
-	out := make([]float64, len(pairs))
-	L := sc.f.L
-	for start := 0; start < len(pairs); start += sc.B {
-		end := min(start+sc.B, len(pairs))
-		clear(sc.ids)
-		clear(sc.mask)
-		for i := range sc.pos {
-			sc.pos[i], sc.tgt[i] = -1, 0
-		}
-		for r, p := range pairs[start:end] {
-			if len(p.answer) > sc.T {
-				return nil, fmt.Errorf("reader scorer: answer of %d tokens, at most %d", len(p.answer), sc.T)
-			}
-			prompt, _, err := sc.f.Prompt(p.passage, p.prompt, len(p.answer))
-			if err != nil {
-				return nil, err
-			}
-			seq := append(prompt, p.answer...)
-			copy(sc.ids[r*L:], seq)
-			for j := range seq {
-				sc.mask[r*L+j] = 1
-			}
-			for j, a := range p.answer {
-				sc.pos[r*sc.T+j] = r*L + len(prompt) - 1 + j
-				sc.tgt[r*sc.T+j] = a
-			}
-		}
-		if err := sc.in.Let(sc.ids, sc.mask, nil); err != nil {
-			return nil, err
-		}
-		if err := sc.tg.Let(sc.pos, sc.tgt); err != nil {
-			return nil, err
-		}
-		if err := sc.vm.RunAll(); err != nil {
-			return nil, err
-		}
-		lp := sc.logp.Value().Data().([]float32)
-		for r := range end - start {
-			var sum float64
-			for j := range sc.T {
-				sum += float64(lp[r*sc.T+j])
-			}
-			out[start+r] = sum
-		}
-		sc.vm.Reset()
-	}
-	return out, nil
-}
-
-// Close releases the scorer's machine.
-func (sc *replugScorer) Close() { sc.vm.Close() }
+var _ study.StatefulTeacherTask = (*replugTask)(nil)

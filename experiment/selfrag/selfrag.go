@@ -16,11 +16,14 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -60,7 +63,7 @@ func init() {
 // optimizer state (and selfrag_finetune its count of contexts cut), in the run directory. What
 // a later phase needs of an earlier one is saved as it is produced: the Retrieve labels read
 // off the language model (retrieve_labels.json); each finished stage's metrics and table rows
-// (rag.json, ragkit.Progress: stage "reader_lm" is the phase with the language model's cloze
+// (rag.json, ragresume.Progress: stage "reader_lm" is the phase with the language model's cloze
 // evaluation and the labels, "reader_finetune" the phase with the plain reader's evaluation);
 // the plain reader, with the tokenizer before the reflection tokens, in plain/; the tokenizer
 // with them in tokenizer.json. `train -resume` restores the finished stages and continues the
@@ -96,10 +99,10 @@ func dropReflectiveTokenizer(dir string) error {
 // missingStage names what a run directory whose latest checkpoint is of phase lacks to resume
 // there ("" when nothing): the finished stage of every earlier phase in prog and, once
 // reader_finetune is finished, the plain reader (hasPlain).
-func missingStage(prog *ragkit.Progress, phase string, hasPlain bool) string {
+func missingStage(prog *ragresume.Progress, phase string, hasPlain bool) string {
 	for _, p := range phaseOrder[:slices.Index(phaseOrder, phase)] {
 		if _, ok := prog.Done(p); !ok {
-			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragkit.ProgressFile))
+			return fmt.Sprintf("stage %s in %s", p, filepath.Join(prog.Dir, ragresume.ProgressFile))
 		}
 	}
 	if _, ok := prog.Done("reader_finetune"); ok && !hasPlain {
@@ -149,7 +152,7 @@ func (s *selfragRun) resume(o experiment.Options) error {
 		if !slices.Contains(phaseOrder, s.from.Trainer.Phase) {
 			return fmt.Errorf("%s: phase %q is not a selfrag phase (%s)", s.from.Dir, s.from.Trainer.Phase, strings.Join(phaseOrder, ", "))
 		}
-		if s.prog, err = ragkit.ReadProgress(o.ResumeDir); err != nil {
+		if s.prog, err = ragresume.ReadProgress(o.ResumeDir); err != nil {
 			return err
 		}
 	} else {
@@ -190,7 +193,7 @@ func (s *selfragRun) open(rec *configs.Recipe, o experiment.Options) error {
 		}
 	}
 	if s.prog == nil {
-		s.prog = &ragkit.Progress{Dir: dir}
+		s.prog = &ragresume.Progress{Dir: dir}
 	}
 	run.RAGConfig.Kind = model.KindSelfRAG
 	run.MidPhase, run.From = true, s.from
@@ -334,7 +337,7 @@ type selfragRun struct {
 	// the resume point: the checkpoint continued from, the finished stages, the plain reader
 	// and its tokenizer file
 	from, plainCk *checkpoints.Checkpoint
-	prog          *ragkit.Progress
+	prog          *ragresume.Progress
 	tokFile       string
 
 	d             *ragkit.Data
@@ -344,8 +347,8 @@ type selfragRun struct {
 	retrieve      map[int]bool // per training question, its Retrieve label
 	replay        [][]int      // packed rows of selfrag.row_length replayed in fine-tuning
 	plain, refl   *model.Reader
-	plainRestored bool                 // the plain reader came from plain/
-	fRow, fLong   *ragkit.ReaderFormat // selfrag.row_length (one passage), reader.max_length (K passages)
+	plainRestored bool              // the plain reader came from plain/
+	fRow, fLong   *ragreader.Format // selfrag.row_length (one passage), reader.max_length (K passages)
 	bm25          *index.BM25
 	row           map[string]int // chunk id -> index in d.ids
 	topK          [][]string     // per test question, BM25's top K passages
@@ -356,10 +359,10 @@ type selfragRun struct {
 // formats makes the two reader formats from the run's current tokenizer.
 func (s *selfragRun) formats() error {
 	var err error
-	if s.fRow, err = ragkit.NewReaderFormat(s.Tok, s.sr.RowLength); err != nil {
+	if s.fRow, err = ragreader.NewFormat(s.Tok, s.sr.RowLength); err != nil {
 		return err
 	}
-	s.fLong, err = ragkit.NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
+	s.fLong, err = ragreader.NewFormat(s.Tok, s.Rec.Reader.MaxLength)
 	return err
 }
 
@@ -547,9 +550,9 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 	}
 	B, R := sr.BatchSize, min(rd.Replay, len(replay))
 	cut := 0
-	task, err := ragkit.NewWeightedReaderTask(s.Reader, B+R, s.fRow.L, s.fRow.L-1, s.Seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]ragkit.LMRow, error) {
+	task, err := ragreader.NewWeightedTask(s.Reader, B+R, s.fRow.L, s.fRow.L-1, s.Seed, streamSelfRAG, sr.RelevanceLossWeight, func(step int) ([]ragreader.LMRow, error) {
 		rng := rand.New(rand.NewPCG(s.Seed^streamSelfRAG, uint64(step)))
-		batch := make([]ragkit.LMRow, 0, B+R)
+		batch := make([]ragreader.LMRow, 0, B+R)
 		add := func(ex reflectExample) error {
 			row, c, err := reflectRow(s.fRow, ex)
 			if err != nil {
@@ -561,7 +564,7 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 			batch = append(batch, row)
 			return nil
 		}
-		for _, j := range ragkit.Cycle(len(sources), B, step, s.Seed^streamSelfRAG) {
+		for _, j := range ragreader.Cycle(len(sources), B, step, s.Seed^streamSelfRAG) {
 			if len(batch) == B {
 				break
 			}
@@ -579,8 +582,8 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 			}
 		}
 		if R > 0 {
-			for _, i := range ragkit.Cycle(len(replay), R, step, s.Seed^ragkit.StreamReplay) {
-				batch = append(batch, ragkit.TextRow(replay[i], ragkit.GroupReplay))
+			for _, i := range ragreader.Cycle(len(replay), R, step, s.Seed^ragkit.StreamReplay) {
+				batch = append(batch, ragreader.TextRow(replay[i], ragreader.GroupReplay))
 			}
 		}
 		return batch, nil
@@ -604,7 +607,7 @@ func (s *selfragRun) finetuneReflective(ctx context.Context) error {
 
 // plainSystem decodes the plain reader over ctx (one context per test question, "" closed-book)
 // in format f and returns per question whether it is right, and its confidence.
-func (s *selfragRun) plainSystem(ev *ragkit.Eval, r *model.Reader, f *ragkit.ReaderFormat, name string, ctx []string, ask []bool) ([]bool, []float64, error) {
+func (s *selfragRun) plainSystem(ev *ragkit.Eval, r *model.Reader, f *ragreader.Format, name string, ctx []string, ask []bool) ([]bool, []float64, error) {
 	e := *ev
 	e.Format = f
 	prompts, cut, err := e.ReaderPrompts(ctx, ask)
@@ -637,7 +640,7 @@ func (s *selfragRun) evaluatePlain(ev *ragkit.Eval, plain *model.Reader) error {
 			top1[i] = s.topK[i][0]
 		}
 	}
-	bm25Run, _ := ev.BM25Run(&ragkit.Index{BM25: s.bm25, Texts: s.d.Texts, Row: s.row})
+	bm25Run, _ := ev.BM25Run(&ragjoint.Index{BM25: s.bm25, Texts: s.d.Texts, Row: s.row})
 	if err := ev.AddRetrieval("bm25", bm25Run); err != nil {
 		return err
 	}

@@ -6,12 +6,13 @@ import (
 
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // Reflective training data (Self-RAG, Asai et al. 2024, section 3.2: the critic's labels, here
 // computed from the world instead of by a critic model). A reflective reader sees the same
-// sequences as a plain reader ("[CLS] <ctx> passage </ctx> question", ragkit/rag_reader.go) but its
+// sequences as a plain reader ("[CLS] <ctx> passage </ctx> question", ragreader/reader.go) but its
 // target judges before it answers:
 //
 //	closed-book    question -> [Retrieve] | [No Retrieve], cloze, answer
@@ -218,13 +219,13 @@ func retrieveLabel(correct bool, confidence, threshold float64) bool {
 // reflectRow encodes an example as a training row of at most f.L tokens, the loss on the
 // target and the closing [SEP] (the IsRel token, when the target starts with one, marked
 // relevanceFirst); cut reports a passage cut to fit.
-func reflectRow(f *ragkit.ReaderFormat, ex reflectExample) (row ragkit.LMRow, cut bool, err error) {
+func reflectRow(f *ragreader.Format, ex reflectExample) (row ragreader.LMRow, cut bool, err error) {
 	target := append(f.Tok.Encode(ex.target), f.Sep)
 	prompt, cut, err := f.Prompt(ex.passage, ex.question, len(target))
 	if err != nil {
-		return ragkit.LMRow{}, false, err
+		return ragreader.LMRow{}, false, err
 	}
-	row = ragkit.QARow(prompt, target)
+	row = ragreader.QARow(prompt, target)
 	row.RelevanceFirst = strings.HasPrefix(ex.target, tokenize.RelevantToken) || strings.HasPrefix(ex.target, tokenize.IrrelevantToken)
 	return row, cut, nil
 }

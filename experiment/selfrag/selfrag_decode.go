@@ -6,8 +6,8 @@ import (
 	"slices"
 
 	"github.com/ragtrain/ragtrain/data/garden"
-	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -161,11 +161,11 @@ func reflectionIDs(tok *tokenize.Tokenizer, vocab int) (reflectIDs, error) {
 	return reflectIDs{ids[0], ids[1], ids[2], ids[3], ids[4], ids[5], ids[6]}, nil
 }
 
-// reflectReader is the reflectScorer of a reflective reader: prompts in ragkit.ReaderFormat f, the
+// reflectReader is the reflectScorer of a reflective reader: prompts in ragreader.Format f, the
 // questions qs (qpPair.q indexes them). Answers and relevances are memoised by (question,
 // passage), so systems sharing passages share the work.
 type reflectReader struct {
-	f      *ragkit.ReaderFormat
+	f      *ragreader.Format
 	qs     []*garden.Question
 	maxNew int
 	id     reflectIDs
@@ -178,7 +178,7 @@ type reflectReader struct {
 
 // newReflectReader checks that the tokenizer and the reader carry the reflection tokens
 // (reflectionIDs) and builds the runners.
-func newReflectReader(r *model.Reader, f *ragkit.ReaderFormat, qs []*garden.Question, maxNew int) (*reflectReader, error) {
+func newReflectReader(r *model.Reader, f *ragreader.Format, qs []*garden.Question, maxNew int) (*reflectReader, error) {
 	id, err := reflectionIDs(f.Tok, r.Vocab())
 	if err != nil {
 		return nil, err

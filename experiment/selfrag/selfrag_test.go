@@ -15,8 +15,10 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
-	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/internal/gardentest"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -337,7 +339,7 @@ func TestReflectivePolicy(t *testing.T) {
 // [SEP]" with the loss on the target tokens and [SEP] only; a tokenizer without the reflection
 // tokens is refused by the reflective decoder, naming the missing token.
 func TestReflectRow(t *testing.T) {
-	tok := testkit.GardenTokenizer(t, ragkit.CtxOpen, ragkit.CtxClose)
+	tok := gardentest.Tokenizer(t, ragreader.CtxOpen, ragreader.CtxClose)
 	if _, err := reflectionIDs(tok, tok.VocabSize()); err == nil || !strings.Contains(err.Error(), "no reflection token [Retrieve]") {
 		t.Errorf("tokenizer without reflection tokens: error %v", err)
 	}
@@ -352,7 +354,7 @@ func TestReflectRow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := ragkit.NewReaderFormat(tok, 40)
+	f, err := ragreader.NewFormat(tok, 40)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -546,7 +548,9 @@ func TestSelfRAGResumeWithoutCheckpointStartsAgain(t *testing.T) {
 	}{
 		{"reader_lm", 5, func(name string) bool { return strings.HasPrefix(name, "checkpoint") || name == checkpoints.LatestFile },
 			"no checkpoint yet; starting from the first phase"},
-		{"selfrag_finetune", 10, func(name string) bool { return name == ragkit.ProgressFile || name == plainDir || name == labelsFile },
+		{"selfrag_finetune", 10, func(name string) bool {
+			return name == ragresume.ProgressFile || name == plainDir || name == labelsFile
+		},
 			"holds no record of stage reader_lm in"},
 	} {
 		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: c.phase, InterruptAt: c.at})

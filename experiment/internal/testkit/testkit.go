@@ -18,6 +18,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/internal/gardentest"
 	"github.com/ragtrain/ragtrain/internal/racecheck"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -205,22 +206,11 @@ func SameFile(t *testing.T, a, b string) {
 }
 
 // GardenTokenizer trains a small WordPiece vocabulary on garden-like text with the reader's
-// special tokens (specials).
+// special tokens (specials): gardentest.Tokenizer, which the garden libraries' tests outside
+// experiment/ use too.
 func GardenTokenizer(t *testing.T, specials ...string) *tokenize.Tokenizer {
 	t.Helper()
-	texts := []string{
-		"Ada Besa lives in Kelso . Ada Besa grows fig . Ada Besa keeps dog .",
-		"Kai Ligeku walked rabbit with Ada Besa .", "where does Ada Besa live ?",
-		"what does Kai Ligeku grow ?", "Kai Ligeku lives in Larkhill .",
-	}
-	tok, err := tokenize.Train(texts, tokenize.TrainOptions{VocabSize: 300, MinFrequency: 1, Lowercase: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tok.AddSpecialTokens(specials); err != nil {
-		t.Fatal(err)
-	}
-	return tok
+	return gardentest.Tokenizer(t, specials...)
 }
 
 // Untimed drops the timing keys of metrics (names with "seconds").

@@ -1,4 +1,4 @@
-package ragkit
+package ragjoint
 
 import (
 	"fmt"
@@ -13,6 +13,7 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -21,13 +22,13 @@ import (
 // passage tower at the start (frozen: the index-refresh issue lifts that), an exact
 // inner-product index over them, and BM25.
 type Index struct {
-	ids, Texts  []string
+	IDs, Texts  []string
 	Vecs        []float32 // N x dim, normalised when cosine
 	Dim         int
-	flat        *index.Flat
+	Flat        *index.Flat
 	BM25        *index.BM25
 	Row         map[string]int
-	cosine      bool
+	Cosine      bool
 	Temperature float64
 	L           int                 // tokens per query
 	PassageCut  tokenize.TruncCount // what truncation to L cut of the passages encoded
@@ -48,21 +49,21 @@ func NewIndex(m *model.BiEncoder, tok *tokenize.Tokenizer, ids, texts []string, 
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{ids: ids, Texts: texts, Vecs: vecs, Dim: dim, flat: flat, BM25: bm25, Row: map[string]int{}, cosine: cosine, Temperature: tau, L: L, PassageCut: pCut}
+	x := &Index{IDs: ids, Texts: texts, Vecs: vecs, Dim: dim, Flat: flat, BM25: bm25, Row: map[string]int{}, Cosine: cosine, Temperature: tau, L: L, PassageCut: pCut}
 	for i, id := range ids {
 		x.Row[id] = i
 	}
 	return x, nil
 }
 
-// encodeQueries encodes questions with the current query tower (no dropout), normalised when
+// EncodeQueries encodes questions with the current query tower (no dropout), normalised when
 // cosine.
-func (x *Index) encodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
+func (x *Index) EncodeQueries(m *model.BiEncoder, tok *tokenize.Tokenizer, texts []string) ([]float32, error) {
 	qv, err := biencoder.EncodeTexts(m.Query, tok, texts, x.L, nil)
 	if err != nil {
 		return nil, err
 	}
-	if x.cosine {
+	if x.Cosine {
 		biencoder.NormalizeRows(qv, x.Dim)
 	}
 	return qv, nil
@@ -95,7 +96,7 @@ func (x *Index) candidates(qv []float32, texts []string, k int, source string, d
 		}
 		return out
 	}
-	for i, hits := range x.flat.SearchBatch(qv, k) {
+	for i, hits := range x.Flat.SearchBatch(qv, k) {
 		for _, h := range hits {
 			out[i] = append(out[i], x.Row[h.DocID])
 		}
@@ -105,7 +106,7 @@ func (x *Index) candidates(qv []float32, texts []string, k int, source string, d
 
 // logZ returns log sum over every passage of exp(score / tau) for one query vector.
 func (x *Index) logZ(q []float32) float64 {
-	n := len(x.ids)
+	n := len(x.IDs)
 	s := make([]float64, n)
 	mx := math.Inf(-1)
 	for i := range n {
@@ -122,7 +123,7 @@ func (x *Index) logZ(q []float32) float64 {
 // Question is one training question of joint training.
 type Question struct {
 	Query  string // what the retriever reads (the trained phrasing)
-	Prompt string // what the reader reads after the passage (readerQuestion)
+	Prompt string // what the reader reads after the passage (ragreader.Question)
 	Answer []int  // answer tokens and [SEP]
 }
 
@@ -138,20 +139,20 @@ type Question struct {
 // candidates from a refreshed index instead of the frozen one.
 // JointBatch draws the batches of the joint-training tasks (Task, replug's task): B questions
 // of qs per step, their queries encoded by the query tower M, K candidates each (from Retrieve, a
-// refreshed index, when set; else from the frozen Index by Source and Depth), and the query
+// refreshed index, when set; else from the frozen Index by Source and BM25Depth), and the query
 // tower's graph inputs QueryIn loaded with the queries.
 type JointBatch struct {
-	Name     string // "rag" or "replug", in errors
-	M        *model.BiEncoder
-	Tok      *tokenize.Tokenizer
-	Index    *Index
-	Qs       []Question
-	Next     func(step int) []int
-	Retrieve func(step int, qv []float32, texts []string) ([][]int, error)
-	B, K     int
-	Source   string
-	Depth    int
-	QueryIn  *model.Inputs
+	Name      string // "rag" or "replug", in errors
+	M         *model.BiEncoder
+	Tok       *tokenize.Tokenizer
+	Index     *Index
+	Qs        []Question
+	Next      func(step int) []int
+	Retrieve  func(step int, qv []float32, texts []string) ([][]int, error)
+	B, K      int
+	Source    string
+	BM25Depth int
+	QueryIn   *model.Inputs
 	// qCut and pCut count what truncation to x.L cut of the queries and of the passages the
 	// passage tower reads, over the steps run.
 	qCut, PassageCut tokenize.TruncCount
@@ -172,7 +173,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 	for i, qi := range batch {
 		texts[i] = t.Qs[qi].Query
 	}
-	qv, err := t.Index.encodeQueries(t.M, t.Tok, texts)
+	qv, err := t.Index.EncodeQueries(t.M, t.Tok, texts)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -182,7 +183,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 			return nil, nil, nil, err
 		}
 	} else {
-		cands = t.Index.candidates(qv, texts, t.K, t.Source, t.Depth)
+		cands = t.Index.candidates(qv, texts, t.K, t.Source, t.BM25Depth)
 	}
 	qb := t.qCut.Add(t.Tok.EncodeBatch(texts, t.Index.L))
 	if err := t.QueryIn.Let(qb.IDs, qb.Mask, qb.Types); err != nil {
@@ -195,7 +196,7 @@ func (t *JointBatch) Draw(step int) ([]int, []float32, [][]int, error) {
 type Task struct {
 	JointBatch
 	r *model.Reader
-	f *ReaderFormat
+	f *ragreader.Format
 
 	T     int
 	dvec  *tensor.Dense // [B*K,H] candidate vectors from the index (nil with TrainPassages)
@@ -212,7 +213,7 @@ type Task struct {
 	ids      []int
 	mask     []float32
 	pos, tgt []int
-	cut      int // passages cut to fit reader.max_length
+	Cut      int // passages cut to fit reader.max_length
 
 	passage     []int // indices into trainable of the passage tower's parameters
 	frozenSteps int   // steps during which the passage tower does not train
@@ -226,7 +227,7 @@ type TaskOptions struct {
 	Mass         string // "renormalize" or "full"
 	Source       string // "dense" or "bm25+dense"
 	BM25Depth    int    // BM25 hits rescored under "bm25+dense"
-	Sim          losses.Similarity
+	Similarity   losses.Similarity
 	UpdateReader bool
 	// TrainPassages builds the passage tower into the graph over the candidates' texts, so
 	// that both towers train (REALM); false reads the candidates' vectors from x (frozen).
@@ -239,24 +240,24 @@ type TaskOptions struct {
 	// questions' candidates are negatives.
 	InBatch bool
 	// PassageLRScale (0: 1) multiplies the learning rate of the passage tower, and
-	// PassageFrozenSteps keeps it frozen for the first steps (TrainPassages only).
+	// PassageWarmupSteps keeps it frozen for the first steps (TrainPassages only).
 	PassageLRScale     float64
-	PassageFrozenSteps int
-	// PassageClipGroup clips the passage tower's gradient by its own norm (train.grad_clip),
+	PassageWarmupSteps int
+	// ClipPerTower clips the passage tower's gradient by its own norm (train.grad_clip),
 	// apart from the query tower's and the reader's.
-	PassageClipGroup bool
+	ClipPerTower bool
 }
 
 // NewTask builds the joint training graph for batches of o.B of the questions qs, next(step)
 // naming the batch (indices into qs).
-func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ReaderFormat, x *Index, qs []Question,
+func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *ragreader.Format, x *Index, qs []Question,
 	o TaskOptions, next func(step int) []int) (*Task, error) {
 	T := 1
 	for _, q := range qs {
 		T = max(T, len(q.Answer))
 	}
-	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Sim
-	t := &Task{JointBatch: JointBatch{Name: "rag", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, Depth: o.BM25Depth},
+	B, K, objective, mass, sim := o.B, o.K, o.Objective, o.Mass, o.Similarity
+	t := &Task{JointBatch: JointBatch{Name: "rag", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve, B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth},
 		r: r, f: f, T: T}
 	L := f.L
 	g := gorgonia.NewGraph()
@@ -337,13 +338,13 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 		for i := range t.trainable {
 			if strings.HasPrefix(t.trainable[i].Name, model.PrefixPassage+".") {
 				t.trainable[i].LRScale = o.PassageLRScale
-				if o.PassageClipGroup {
+				if o.ClipPerTower {
 					t.trainable[i].ClipGroup = model.PrefixPassage
 				}
 				t.passage = append(t.passage, i)
 			}
 		}
-		t.frozenSteps = o.PassageFrozenSteps
+		t.frozenSteps = o.PassageWarmupSteps
 	}
 	t.ids, t.mask = make([]int, B*K*L), make([]float32, B*K*L)
 	t.pos, t.tgt = make([]int, B*K*T), make([]int, B*K*T)
@@ -351,7 +352,7 @@ func NewTask(m *model.BiEncoder, r *model.Reader, tok *tokenize.Tokenizer, f *Re
 }
 
 // Params are the parameters the last step trains: all trainable ones, less the passage tower
-// during its first TaskOptions.PassageFrozenSteps steps.
+// during its first TaskOptions.PassageWarmupSteps steps.
 func (t *Task) Params() []trainer.Param {
 	if t.step >= t.frozenSteps || len(t.passage) == 0 {
 		return t.trainable
@@ -403,7 +404,7 @@ func (t *Task) Step(step int) (float64, int, error) {
 				return 0, 0, err
 			}
 			if cut {
-				t.cut++
+				t.Cut++
 			}
 			r := b*t.K + k
 			seq := append(prompt, q.Answer...)

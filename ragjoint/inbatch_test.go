@@ -1,4 +1,4 @@
-package ragkit
+package ragjoint
 
 import (
 	"slices"

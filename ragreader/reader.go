@@ -1,4 +1,4 @@
-package ragkit
+package ragreader
 
 import (
 	"fmt"
@@ -42,18 +42,18 @@ const (
 	CtxClose = "</ctx>"
 )
 
-// ReaderFormat turns texts into reader token sequences of at most L tokens.
-type ReaderFormat struct {
+// Format turns texts into reader token sequences of at most L tokens.
+type Format struct {
 	Tok             *tokenize.Tokenizer
 	L               int
 	Cls, Sep        int
 	CtxOpen, CtxEnd int
 }
 
-// NewReaderFormat is the format of reader sequences of at most L tokens of tok, which must hold
+// NewFormat is the format of reader sequences of at most L tokens of tok, which must hold
 // the special tokens CtxOpen and CtxClose.
-func NewReaderFormat(tok *tokenize.Tokenizer, L int) (*ReaderFormat, error) {
-	f := &ReaderFormat{Tok: tok, L: L, Cls: tok.CLSID(), Sep: tok.SEPID()}
+func NewFormat(tok *tokenize.Tokenizer, L int) (*Format, error) {
+	f := &Format{Tok: tok, L: L, Cls: tok.CLSID(), Sep: tok.SEPID()}
 	var ok1, ok2 bool
 	f.CtxOpen, ok1 = tok.ID(CtxOpen)
 	f.CtxEnd, ok2 = tok.ID(CtxClose)
@@ -66,7 +66,7 @@ func NewReaderFormat(tok *tokenize.Tokenizer, L int) (*ReaderFormat, error) {
 // Prompt returns the ids of "[CLS] <ctx> passage </ctx> question", leaving room for reserve
 // more tokens within L: the passage is cut from its end when needed (cut reports it). It fails
 // when the question alone does not fit.
-func (f *ReaderFormat) Prompt(passage, question string, reserve int) (ids []int, cut bool, err error) {
+func (f *Format) Prompt(passage, question string, reserve int) (ids []int, cut bool, err error) {
 	q := f.Tok.Encode(question)
 	room := f.L - reserve - 3 - len(q)
 	if room < 0 {
@@ -86,16 +86,16 @@ func (f *ReaderFormat) Prompt(passage, question string, reserve int) (ids []int,
 	return append(ids, q...), cut, nil
 }
 
-// answer returns the ids of an answer followed by [SEP].
-func (f *ReaderFormat) answer(a string) []int { return append(f.Tok.Encode(a), f.Sep) }
+// Answer returns the ids of an answer followed by [SEP].
+func (f *Format) Answer(a string) []int { return append(f.Tok.Encode(a), f.Sep) }
 
-// readerQuestion is the question as the reader reads it: the trained phrasing, then the cloze
+// Question is the question as the reader reads it: the trained phrasing, then the cloze
 // prompt that its answer completes.
-func readerQuestion(q *garden.Question) string { return q.Trained + " " + q.Cloze }
+func Question(q *garden.Question) string { return q.Trained + " " + q.Cloze }
 
 // LMRow is one row of a reader training batch: the tokens, the token predicted after each
 // position, and which of those predictions the loss counts. Group names the loss the counted
-// targets belong to (groupMain: language modelling or the answer; groupReplay: replayed
+// targets belong to (GroupMain: language modelling or the answer; GroupReplay: replayed
 // pretraining text), each group averaged over its own tokens.
 type LMRow struct {
 	IDs    []int
@@ -108,7 +108,7 @@ type LMRow struct {
 }
 
 const (
-	groupMain = iota
+	GroupMain = iota
 	GroupReplay
 	groupRelevance // IsRel decisions, with their own mean and weight (selfrag.relevance_loss_weight)
 	numGroups
@@ -137,7 +137,7 @@ func TextRow(ids []int, group int) LMRow {
 
 // PackDocuments tokenizes the documents and packs them whole, in order, into rows of at most L
 // tokens: "[CLS] doc [SEP] doc [SEP] ...". A document longer than L-2 tokens is cut (counted).
-func (f *ReaderFormat) PackDocuments(docs []string) (rows [][]int, cut int) {
+func (f *Format) PackDocuments(docs []string) (rows [][]int, cut int) {
 	row := []int{f.Cls}
 	for _, d := range docs {
 		ids := f.Tok.Encode(d)
@@ -156,11 +156,11 @@ func (f *ReaderFormat) PackDocuments(docs []string) (rows [][]int, cut int) {
 	return rows, cut
 }
 
-// ReaderTask trains the reader on batches of lmRows: one graph of B rows x L tokens with S
+// Task trains the reader on batches of lmRows: one graph of B rows x L tokens with S
 // target slots per row, the loss the sum over groups of losses.TokenNLL on that group's
 // targets (groupRelevance's times relWeight; with relWeight = 0 the IsRel decisions are
 // ordinary targets of their row's group).
-type ReaderTask struct {
+type Task struct {
 	r            *model.Reader
 	B, L, S      int
 	seed, stream uint64
@@ -178,14 +178,15 @@ type ReaderTask struct {
 	lastExamples int
 }
 
-func newReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(step int) ([]LMRow, error)) (*ReaderTask, error) {
-	return NewWeightedReaderTask(r, B, L, S, seed, stream, 0, next)
+// NewTask is NewWeightedTask without a relevance term (relWeight 0).
+func NewTask(r *model.Reader, B, L, S int, seed, stream uint64, next func(step int) ([]LMRow, error)) (*Task, error) {
+	return NewWeightedTask(r, B, L, S, seed, stream, 0, next)
 }
 
-// NewWeightedReaderTask is newReaderTask with the IsRel decisions (LMRow.RelevanceFirst) in a
+// NewWeightedTask is NewTask with the IsRel decisions (LMRow.RelevanceFirst) in a
 // loss term of their own: their mean NLL times relWeight (> 0) added to the loss.
-func NewWeightedReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, relWeight float64, next func(step int) ([]LMRow, error)) (*ReaderTask, error) {
-	t := &ReaderTask{r: r, B: B, L: L, S: S, seed: seed, stream: stream, next: next, relWeight: relWeight,
+func NewWeightedTask(r *model.Reader, B, L, S int, seed, stream uint64, relWeight float64, next func(step int) ([]LMRow, error)) (*Task, error) {
+	t := &Task{r: r, B: B, L: L, S: S, seed: seed, stream: stream, next: next, relWeight: relWeight,
 		ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, B*S), tgt: make([]int, B*S)}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
@@ -224,7 +225,7 @@ func NewWeightedReaderTask(r *model.Reader, B, L, S int, seed, stream uint64, re
 }
 
 // let copies rows into the graph's inputs; fewer than B rows leave empty rows.
-func (t *ReaderTask) let(rows []LMRow) error {
+func (t *Task) let(rows []LMRow) error {
 	if len(rows) > t.B {
 		return fmt.Errorf("reader batch of %d rows, graph built for %d", len(rows), t.B)
 	}
@@ -243,7 +244,7 @@ func (t *ReaderTask) let(rows []LMRow) error {
 		if len(r.IDs) > t.L || len(r.Target) != len(r.IDs) || len(r.Keep) != len(r.IDs) || r.group < 0 || r.group >= numGroups {
 			return fmt.Errorf("reader row %d: %d ids, %d targets, %d keep flags, group %d (L = %d)", b, len(r.IDs), len(r.Target), len(r.Keep), r.group, t.L)
 		}
-		if r.group == groupMain {
+		if r.group == GroupMain {
 			t.lastExamples++
 		}
 		copy(t.ids[b*t.L:], r.IDs)
@@ -275,7 +276,7 @@ func (t *ReaderTask) let(rows []LMRow) error {
 	return t.tg.Let(t.pos, t.tgt)
 }
 
-func (t *ReaderTask) Step(step int) (float64, int, error) {
+func (t *Task) Step(step int) (float64, int, error) {
 	rows, err := t.next(step)
 	if err != nil {
 		return 0, 0, err
@@ -290,7 +291,7 @@ func (t *ReaderTask) Step(step int) (float64, int, error) {
 	return trainer.ScalarValue(t.loss), t.lastExamples, nil
 }
 
-func (t *ReaderTask) Close() { t.VM.Close() }
+func (t *Task) Close() { t.VM.Close() }
 
 // Cycle returns the B items of step from an endless sequence of seeded shuffles of [0, n):
 // epoch e is a permutation drawn from PCG(seed, e), so step alone fixes the batch.
@@ -308,10 +309,10 @@ func Cycle(n, B, step int, seed uint64) []int {
 	return out
 }
 
-// initReader copies the weights of the reader.init_from directory into r (export.OpenReader
+// InitReader copies the weights of the reader.init_from directory into r (export.OpenReader
 // lists the layouts). When the directory has a tokenizer.json it must hold the run's tokens,
 // id for id: the word embedding rows are indexed by them.
-func initReader(r *model.Reader, tok *tokenize.Tokenizer, dir string, out io.Writer) error {
+func InitReader(r *model.Reader, tok *tokenize.Tokenizer, dir string, out io.Writer) error {
 	d, err := export.OpenReader(dir)
 	if err != nil {
 		return fmt.Errorf("reader.init_from: %w", err)

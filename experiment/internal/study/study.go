@@ -1,4 +1,4 @@
-package ragkit
+package study
 
 import (
 	"context"
@@ -18,16 +18,19 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragjoint"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// A retriever study (kind = "replug" and kind = "realm") runs the rag pipeline up to joint
-// training (rag.go: world, tokenizer, reader pretraining and fine-tuning, retriever warm-up by
+// A retriever study (kinds "replug", "realm" and "atlas") runs the rag pipeline up to joint
+// training (package ragkit: world, tokenizer, reader pretraining and fine-tuning, retriever warm-up by
 // cropping, the starting evaluation), then trains several retrievers from that one start and
 // compares them: one table of reader exact match, one of Recall@1/@5, one of training time.
 //
@@ -38,10 +41,8 @@ import (
 // starting evaluation (deterministic), restores the finished systems' results and continues
 // the interrupted system from its latest checkpoint with its optimizer state.
 
-const (
-	StudyStartDir = "start"      // checkpoint of the start every system trains from
-	studyFile     = "study.json" // results of the finished systems
-)
+// studyFile holds the results of the finished systems.
+const studyFile = "study.json"
 
 // studySystem is one finished system's results, as study.json keeps them.
 type studySystem struct {
@@ -55,12 +56,12 @@ type studySystem struct {
 
 // Study is a prepared retriever study.
 type Study struct {
-	*GardenRun
-	d      *Data
-	ev     *Eval
-	Index  *Index // the starting index (passage tower after warm-up)
+	*ragkit.GardenRun
+	d      *ragkit.Data
+	ev     *ragkit.Eval
+	Index  *ragjoint.Index // the starting index (passage tower after warm-up)
 	bm25   *index.BM25
-	start  SavedParams
+	start  ragkit.SavedParams
 	t0     time.Time
 	done   []studySystem
 	resume *checkpoints.Checkpoint // the latest checkpoint of an interrupted system phase
@@ -110,7 +111,7 @@ func SystemPhase(name string) string {
 // questions (DevQuestions), printed as its own table and written as "dev/<system>/Recall@k":
 // the numbers to choose settings by, never the test questions'.
 func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, systems []string, dev bool,
-	train func(s *Study, ctx context.Context, name, phase string, qs []Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
+	train func(s *Study, ctx context.Context, name, phase string, qs []ragjoint.Question, startStep int, opt *checkpoints.OptimizerState, before float64) error,
 	note func(s *Study)) (string, error) {
 	if dir, ok := finishedStudy(o); ok {
 		return dir, nil
@@ -122,7 +123,7 @@ func RunStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options, sy
 	if err != nil {
 		return dir, err
 	}
-	qs := JointQuestions(s.World, s.d.JointQ, s.Format)
+	qs := ragkit.JointQuestions(s.World, s.d.JointQ, s.Format)
 	err = s.systems(systems, func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error {
 		if name == "supervised" {
 			return s.supervised(ctx, name, phase, startStep, opt, before)
@@ -158,7 +159,7 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 // world, the log, the tokenizer and the models.
 func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
 	t0 := time.Now()
-	if err := CheckMemory(rec, o.Out); err != nil {
+	if err := ragkit.CheckMemory(rec, o.Out); err != nil {
 		return nil, "", err
 	}
 	world, err := garden.Generate(rec.World)
@@ -175,26 +176,26 @@ func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error
 			return nil, dir, err
 		}
 	}
-	d, err := newRAGData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
+	d, err := ragkit.NewData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return nil, dir, err
 	}
 	fmt.Fprintf(o.Out, "world: %d gardeners, %d pretraining documents, %d datastore chunks (%s), %d questions (%d reader fine-tuning, %d retriever training, %d test), in %.1fs\n",
 		len(world.Gardeners), len(world.Pretrain), len(d.IDs), rec.RAG.Chunking, len(world.Questions), len(d.FinetuneQ), len(d.JointQ), len(d.TestQ), time.Since(t0).Seconds())
-	run := &GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
-	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, StudyStartDir)); err != nil {
+	run := &ragkit.GardenRun{Env: experiment.Env{Rec: rec, Opts: o, Dir: dir, Seed: uint64(rec.Seed)}, World: world, Metrics: map[string]float64{}}
+	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, ragkit.StudyStartDir)); err != nil {
 		return nil, dir, err
 	}
 	s := &Study{GardenRun: run, d: d, t0: t0}
 	if resume {
-		err = s.restoreTokenizer("")
+		err = s.RestoreTokenizer("")
 	} else {
-		err = run.tokenizer(d.vocabTexts(world))
+		err = run.TrainTokenizer(d.VocabTexts(world))
 	}
 	if err != nil {
 		return s, dir, err
 	}
-	if err := run.models(); err != nil {
+	if err := run.BuildModels(); err != nil {
 		return s, dir, err
 	}
 	run.RAGConfig.Kind = rec.Kind
@@ -216,7 +217,7 @@ func (s *Study) restoreStart() (prepared map[string]bool, err error) {
 		return prepared, nil
 	}
 	dir, all := s.Dir, s.params()
-	if startDir := filepath.Join(dir, StudyStartDir); experiment.HasCheckpoint(startDir) {
+	if startDir := filepath.Join(dir, ragkit.StudyStartDir); experiment.HasCheckpoint(startDir) {
 		ck, err := checkpoints.Load(startDir)
 		if err != nil {
 			return nil, err
@@ -259,7 +260,7 @@ func (s *Study) prepare(ctx context.Context, prepared map[string]bool) error {
 	run, d := s.GardenRun, s.d
 	rows, cutDocs := run.Format.PackDocuments(d.Docs)
 	fmt.Fprintf(s.Opts.Out, "reader: %d parameters; corpus packed into %d rows of <= %d tokens (%d documents cut)\n",
-		CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
+		ragkit.CountParams(run.Reader.Params()), len(rows), run.Format.L, cutDocs)
 	if !prepared["reader_lm"] {
 		if err := run.PretrainReader(ctx, rows); err != nil {
 			return err
@@ -278,7 +279,7 @@ func (s *Study) prepare(ctx context.Context, prepared map[string]bool) error {
 	if prepared["start"] {
 		return nil
 	}
-	return run.Save(filepath.Join(s.Dir, StudyStartDir), s.params(), run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()})
+	return run.Save(filepath.Join(s.Dir, ragkit.StudyStartDir), s.params(), run.RAGConfig, nil, checkpoints.TrainerState{Phase: "start", Seed: run.Seed, LogBytes: run.Log.Size()})
 }
 
 // evaluateStart builds BM25 and the starting index over the datastore, evaluates the start (on
@@ -299,29 +300,14 @@ func (s *Study) evaluateStart(dev bool) error {
 			return err
 		}
 	}
-	s.start = Snapshot(s.params())
+	s.start = ragkit.Snapshot(s.params())
 	return nil
 }
 
-// restoreTokenizer loads the run directory's tokenizer (it has the reader's special tokens),
-// or the one of file when set; the run directory's stays the run's TokenizerPath.
-func (s *GardenRun) restoreTokenizer(file string) error {
-	s.TokenizerPath = filepath.Join(s.Dir, checkpoints.TokenizerFile)
-	if file == "" {
-		file = s.TokenizerPath
-	}
-	var err error
-	if s.Tok, err = tokenize.Load(file); err != nil {
-		return err
-	}
-	s.Format, err = NewReaderFormat(s.Tok, s.Rec.Reader.MaxLength)
-	return err
-}
-
 // freshIndex encodes the datastore with the current passage tower.
-func (s *Study) freshIndex() (*Index, error) {
+func (s *Study) freshIndex() (*ragjoint.Index, error) {
 	rec := s.Rec
-	x, err := NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
+	x, err := ragjoint.NewIndex(s.Encoder, s.Tok, s.d.IDs, s.d.Texts, s.bm25, s.Loss.Cosine(), s.Loss.Temperature, rec.Tokenizer.MaxLength)
 	if err == nil {
 		tokenize.ReportTruncation(s.Opts.Out, "datastore index", x.L, tokenize.TruncPart{Name: "passages", Count: &x.PassageCut})
 	}
@@ -354,7 +340,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			}
 			s.TrainSec += d.Metrics[SystemPhase(name)+"/train_seconds"]
 			s.ev.Rows = append(s.ev.Rows, d.Rows...)
-			s.ev.retrRows = append(s.ev.retrRows, d.RetrRows...)
+			s.ev.RetrRows = append(s.ev.RetrRows, d.RetrRows...)
 			s.trainRows = append(s.trainRows, d.TrainRows...)
 			if s.dev != nil {
 				s.dev.rows = append(s.dev.rows, d.DevRows...)
@@ -362,7 +348,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			fmt.Fprintf(s.Opts.Out, "%s: finished in an earlier segment\n", name)
 			continue
 		}
-		Restore(s.start)
+		ragkit.Restore(s.start)
 		phase := SystemPhase(name)
 		startStep, before := 0, 0.0
 		var opt *checkpoints.OptimizerState
@@ -374,7 +360,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			fmt.Fprintf(s.Opts.Out, "resume: %s at step %d\n", ck.Dir, startStep)
 		}
 		metricsBefore := maps.Clone(s.Metrics)
-		nRows, nRetr, nTrain, nDev := len(s.ev.Rows), len(s.ev.retrRows), len(s.trainRows), 0
+		nRows, nRetr, nTrain, nDev := len(s.ev.Rows), len(s.ev.RetrRows), len(s.trainRows), 0
 		if s.dev != nil {
 			nDev = len(s.dev.rows)
 		}
@@ -382,7 +368,7 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 			return err
 		}
 		d := studySystem{Name: name, Metrics: map[string]float64{},
-			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.retrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
+			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.RetrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
 		if s.dev != nil {
 			d.DevRows = s.dev.rows[nDev:]
 		}
@@ -412,7 +398,7 @@ func (s *Study) SystemPhase(ctx context.Context, task trainer.Task, phase string
 		Start: startStep, Optimizer: opt, SecondsBefore: before})
 }
 
-// RunSystemPhase is SystemPhase of ph (its Name, Steps, Task, LR, resume point and, optionally,
+// RunSystemPhase is SystemPhase of ph (its Name, Steps, ragjoint.Task, LR, resume point and, optionally,
 // State and Tensors): warm-up ShortWarmup(train.warmup_steps, Steps), every parameter
 // checkpointed under RAGConfig every realm.checkpoint_every steps.
 func (s *Study) RunSystemPhase(ctx context.Context, ph experiment.Phase) (float64, error) {
@@ -452,7 +438,7 @@ func (s *Study) supervised(ctx context.Context, name, phase string, startStep in
 	}
 	task, err := biencoder.NewBiTask(s.Encoder, s.Tok, biencoder.TaskOptions{B: B, N: B, Lengths: biencoder.Lengths{Query: rec.Tokenizer.MaxLength, Passage: rec.Tokenizer.MaxLength}, Loss: s.Loss, Masked: true, Seed: s.Seed, Stream: biencoder.StreamTrain, Next: func(step int) (biencoder.PairBatch, error) {
 		pb := biencoder.PairBatch{Mask: make([]float32, B*B)}
-		for _, j := range Cycle(len(qs), B, step, s.Seed^biencoder.StreamTrain) {
+		for _, j := range ragreader.Cycle(len(qs), B, step, s.Seed^biencoder.StreamTrain) {
 			q := &s.World.Questions[qs[j]]
 			pb.Queries = append(pb.Queries, q.Trained)
 			pb.Passages = append(pb.Passages, s.d.Gold[qs[j]])
@@ -505,12 +491,12 @@ type devEval struct {
 // rag.held_out_questions). No retriever trains on them and they share no gardener with the test
 // questions, whose numbers are reported but never tuned on. (The reader was fine-tuned on
 // them, so only retrieval is scored.)
-func newDevEval(w *garden.World, d *Data) *devEval {
+func newDevEval(w *garden.World, d *ragkit.Data) *devEval {
 	e := &devEval{qrels: map[string]map[string]int{}}
 	for _, i := range d.FinetuneQ {
 		q := &w.Questions[i]
 		e.ids, e.texts = append(e.ids, q.ID), append(e.texts, q.Trained)
-		for _, id := range d.rel[i] {
+		for _, id := range d.Rel[i] {
 			if e.qrels[q.ID] == nil {
 				e.qrels[q.ID] = map[string]int{}
 			}
@@ -521,13 +507,13 @@ func newDevEval(w *garden.World, d *Data) *devEval {
 }
 
 // devRecall scores the current query tower against x on the dev questions.
-func (s *Study) devRecall(x *Index, name string) error {
-	qv, err := x.encodeQueries(s.Encoder, s.Tok, s.dev.texts)
+func (s *Study) devRecall(x *ragjoint.Index, name string) error {
+	qv, err := x.EncodeQueries(s.Encoder, s.Tok, s.dev.texts)
 	if err != nil {
 		return err
 	}
 	run := eval.Run{}
-	for i, hits := range x.flat.SearchBatch(qv, 5) {
+	for i, hits := range x.Flat.SearchBatch(qv, 5) {
 		run[s.dev.ids[i]] = hits
 	}
 	scores, err := eval.Evaluate(run, s.dev.qrels, []string{"Recall@1", "Recall@5"})
@@ -553,12 +539,7 @@ func (s *Study) SystemMetrics(name string) map[string]float64 {
 // AlsoTREC makes the test ranking of retrieval system name ("dense+realm_async.seed42") be
 // written a second time, to runs/test.<alias>.trec under the run tag alias, when it is
 // evaluated.
-func (s *Study) AlsoTREC(name, alias string) {
-	if s.ev.alsoTREC == nil {
-		s.ev.alsoTREC = map[string]string{}
-	}
-	s.ev.alsoTREC[name] = alias
-}
+func (s *Study) AlsoTREC(name, alias string) { s.ev.AlsoTREC(name, alias) }
 
 // AddTrainRow records the system's training wall time (and its refresher's counters).
 func (s *Study) AddTrainRow(name string, seconds float64, extra map[string]float64) {

@@ -1,4 +1,4 @@
-package ragkit
+package ragresume
 
 import (
 	"encoding/json"
@@ -10,12 +10,13 @@ import (
 	"slices"
 
 	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Resume of a rag run. The start every objective trains from (every parameter after the
-// reader phases and the retriever warm-up) is saved in <run>/start/ (StudyStartDir, as the
+// reader phases and the retriever warm-up) is saved in <run>/start/ (ragkit.StudyStartDir, as the
 // retriever studies do), and the results of each finished stage (the start's evaluation, then
 // each objective's) go to <run>/rag.json. `train -resume` reloads the start and the finished
 // stages' results, and continues the interrupted objective from its latest checkpoint with its
@@ -73,22 +74,22 @@ func (p *Progress) Done(name string) (ragStage, bool) {
 }
 
 // Restore puts a finished stage's results back into the run.
-func (p *Progress) Restore(run *GardenRun, ev *Eval, s ragStage) {
+func (p *Progress) Restore(run *ragkit.GardenRun, ev *ragkit.Eval, s ragStage) {
 	maps.Copy(run.Metrics, s.Metrics)
 	ev.Rows = append(ev.Rows, s.Rows...)
-	ev.retrRows = append(ev.retrRows, s.RetrRows...)
+	ev.RetrRows = append(ev.RetrRows, s.RetrRows...)
 	run.TrainSec += s.TrainSeconds
 }
 
 // Begin notes the results before a stage, so that finish can record what it added.
-func (p *Progress) Begin(run *GardenRun, ev *Eval) {
-	p.metrics, p.nRows, p.nRetr, p.trainSecBefore = maps.Clone(run.Metrics), len(ev.Rows), len(ev.retrRows), run.TrainSec
+func (p *Progress) Begin(run *ragkit.GardenRun, ev *ragkit.Eval) {
+	p.metrics, p.nRows, p.nRetr, p.trainSecBefore = maps.Clone(run.Metrics), len(ev.Rows), len(ev.RetrRows), run.TrainSec
 }
 
 // Finish records the stage that began at begin and rewrites rag.json.
-func (p *Progress) Finish(name string, run *GardenRun, ev *Eval) error {
+func (p *Progress) Finish(name string, run *ragkit.GardenRun, ev *ragkit.Eval) error {
 	s := ragStage{Name: name, Metrics: map[string]float64{},
-		Rows: slices.Clone(ev.Rows[p.nRows:]), RetrRows: slices.Clone(ev.retrRows[p.nRetr:]), TrainSeconds: run.TrainSec - p.trainSecBefore}
+		Rows: slices.Clone(ev.Rows[p.nRows:]), RetrRows: slices.Clone(ev.RetrRows[p.nRetr:]), TrainSeconds: run.TrainSec - p.trainSecBefore}
 	for k, v := range run.Metrics {
 		if old, ok := p.metrics[k]; !ok || old != v {
 			s.Metrics[k] = v

@@ -1,4 +1,4 @@
-package ragkit
+package study
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/ragjoint"
 
 	"github.com/ragtrain/ragtrain/biencoder"
 	indexrefresh "github.com/ragtrain/ragtrain/index_refresh"
@@ -26,7 +27,7 @@ import (
 // "encoding_seconds"}.
 type LiveIndex struct {
 	Refresher *indexrefresh.Refresher
-	x         *Index // texts and rows of the datastore
+	x         *ragjoint.Index // texts and rows of the datastore
 	params    []*model.Param
 	phase     string
 	lg        *trainer.Log
@@ -91,7 +92,7 @@ func (s *Study) NewLiveIndex(ctx context.Context, phase string, mode indexrefres
 				return nil, err
 			}
 			v, err := runner.Encode(batch.IDs[lo*L:hi*L], batch.Mask[lo*L:hi*L], batch.Types[lo*L:hi*L], hi-lo)
-			if err == nil && x.cosine {
+			if err == nil && x.Cosine {
 				biencoder.NormalizeRows(v, x.Dim)
 			}
 			return v, err
@@ -117,7 +118,7 @@ func (s *Study) NewLiveIndex(ctx context.Context, phase string, mode indexrefres
 		}
 	}
 	var err error
-	if li.Refresher, err = indexrefresh.NewEncoded(ctx, x.ids, x.Dim, from, fromStep, opts); err != nil {
+	if li.Refresher, err = indexrefresh.NewEncoded(ctx, x.IDs, x.Dim, from, fromStep, opts); err != nil {
 		return nil, err
 	}
 	li.serving = copyTower(from, fromStep)
@@ -243,7 +244,7 @@ func (li *LiveIndex) event(e indexrefresh.Event) {
 	_ = li.lg.Write(line)
 }
 
-// Retrieve is TaskOptions.Retrieve: at step, refresh the index if due, then return each
+// Retrieve is ragjoint.TaskOptions.Retrieve: at step, refresh the index if due, then return each
 // question's top K rows from one index version and log that version and its staleness. A
 // refresh cut short because the run is being interrupted leaves the old index serving and the
 // step goes on (the loop then checkpoints and stops).

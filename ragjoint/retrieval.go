@@ -1,0 +1,102 @@
+package ragjoint
+
+import (
+	"fmt"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/trainer"
+)
+
+// RetrieveFunc returns each question's candidate rows of the index at step, given the query
+// vectors qv [len(texts)*dim] and the query texts (JointBatch.Retrieve).
+type RetrieveFunc = func(step int, qv []float32, texts []string) ([][]int, error)
+
+// ReaderRetrieval is the retriever's side of a reader-supervised task: JointBatch draws B
+// questions and their K candidates, and the graph built by Logits scores them, s [B,K] =
+// sim(q, d) / tau (losses.RetrievalLogits, tau = loss.temperature), with the query tower over
+// the questions and, per candidate, its index vector (query tower only: the index stays exact)
+// or the passage tower over its text (both towers). Both towers run without dropout, so the
+// scores match the index's.
+type ReaderRetrieval struct {
+	JointBatch
+	dvec *tensor.Dense // [B*K,H] candidate vectors (query tower only)
+	pIn  *model.Inputs // B*K candidate passages (both towers)
+}
+
+// Logits builds the query tower, the candidates (the passage tower when both) and the
+// retrieval logits s [B,K] into g; its inputs are named after JointBatch.Name.
+func (r *ReaderRetrieval) Logits(g *gorgonia.ExprGraph, b *model.Binder, both bool, sim losses.Similarity) (*gorgonia.Node, error) {
+	B, K, x, name := r.B, r.K, r.Index, r.Name
+	r.QueryIn = model.NewInputs(g, B, x.L, name+".query")
+	q, err := r.M.Query.Build(b, r.QueryIn, false)
+	if err != nil {
+		return nil, err
+	}
+	var d *gorgonia.Node
+	if both {
+		r.pIn = model.NewInputs(g, B*K, x.L, name+".passages")
+		if d, err = r.M.Passage.Build(b, r.pIn, false); err != nil {
+			return nil, err
+		}
+	} else {
+		r.dvec = tensor.New(tensor.WithShape(B*K, x.Dim), tensor.Of(tensor.Float32))
+		d = gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B*K, x.Dim), gorgonia.WithValue(r.dvec), gorgonia.WithName(name+".candidates"))
+	}
+	return losses.RetrievalLogits(q, d, K, x.Temperature, sim)
+}
+
+// DrawK is JointBatch.Draw, with each question's first K candidates; an error when a
+// question has fewer.
+func (r *ReaderRetrieval) DrawK(step int) (batch []int, cands [][]int, err error) {
+	batch, _, cands, err = r.Draw(step)
+	if err != nil {
+		return nil, nil, err
+	}
+	for b, qi := range batch {
+		if len(cands[b]) < r.K {
+			return nil, nil, fmt.Errorf("question %q: %d candidates, want K = %d", r.Qs[qi].Query, len(cands[b]), r.K)
+		}
+		cands[b] = cands[b][:r.K]
+	}
+	return batch, cands, nil
+}
+
+// LetCandidates loads the candidates of DrawK into the graph: their index vectors, or their
+// texts for the passage tower.
+func (r *ReaderRetrieval) LetCandidates(cands [][]int) error {
+	dim := r.Index.Dim
+	var ptexts []string
+	for b := range cands {
+		for k, row := range cands[b] {
+			if r.dvec != nil {
+				copy(r.dvec.Data().([]float32)[(b*r.K+k)*dim:], r.Index.Vecs[row*dim:(row+1)*dim])
+			} else {
+				ptexts = append(ptexts, r.Index.Texts[row])
+			}
+		}
+	}
+	if r.pIn != nil {
+		pb := r.PassageCut.Add(r.Tok.EncodeBatch(ptexts, r.Index.L))
+		if err := r.pIn.Let(pb.IDs, pb.Mask, pb.Types); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// RunStep finishes a step of a reader-supervised task once its teacher is loaded: the
+// candidates of DrawK go into the graph, the machine of gp runs the forward and backward pass,
+// and it returns the loss and the batch's questions (trainer.Task.Step).
+func (r *ReaderRetrieval) RunStep(cands [][]int, gp *trainer.GraphParams, loss *gorgonia.Node) (float64, int, error) {
+	if err := r.LetCandidates(cands); err != nil {
+		return 0, 0, err
+	}
+	if err := gp.Run(); err != nil {
+		return 0, 0, err
+	}
+	return trainer.ScalarValue(loss), r.B, nil
+}
