@@ -221,7 +221,7 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	var h contrastiveHead
 	var err error
 	dt := q.Dtype()
-	in := losses.Inputs{Q: q, P: p, Temperature: loss.Temperature, Sim: loss.Similarity, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTemperature: loss.TeacherTemperature}
+	in := losses.Inputs{Q: q, P: p, Temperature: loss.Temperature, Similarity: loss.Similarity, Dims: loss.Dims, DimWeights: loss.DimWeights, TeacherTemperature: loss.TeacherTemperature}
 	// A distillation loss compares each query with its own candidates only; its InfoNCE term
 	// (loss.infonce_weight) compares it with the whole batch's.
 	if masked && (!loss.spec.Teacher || loss.InfoNCEWeight > 0) {
@@ -249,14 +249,14 @@ func newContrastiveHead(g *gorgonia.ExprGraph, q, p *gorgonia.Node, B, N int, lo
 	return h, err
 }
 
-// addInfoNCE returns distill + w * InfoNCE(in.Q, in.P, in.Mask) at in.Temperature and in.Sim: the
+// addInfoNCE returns distill + w * InfoNCE(in.Q, in.P, in.Mask) at in.Temperature and in.Similarity: the
 // labels' term beside a distillation loss (loss.infonce_weight), both scalars of q's dtype.
 func addInfoNCE(distill *gorgonia.Node, in losses.Inputs, w float64) (*gorgonia.Node, error) {
-	nce, err := infoNCE(in.Temperature, in.Sim)
+	nce, err := infoNCE(in.Temperature, in.Similarity)
 	if err != nil {
 		return nil, err
 	}
-	term, err := nce.spec.Build(losses.Inputs{Q: in.Q, P: in.P, Mask: in.Mask, Temperature: in.Temperature, Sim: in.Sim})
+	term, err := nce.spec.Build(losses.Inputs{Q: in.Q, P: in.P, Mask: in.Mask, Temperature: in.Temperature, Similarity: in.Similarity})
 	if err != nil {
 		return nil, err
 	}

@@ -128,7 +128,7 @@ func newOf(cfg Config, seed uint64, dt tensor.Dtype) (*Model, error) {
 func (m *Model) Params() []*model.Param { return append(m.Enc.Params(), m.Proj) }
 
 // BuildTokens adds the model to b's graph for the batch in and returns the projected token
-// vectors [B,L,Dim], not normalised (the losses normalise with Sim = Cosine; Encoder does for
+// vectors [B,L,Dim], not normalised (the losses normalise with Similarity = Cosine; Encoder does for
 // search). With train, dropout is active.
 func (m *Model) BuildTokens(b *model.Binder, in *model.Inputs, train bool) (*gorgonia.Node, error) {
 	x, err := m.Enc.Query.BuildTokens(b, in, train) // [B*L,H]

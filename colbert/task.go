@@ -81,7 +81,7 @@ func NewGraph(m *Model, B, N int, loss Loss, train bool) (*Graph, error) {
 		return nil, err
 	}
 	t.pmask = tensor.New(tensor.WithShape(N, m.Cfg.DocumentLength), tensor.Of(dt))
-	in := losses.Inputs{Q: q, P: p, PTokenMask: t.pmask, TokenMasking: losses.MaskZero, Sim: losses.Cosine,
+	in := losses.Inputs{Q: q, P: p, PTokenMask: t.pmask, TokenMasking: losses.MaskZero, Similarity: losses.Cosine,
 		Temperature: loss.Temperature, TeacherTemperature: loss.TeacherTemperature, NoMinMax: loss.NoMinMax}
 	if spec.Teacher {
 		if N%B != 0 || N == B {

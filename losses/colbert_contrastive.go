@@ -133,7 +133,7 @@ func validTau(loss, name string, tau float64) error {
 }
 
 // colbert_contrastive trains late-interaction retrievers on contrastive batches: Inputs Q
-// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Temperature and Sim; with Mask
+// [B,Lq,D], P [N,Ld,D], QTokenMask, PTokenMask, TokenMasking, Temperature and Similarity; with Mask
 // [B,N] (optional) ColBERTContrastiveMasked.
 func init() {
 	Register(Spec{Name: "colbert_contrastive", Batch: LateInteraction, Build: func(in Inputs) (*G.Node, error) {
@@ -142,9 +142,9 @@ func init() {
 			return nil, err
 		}
 		if in.Mask != nil {
-			return ColBERTContrastiveMasked(in.Q, in.P, in.Mask, tm, in.Temperature, in.Sim)
+			return ColBERTContrastiveMasked(in.Q, in.P, in.Mask, tm, in.Temperature, in.Similarity)
 		}
-		return ColBERTContrastive(in.Q, in.P, tm, in.Temperature, in.Sim)
+		return ColBERTContrastive(in.Q, in.P, tm, in.Temperature, in.Similarity)
 	}})
 }
 

@@ -136,7 +136,7 @@ var minMaxGradOp = &fop{
 }
 
 // colbert_kl_distill distils a teacher's scores into a late-interaction retriever: Inputs Q,
-// P, QTokenMask, PTokenMask, TokenMasking, Sim, Teacher [B,1+M], Temperature (the student's
+// P, QTokenMask, PTokenMask, TokenMasking, Similarity, Teacher [B,1+M], Temperature (the student's
 // temperature), TeacherTemperature, and NoMinMax.
 func init() {
 	Register(Spec{Name: "colbert_kl_distill", Batch: LateInteraction, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
@@ -156,6 +156,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return ColBERTKLDistill(in.Q, in.P, tm, t, in.Sim, !in.NoMinMax, in.Temperature, in.TeacherTemperature)
+		return ColBERTKLDistill(in.Q, in.P, tm, t, in.Similarity, !in.NoMinMax, in.Temperature, in.TeacherTemperature)
 	}})
 }

@@ -88,7 +88,7 @@ func TestColBERTContrastiveGolden(t *testing.T) {
 					t.Fatalf("Lookup: %+v, %v", spec, err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tau, Sim: sim, TokenMasking: tm.Mode,
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tau, Similarity: sim, TokenMasking: tm.Mode,
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
 				wantLateGolden(t, c, loss, grads, rtol, atol)
@@ -137,7 +137,7 @@ func TestColBERTKLDistillGolden(t *testing.T) {
 					t.Fatalf("Lookup: %+v, %v", spec, err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tauS, TeacherTemperature: tauT, Sim: sim,
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tauS, TeacherTemperature: tauT, Similarity: sim,
 						TokenMasking: tm.Mode, NoMinMax: !minMax, Teacher: denseOf(t, c, "teacher", dt),
 						QTokenMask: denseOf(t, c, "q_mask", dt), PTokenMask: denseOf(t, c, "p_mask", dt)})
 				}, ins[0], ins[1])
@@ -321,7 +321,7 @@ func TestColBERTContrastiveMaskedEqualsRemoval(t *testing.T) {
 
 		spec, _ := Lookup("colbert_contrastive")
 		lt, _ := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {
-			return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Temperature: 0.5, Sim: sim, TokenMasking: MaskZero})
+			return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Temperature: 0.5, Similarity: sim, TokenMasking: MaskZero})
 		}, input{"q", []int{b, lq, d}, q, false}, input{"p", []int{n, ld, d}, p, false}, input{"mask", []int{b, n}, mask, false})
 		wantLoss(t, lt, lr, 1e-12)
 		lu, _ := mustEval(t, tensor.Float64, func(in map[string]*G.Node) (*G.Node, error) {

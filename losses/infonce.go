@@ -312,8 +312,8 @@ var addMaskOp = &fop{
 func init() {
 	Register(Spec{Name: "infonce", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
 		if in.Mask != nil {
-			return InfoNCEMasked(in.Q, in.P, in.Mask, in.Temperature, in.Sim)
+			return InfoNCEMasked(in.Q, in.P, in.Mask, in.Temperature, in.Similarity)
 		}
-		return InfoNCE(in.Q, in.P, in.Temperature, in.Sim)
+		return InfoNCE(in.Q, in.P, in.Temperature, in.Similarity)
 	}})
 }

@@ -73,7 +73,7 @@ func TestInfoNCEGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tau, Sim: sim})
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Temperature: tau, Similarity: sim})
 				}, input{"q", qs, q, true}, input{"p", []int{n, qs[1]}, p, true})
 				wantLoss(t, loss, c.num(t, "loss"), rtol)
 				assertClose(t, "grad_q", grads["q"], wantGQ, rtol, atol)

@@ -118,7 +118,7 @@ var teacherMarginOp = &fop{
 
 // margin_mse distils a teacher's margins into a bi-encoder from contrastive batches with one
 // hard negative per query (N = 2B: p_i the positive and p_{B+i} the negative of query i) and
-// Inputs.Teacher [B,2] (the teacher's scores of p_i and p_{B+i}). It reads Sim, not Temperature, and
+// Inputs.Teacher [B,2] (the teacher's scores of p_i and p_{B+i}). It reads Similarity, not Temperature, and
 // ignores Mask: each query is compared with its own two passages only.
 func init() {
 	Register(Spec{Name: "margin_mse", Batch: Contrastive, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
@@ -155,6 +155,6 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return MarginMSE(in.Q, pPos, pNeg, tPos, tNeg, in.Sim)
+		return MarginMSE(in.Q, pPos, pNeg, tPos, tNeg, in.Similarity)
 	}})
 }

@@ -27,7 +27,7 @@ func marginMSERegistered(sim Similarity, tPos, tNeg []float64) builder {
 		for i := range tPos {
 			t = append(t, tPos[i], tNeg[i])
 		}
-		return spec.Build(Inputs{Q: in["q"], P: in["p"], Sim: sim,
+		return spec.Build(Inputs{Q: in["q"], P: in["p"], Similarity: sim,
 			Teacher: fromFloat64(t, tensor.Shape{len(tPos), 2}, in["q"].Dtype())})
 	}
 }

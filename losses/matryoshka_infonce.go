@@ -115,6 +115,6 @@ func matryoshkaInfoNCE(q, p, mask *G.Node, dims []int, weights []float64, tau fl
 // Inputs.Dims weighted by Inputs.DimWeights (a Mask applies to every prefix).
 func init() {
 	Register(Spec{Name: "matryoshka_infonce", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
-		return matryoshkaInfoNCE(in.Q, in.P, in.Mask, in.Dims, in.DimWeights, in.Temperature, in.Sim)
+		return matryoshkaInfoNCE(in.Q, in.P, in.Mask, in.Dims, in.DimWeights, in.Temperature, in.Similarity)
 	}})
 }

@@ -16,7 +16,7 @@ func matryoshkaBuilder(dims []int, weights []float64, tau float64, sim Similarit
 			if err != nil {
 				return nil, err
 			}
-			return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Dims: dims, DimWeights: weights, Temperature: tau, Sim: sim})
+			return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Dims: dims, DimWeights: weights, Temperature: tau, Similarity: sim})
 		}
 		return MatryoshkaInfoNCE(in["q"], in["p"], dims, weights, tau, sim)
 	}
@@ -28,7 +28,7 @@ func matryoshkaRegistered(dims []int, weights []float64, tau float64, sim Simila
 		if err != nil {
 			return nil, err
 		}
-		return spec.Build(Inputs{Q: in["q"], P: in["p"], Dims: dims, DimWeights: weights, Temperature: tau, Sim: sim})
+		return spec.Build(Inputs{Q: in["q"], P: in["p"], Dims: dims, DimWeights: weights, Temperature: tau, Similarity: sim})
 	}
 }
 

@@ -17,14 +17,14 @@ type Batch string
 const (
 	// Contrastive: B queries and N >= B passages, passage i < B the positive of query i, every
 	// passage a candidate of every query (in-batch and hard negatives). Inputs Q [B,H], P [N,H],
-	// Mask [B,N] (optional: -Inf removes a candidate), Temperature and Sim.
+	// Mask [B,N] (optional: -Inf removes a candidate), Temperature and Similarity.
 	Contrastive Batch = "contrastive"
 	// Lists: B lists of K scored candidates, slot 0 of each the judged-relevant one. Inputs
 	// Scores [B*K] (list i at i*K..i*K+K-1), B, K and, when the loss takes labels, Labels [B,K].
 	Lists Batch = "lists"
 	// LateInteraction: a Contrastive batch of token embeddings (multi-vector, ColBERT). Inputs
 	// Q [B,Lq,D], P [N,Ld,D] in Contrastive's passage order, QTokenMask [B,Lq] and PTokenMask
-	// [N,Ld] (optional), TokenMasking, Tau, Sim, and for a Teacher loss Teacher [B,1+M]
+	// [N,Ld] (optional), TokenMasking, Tau, Similarity, and for a Teacher loss Teacher [B,1+M]
 	// (Contrastive's layout) with TeacherTau.
 	LateInteraction Batch = "late_interaction"
 )
@@ -45,7 +45,7 @@ type Inputs struct {
 	// scores (kl_distill).
 	Q, P, Mask  *G.Node
 	Temperature float64
-	Sim         Similarity
+	Similarity  Similarity
 	// Dims are the embedding prefixes a Matryoshka loss trains on (matryoshka_infonce: every
 	// m in Dims, 1 <= m <= H) and DimWeights their weights (nil: all 1).
 	Dims       []int

@@ -153,11 +153,11 @@ func SpladeLoss(q, p, mask *G.Node, tau float64, w *FlopsWeights) (*G.Node, erro
 	return G.Add(sum, fd)
 }
 
-// splade: Contrastive inputs Q, P, Mask, Temperature (Sim must be Dot) and Flops.
+// splade: Contrastive inputs Q, P, Mask, Temperature (Similarity must be Dot) and Flops.
 func init() {
 	Register(Spec{Name: "splade", Batch: Contrastive, Build: func(in Inputs) (*G.Node, error) {
-		if in.Sim != Dot {
-			return nil, errors.Errorf("losses: splade scores sparse vectors by their dot product, got similarity %v", in.Sim)
+		if in.Similarity != Dot {
+			return nil, errors.Errorf("losses: splade scores sparse vectors by their dot product, got similarity %v", in.Similarity)
 		}
 		return SpladeLoss(in.Q, in.P, in.Mask, in.Temperature, in.Flops)
 	}})

@@ -51,7 +51,7 @@ func TestSpladeGolden(t *testing.T) {
 					t.Fatalf("Lookup: %+v, %v", spec, err)
 				}
 				loss, grads := mustEval(t, dt, func(in map[string]*G.Node) (*G.Node, error) {
-					return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Temperature: tau, Sim: Dot, Flops: &w})
+					return spec.Build(Inputs{Q: in["q"], P: in["p"], Mask: in["mask"], Temperature: tau, Similarity: Dot, Flops: &w})
 				}, ins...)
 				wantLateGolden(t, c, loss, grads, rtol, atol)
 			})
@@ -68,7 +68,7 @@ func TestSpladeFiniteDiff(t *testing.T) {
 	build := func(in map[string]*G.Node) (*G.Node, error) { return SpladeLoss(in["q"], in["p"], in["mask"], 0.5, &w) }
 	checkFiniteDiff(t, build, 1e-6, 1e-8, ins...)
 	spec, _ := Lookup("splade")
-	if _, err := spec.Build(Inputs{Sim: Cosine}); err == nil {
+	if _, err := spec.Build(Inputs{Similarity: Cosine}); err == nil {
 		t.Fatal("splade with cosine similarity accepted")
 	}
 }

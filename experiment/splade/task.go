@@ -68,7 +68,7 @@ func newTask(m *model.BiEncoder, s *model.Splade, tok *tokenize.Tokenizer, o tas
 	if err != nil {
 		return nil, err
 	}
-	if t.loss, err = spec.Build(losses.Inputs{Q: q, P: p, Mask: maskN, Temperature: o.Temperature, Sim: losses.Dot, Flops: &t.w}); err != nil {
+	if t.loss, err = spec.Build(losses.Inputs{Q: q, P: p, Mask: maskN, Temperature: o.Temperature, Similarity: losses.Dot, Flops: &t.w}); err != nil {
 		return nil, err
 	}
 	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
