@@ -49,7 +49,7 @@ const Kind = "fusion"
 // Every stage's metrics go to progress.json as it ends; a resumed run (-resume) loads start/
 // and skips the stages done. Everything goes to metrics.json and prints as a table.
 func init() {
-	experiment.Register(Kind, runFusion, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}, Own: []configs.Section{section}})
+	experiment.Register(Kind, runFusion, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}, Own: []configs.Section{section, fidSection}})
 }
 
 // progressFile holds the finished stages' metrics of a run.
@@ -106,6 +106,9 @@ func runFusion(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 	if o.ResumeDir != "" && experiment.Finished(o.ResumeDir) {
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
+	}
+	if FiDOf(rec).Only {
+		return runFiDOnly(ctx, rec, o)
 	}
 	start := time.Now()
 	kc := Of(rec)
@@ -168,7 +171,7 @@ func runFusion(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 	stages := []struct {
 		name string
 		f    func() error
-	}{{"perplexity", s.perplexity}, {"qa", s.qa}, {"swap", s.swap}}
+	}{{"perplexity", s.perplexity}, {"qa", s.qa}, {"swap", s.swap}, {"fid", func() error { return fidStage(ctx, run, d) }}}
 	for _, st := range stages {
 		if prog.done(st.name) {
 			fmt.Fprintf(o.Out, "%s: done in an earlier segment\n", st.name)

@@ -1,0 +1,94 @@
+package fusion
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+)
+
+// tinyFiDRecipe is a fid.only run over the rag tests' small garden world with tiny readers:
+// it checks the machinery (training, evaluation, the swap, resume), not the accuracy.
+func tinyFiDRecipe(t *testing.T, extra string) *configs.Recipe {
+	t.Helper()
+	text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1)
+	text = strings.Replace(text, "hidden = 64\nlayers = 2", "hidden = 16\nlayers = 1", 1)
+	text = strings.Replace(text, "dropout = 0.0", "dropout = 0.1", 1)
+	text += "\n[fid]\nonly = true\nks = [1, 3]\nsteps = 12\nbatch_size = 4\nlr = 3e-3\nencoder_length = 32\nreader_length = 96\ncheckpoint_every = 5\n" + extra
+	rec, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "fid-tiny.toml"), text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestFiDResumeExact interrupts each reader's training mid-phase (FiD at step 7, after its
+// checkpoint at step 5; the in-context reader at step 3, before its first) and resumes: the
+// trained parameters are the uninterrupted run's bit for bit, and so are the metrics.
+func TestFiDResumeExact(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyFiDRecipe(t, "")
+	var out strings.Builder
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"fid@1/EM", "fid@3/EM", "rag@1/EM", "rag@3/EM", "fid@3/moved_new_town", "rag@1/moved_new_town", "cost/fid_bytes"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if !strings.Contains(out.String(), "fid@3") {
+		t.Errorf("no table:\n%s", out.String())
+	}
+	for _, stop := range []struct {
+		phase string
+		at    int
+	}{{"fid_fid", 7}, {"fid_rag", 3}} {
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: stop.phase, InterruptAt: stop.at})
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", stop.phase, err, out.String())
+		}
+		if !strings.Contains(out.String(), "resume: ") {
+			t.Errorf("%s: the resumed run does not say it resumed:\n%s", stop.phase, out.String())
+		}
+		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
+		for _, system := range fidSystems {
+			a, err := checkpoints.Load(filepath.Join(full, "fid", system))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := checkpoints.Load(filepath.Join(resumed, "fid", system))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Trainer.Step != 12 || b.Trainer.Step != 12 || len(a.Params) != len(b.Params) {
+				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, system, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
+			}
+			for i := range a.Params {
+				if !slices.Equal(a.Params[i].Data, b.Params[i].Data) {
+					t.Errorf("%s: %s %s differs after resuming", stop.phase, system, a.Params[i].Name)
+				}
+			}
+		}
+	}
+}
