@@ -38,7 +38,8 @@ import (
 //   - fid@k: model.FiD, one encoder row "[CLS] question cloze [SEP] entry" (fid.encoder_length
 //     tokens) per retrieved entry, the decoder writing "[CLS] answer [SEP]" over the k
 //     encodings;
-//   - rag@k: the garden reader (GPT-2) with a context of fid.reader_length tokens, "[CLS] <ctx>
+//   - rag@k (rag_long@k in a run of every stage: rag@1 is then the qa stage's reader): the
+//     garden reader (GPT-2) with a context of fid.reader_length tokens, "[CLS] <ctx>
 //     entry_1 ... entry_k </ctx> question cloze answer [SEP]" (ragkit.ReaderFormat; entries
 //     beyond the length are cut, counted in rag@k/contexts_cut).
 //
@@ -116,6 +117,15 @@ const (
 
 // fidSystems are the stage's two readers, in training order.
 var fidSystems = []string{"fid", "rag"}
+
+// systemName names system at k in metrics: "fid@k", and "rag@k" for the in-context reader,
+// "rag_long@k" in a run of every stage, where rag@1 is the qa stage's garden reader.
+func (c *FiDConfig) systemName(system string, k int) string {
+	if system == "rag" && !c.Only {
+		system = "rag_long"
+	}
+	return fmt.Sprintf("%s@%d", system, k)
+}
 
 // fidStudy is what the fid stage holds.
 type fidStudy struct {
@@ -453,7 +463,7 @@ func (s *fidStudy) evaluate() error {
 	m := s.Metrics
 	for _, system := range fidSystems {
 		for _, k := range s.fc.Ks {
-			name := fmt.Sprintf("%s@%d", system, k)
+			name := s.fc.systemName(system, k)
 			t0 := time.Now()
 			correct, cut, err := s.answer(system, testExamples(ev, top, k))
 			if err != nil {
@@ -545,22 +555,22 @@ func runFiDOnly(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	run.Metrics = prog.Metrics
 	run.Metrics["run/seconds"] = time.Since(start).Seconds()
-	fidReport(o, run.Metrics, FiDOf(rec).Ks)
+	fidReport(o, run.Metrics, FiDOf(rec))
 	return dir, experiment.WriteMetrics(dir, run.Metrics)
 }
 
 // fidReport prints EM per bucket of every fid@k and rag@k.
-func fidReport(o experiment.Options, m map[string]float64, ks []int) {
+func fidReport(o experiment.Options, m map[string]float64, fc *FiDConfig) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%-8s", "system")
+	fmt.Fprintf(&b, "%-10s", "system")
 	for _, c := range append(slices.Clone(garden.Buckets), "all", "moved→new", "s/question") {
 		fmt.Fprintf(&b, " %10s", c)
 	}
 	b.WriteString("\n")
 	for _, system := range fidSystems {
-		for _, k := range ks {
-			name := fmt.Sprintf("%s@%d", system, k)
-			fmt.Fprintf(&b, "%-8s", name)
+		for _, k := range fc.Ks {
+			name := fc.systemName(system, k)
+			fmt.Fprintf(&b, "%-10s", name)
 			for _, c := range append(slices.Clone(garden.Buckets), "") {
 				key := name + "/EM"
 				if c != "" {

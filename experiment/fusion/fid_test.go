@@ -12,6 +12,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
 )
 
 // tinyFiDRecipe is a fid.only run over the rag tests' small garden world with tiny readers:
@@ -90,5 +91,66 @@ func TestFiDResumeExact(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
+// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
+// state the new answer, which differs from the gardener's and is a value of the relation.
+func TestFiDExamples(t *testing.T) {
+	rec := tinyFiDRecipe(t, "")
+	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
+	if run != nil && run.Log != nil {
+		defer run.Log.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newFiDStudy(run, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainQ := s.trainedQ()
+	top, err := s.retrieve(s.World, trainQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := 0
+	for step := 0; step < 20; step++ {
+		ex, again := s.examples(trainQ, top, step), s.examples(trainQ, top, step)
+		for i, e := range ex {
+			if !slices.Contains(FiDOf(rec).Ks, len(e.entries)) && len(e.entries) != len(top[0]) {
+				t.Fatalf("step %d example %d: %d entries", step, i, len(e.entries))
+			}
+			if e.answer != again[i].answer || !slices.Equal(e.entries, again[i].entries) {
+				t.Fatalf("step %d example %d differs between two calls", step, i)
+			}
+			if e.answer != e.q.Answer {
+				rewritten++
+				if !slices.Contains(s.World.Values[e.q.Relation], e.answer) || !slices.ContainsFunc(e.entries, func(p string) bool { return strings.Contains(p, " "+e.answer+" .") }) {
+					t.Errorf("step %d example %d: answer %q (was %q) not stated by its entries %q", step, i, e.answer, e.q.Answer, e.entries)
+				}
+			}
+		}
+	}
+	if rewritten < 20 {
+		t.Errorf("%d of 80 examples made counterfactual", rewritten)
+	}
+}
+
+func TestFiDConfigErrors(t *testing.T) {
+	for _, extra := range []string{"ks = [0]", "ks = [3, 3]", "encoder_length = 4", "reader_length = 4096", "batch_size = 0"} {
+		text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1) + "\n[fid]\n" + extra + "\n"
+		if _, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "bad.toml"), text); err == nil || !strings.Contains(err.Error(), "fid.") {
+			t.Errorf("%s: err = %v, want one naming the fid key", extra, err)
+		}
+	}
+	c := &FiDConfig{Only: true}
+	if c.systemName("rag", 3) != "rag@3" || c.systemName("fid", 10) != "fid@10" {
+		t.Error("fid.only names")
+	}
+	c.Only = false
+	if c.systemName("rag", 1) != "rag_long@1" {
+		t.Error("a run of every stage names the in-context reader rag_long")
 	}
 }

@@ -26,7 +26,7 @@ import (
 const Kind = "fusion"
 
 // kind = "fusion": where the garden reader meets the evidence, compared on the garden world
-// (issue 41; FiD and RETRO are not implemented yet).
+// (issue 41; RETRO is not implemented yet).
 //
 //  1. the world, tokenizer and GPT-2 reader of kind rag (ragkit.NewGardenRun): the reader is
 //     pretrained on the pretraining corpus less its last knnlm.held_out_docs documents (the
@@ -44,7 +44,9 @@ const Kind = "fusion"
 //  5. the knowledge update without training: world.updated_fraction of the gardeners move
 //     (garden.World.Updated); BM25 and the entries datastore are rebuilt from the updated world
 //     (the corpus, hence the corpus datastore, is unchanged), no weight changes, and each system
-//     is asked the moved test gardeners' town: <system>/moved_new_town, /moved_old_town.
+//     is asked the moved test gardeners' town: <system>/moved_new_town, /moved_old_town;
+//  6. fid (fid.go): Fusion-in-Decoder and in-context RAG, each trained from scratch, at k = each
+//     of fid.ks (with fid.only, this stage alone).
 //
 // Every stage's metrics go to progress.json as it ends; a resumed run (-resume) loads start/
 // and skips the stages done. Everything goes to metrics.json and prints as a table.
