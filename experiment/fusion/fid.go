@@ -36,8 +36,8 @@ import (
 // replaced, the answer changed to match: read, not recall; ragkit.Counterfactual).
 //
 //   - fid@k: model.FiD, one encoder row "[CLS] question cloze [SEP] entry" (fid.encoder_length
-//     tokens) per retrieved entry, the decoder writing "[CLS] answer [SEP]" over the k
-//     encodings;
+//     tokens) per retrieved entry, the decoder writing "answer [SEP]" after "[CLS] cloze"
+//     (fid.decoder_prefix) over the k encodings;
 //   - rag@k (rag_long@k in a run of every stage: rag@1 is then the qa stage's reader): the
 //     garden reader (GPT-2) with a context of fid.reader_length tokens, "[CLS] <ctx>
 //     entry_1 ... entry_k </ctx> question cloze answer [SEP]" (ragkit.ReaderFormat; entries
@@ -75,12 +75,18 @@ type FiDConfig struct {
 	// ReaderLength is the in-context reader's sequence, which must hold max(ks) entries;
 	// 16..2048. Default 320.
 	ReaderLength int `toml:"reader_length"`
+	// DecoderLength is FiD's decoder sequence, "[CLS] prefix answer [SEP]"; 3..256. Default 16.
+	DecoderLength int `toml:"decoder_length"`
+	// DecoderPrefix is what FiD's decoder reads before the answer: "cloze" (the question's
+	// cloze, "Ines Ronus lives in", as the garden reader's answer prefix, ragkit's
+	// rag_reader.go) or "none" (only [CLS], as Izacard & Grave's decoder). Default "cloze".
+	DecoderPrefix string `toml:"decoder_prefix"`
 	// CheckpointEvery saves each reader's training every n steps (0: at its end only). Default 100.
 	CheckpointEvery int `toml:"checkpoint_every"`
 }
 
 func defaultFiDConfig() FiDConfig {
-	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, CheckpointEvery: 100}
+	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, DecoderLength: 16, DecoderPrefix: "cloze", CheckpointEvery: 100}
 }
 
 func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
@@ -106,6 +112,10 @@ func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
 	if c.ReaderLength < 16 || c.ReaderLength > 2048 {
 		v.Fail("fid.reader_length", "must be in 16..2048, got %d", c.ReaderLength)
 	}
+	if c.DecoderLength < 3 || c.DecoderLength > 256 {
+		v.Fail("fid.decoder_length", "must be in 3..256, got %d", c.DecoderLength)
+	}
+	v.OneOf("fid.decoder_prefix", c.DecoderPrefix, []string{"cloze", "none"})
 	configs.AtLeast(v, "fid.checkpoint_every", c.CheckpointEvery, 0)
 }
 
@@ -140,12 +150,12 @@ type fidStudy struct {
 }
 
 func newFiDStudy(run *ragkit.GardenRun, d *ragkit.Data) (*fidStudy, error) {
-	fc, rd := FiDOf(run.Rec), run.Rec.Reader
+	fc := FiDOf(run.Rec)
 	s := &fidStudy{GardenRun: run, d: d, fc: fc, kmax: slices.Max(fc.Ks), bm: index.BM25Params{K1: run.Rec.Index.K1, B: run.Rec.Index.B}}
 	rc := run.Reader.Cfg
 	var err error
 	s.fid, err = model.NewFiD(model.FiDConfig{Vocab: rc.Vocab, Hidden: rc.Hidden, Layers: rc.Layers, Heads: rc.Heads, FFN: rc.FFN, Dropout: rc.Dropout,
-		K: s.kmax, EncLen: fc.EncoderLength, DecLen: rd.MaxAnswerTokens + 2}, run.Seed)
+		K: s.kmax, EncLen: fc.EncoderLength, DecLen: fc.DecoderLength}, run.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -212,8 +222,10 @@ func (s *fidStudy) examples(trainQ []int, top [][]string, step int) []fidExample
 }
 
 // fidInput is FiD's input for e: one encoder row per entry, cut to fid.encoder_length (cut
-// counts the rows cut), and the decoder's "[CLS] answer [SEP]" (with answer "", "[CLS]").
-func (s *fidStudy) fidInput(e fidExample, cut *int) model.FiDExample {
+// counts the rows cut), and the decoder's "[CLS] prefix answer [SEP]" (the prefix the cloze
+// with fid.decoder_prefix = "cloze"; with answer "", "[CLS] prefix"), and the position of the
+// prefix's last token, whose next token is the answer's first.
+func (s *fidStudy) fidInput(e fidExample, cut *int) (model.FiDExample, int) {
 	qt := append(append([]int{s.Format.Cls}, s.Tok.Encode(question(e.q))...), s.Format.Sep)
 	var x model.FiDExample
 	for _, p := range e.entries {
@@ -225,11 +237,18 @@ func (s *fidStudy) fidInput(e fidExample, cut *int) model.FiDExample {
 		x.Passages = append(x.Passages, row)
 	}
 	x.Decoder = []int{s.Format.Cls}
+	if s.fc.DecoderPrefix == "cloze" {
+		x.Decoder = append(x.Decoder, s.Tok.Encode(e.q.Cloze)...)
+	}
+	first := len(x.Decoder) - 1
 	if e.answer != "" {
 		x.Decoder = append(append(x.Decoder, s.Tok.Encode(e.answer)...), s.Format.Sep)
-		x.Decoder = x.Decoder[:min(len(x.Decoder), s.fid.Cfg.DecLen)]
 	}
-	return x
+	if len(x.Decoder) > s.fid.Cfg.DecLen {
+		x.Decoder = x.Decoder[:s.fid.Cfg.DecLen]
+		*cut++
+	}
+	return x, first
 }
 
 // ragPrompt is the in-context reader's prompt for e with room for reserve answer tokens.
@@ -286,9 +305,10 @@ func (t *fidTask) Step(step int) (float64, int, error) {
 		pos[i] = -1
 	}
 	for i, e := range ex {
-		xs[i] = t.s.fidInput(e, &t.cut)
-		for j := 0; j+1 < len(xs[i].Decoder); j++ {
-			pos[i*S+j], tgt[i*S+j], m[i*S+j] = i*Ld+j, xs[i].Decoder[j+1], 1
+		var first int
+		xs[i], first = t.s.fidInput(e, &t.cut)
+		for j := first; j+1 < len(xs[i].Decoder); j++ {
+			pos[i*S+j-first], tgt[i*S+j-first], m[i*S+j-first] = i*Ld+j, xs[i].Decoder[j+1], 1
 		}
 	}
 	if err := t.in.Let(xs, t.s.Format.Cls); err != nil {
@@ -400,7 +420,7 @@ func (s *fidStudy) answer(system string, ex []fidExample) ([]bool, int, error) {
 		xs := make([]model.FiDExample, len(ex))
 		for i, e := range ex {
 			e.answer = ""
-			xs[i] = s.fidInput(e, &cut)
+			xs[i], _ = s.fidInput(e, &cut)
 		}
 		if gens, err = r.Greedy(xs, maxNew, s.Format.Sep, s.Format.Cls); err != nil {
 			return nil, 0, err
