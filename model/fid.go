@@ -336,15 +336,7 @@ func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation
 					continue
 				}
 				row := (i*Ld + len(batch[i].Decoder) - 1) * h
-				switch x := r.states.Value().Data().(type) {
-				case []float32:
-					for j := range sel {
-						sel[j] = float64(x[row+j])
-					}
-				case []float64:
-					copy(sel, x[row:row+h])
-				}
-				nextLogits(logits, sel, emb)
+				rowLogits(logits, sel, r.states.Value(), row, emb)
 				best, lp := argmaxLogSoftmax(logits)
 				g := &res[lo+i]
 				g.LogProb += lp

@@ -170,15 +170,15 @@ func (r *xattnRun[T]) blocks(f func(b, qr, kr int, s, p []T)) {
 			b, hd := bh/nh, bh%nh
 			qr, kr := b*lq*h+hd*dh, b*lk*h+hd*dh
 			gemm(false, true, lq, lk, dh, r.scale, r.q[qr:], h, r.k[kr:], h, 0, s, lk)
-			softmaxRows(p, s, r.mask[b*lk:(b+1)*lk], lq)
+			softmaxRows(p, s, r.mask[b*lk:(b+1)*lk], lq, false)
 			f(b, qr, kr, s, p)
 		}
 	})
 }
 
-// softmaxRows is softmaxBlock without a causal mask on an n×len(m) block: the same row
-// kernels (the AVX2 float32 row on a binary mask), so Lq = Lk gives Attention's bits.
-func softmaxRows[T float](out, s, m []T, n int) {
+// softmaxRows writes the masked softmax of the n rows of s (n×len(m)) into out, row i over
+// keys 0..i only when causal: the AVX2 float32 row on a binary mask, else softmaxRow.
+func softmaxRows[T float](out, s, m []T, n int, causal bool) {
 	l := len(m)
 	o32, fast := any(out).([]float32)
 	binary, first := false, l
@@ -188,11 +188,15 @@ func softmaxRows[T float](out, s, m []T, n int) {
 		binary, first = maskKind(m32)
 	}
 	for i := 0; i < n; i++ {
-		if fast && binary && first < l {
-			softmaxRow32(o32[i*l:(i+1)*l], s32[i*l:(i+1)*l], m32, l)
+		end := l
+		if causal {
+			end = i + 1
+		}
+		if fast && binary && first < end {
+			softmaxRow32(o32[i*l:(i+1)*l], s32[i*l:(i+1)*l], m32, end)
 			continue
 		}
-		softmaxRow(out[i*l:(i+1)*l], s[i*l:(i+1)*l], m, l)
+		softmaxRow(out[i*l:(i+1)*l], s[i*l:(i+1)*l], m, end)
 	}
 }
 
