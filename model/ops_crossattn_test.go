@@ -25,22 +25,7 @@ func runCrossAttention(t *testing.T, dt tensor.Dtype, q, k, v, mask *tensor.Dens
 	if err != nil {
 		t.Fatal(err)
 	}
-	var av gorgonia.Value
-	gorgonia.Read(a, &av)
-	loss, err := weightedSum(a, 7)
-	if err != nil {
-		t.Fatal(err)
-	}
-	grads, err := gorgonia.Grad(loss, qn, kn, vn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	vm := gorgonia.NewTapeMachine(g)
-	defer vm.Close()
-	if err := vm.RunAll(); err != nil {
-		t.Fatal(err)
-	}
-	return attnRunResult{values(av), values(grads[0].Value()), values(grads[1].Value()), values(grads[2].Value())}
+	return runAttnGraph(t, a, qn, kn, vn, 1, func(int) {})[0]
 }
 
 // TestCrossAttentionHandComputed: one query over two memory rows, H = 1, Scale 1: the weights
