@@ -546,7 +546,11 @@ func fidStage(ctx context.Context, run *ragkit.GardenRun, d *ragkit.Data) error 
 			return err
 		}
 	}
-	return s.evaluate()
+	if err := s.evaluate(); err != nil {
+		return err
+	}
+	fidReport(run.Opts, run.Metrics, s.fc)
+	return nil
 }
 
 // runFiDOnly is the run of a recipe with fid.only: the fid stage alone.
@@ -563,7 +567,9 @@ func runFiDOnly(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	if err != nil {
 		return dir, err
 	}
-	if !prog.done("fid") {
+	if prog.done("fid") {
+		fidReport(o, prog.Metrics, FiDOf(rec))
+	} else {
 		t0 := time.Now()
 		if err := fidStage(ctx, run, d); err != nil {
 			return dir, fmt.Errorf("fid: %w", err)
@@ -575,7 +581,6 @@ func runFiDOnly(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	run.Metrics = prog.Metrics
 	run.Metrics["run/seconds"] = time.Since(start).Seconds()
-	fidReport(o, run.Metrics, FiDOf(rec))
 	return dir, experiment.WriteMetrics(dir, run.Metrics)
 }
 

@@ -18,11 +18,16 @@ import (
 // tinyFiDRecipe is a fid.only run over the rag tests' small garden world with tiny readers:
 // it checks the machinery (training, evaluation, the swap, resume), not the accuracy.
 func tinyFiDRecipe(t *testing.T, extra string) *configs.Recipe {
+	return tinyFusionRecipe(t, "only = true\n"+extra)
+}
+
+// tinyFusionRecipe is tinyFiDRecipe without fid.only: extra goes into [fid].
+func tinyFusionRecipe(t *testing.T, extra string) *configs.Recipe {
 	t.Helper()
 	text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1)
 	text = strings.Replace(text, "hidden = 64\nlayers = 2", "hidden = 16\nlayers = 1", 1)
 	text = strings.Replace(text, "dropout = 0.0", "dropout = 0.1", 1)
-	text += "\n[fid]\nonly = true\nks = [1, 3]\nsteps = 12\nbatch_size = 4\nlr = 3e-3\nencoder_length = 32\nreader_length = 96\ncheckpoint_every = 5\n" + extra
+	text += "\n[knnlm]\nheld_out_docs = 40\nlambdas = [0.0, 0.5]\n[fid]\nks = [1, 3]\nsteps = 12\nbatch_size = 4\nlr = 3e-3\nencoder_length = 32\nreader_length = 96\ncheckpoint_every = 5\n" + extra
 	rec, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "fid-tiny.toml"), text)
 	if err != nil {
 		t.Fatal(err)
@@ -152,5 +157,37 @@ func TestFiDConfigErrors(t *testing.T) {
 	c.Only = false
 	if c.systemName("rag", 1) != "rag_long@1" {
 		t.Error("a run of every stage names the in-context reader rag_long")
+	}
+}
+
+// TestFusionRunsEveryStage runs every stage of the kind on the tiny world (fid.only = false,
+// 20 fine-tuning steps): the fid stage runs after the swap and names its in-context systems
+// rag_long@k, leaving the qa stage's rag@1.
+func TestFusionRunsEveryStage(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyFusionRecipe(t, "")
+	rec.Reader.FinetuneSteps = 20
+	var out strings.Builder
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"rag@1/EM", "rag@1/moved_old_town", "knnlm/EM", "fid@1/EM", "fid@3/moved_new_town", "rag_long@1/EM", "rag_long@3/moved_new_town", "time/fid_seconds"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if _, ok := m["rag@3/EM"]; ok {
+		t.Error("rag@3 in a run of every stage")
+	}
+	if !strings.Contains(out.String(), "rag_long@3") {
+		t.Errorf("no fid table:\n%s", out.String())
 	}
 }
