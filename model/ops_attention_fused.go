@@ -287,27 +287,7 @@ func (r *attnRun[T]) backward(out, g []T) {
 
 // softmaxBlock is maskedSoftmax on one (b,h) block: out = the masked
 // softmax of the L rows of s (L×L) of a sequence with mask m (L values).
-func softmaxBlock[T float](out, s, m []T, causal bool) {
-	l := len(m)
-	binary, first := false, l
-	o32, fast := any(out).([]float32)
-	var s32, m32 []float32
-	if fast = fast && haveAVX2FMA; fast {
-		s32, m32 = any(s).([]float32), any(m).([]float32)
-		binary, first = maskKind(m32)
-	}
-	for i := 0; i < l; i++ {
-		end := l
-		if causal {
-			end = i + 1
-		}
-		if fast && binary && first < end {
-			softmaxRow32(o32[i*l:(i+1)*l], s32[i*l:(i+1)*l], m32, end)
-			continue
-		}
-		softmaxRow(out[i*l:(i+1)*l], s[i*l:(i+1)*l], m, end)
-	}
-}
+func softmaxBlock[T float](out, s, m []T, causal bool) { softmaxRows(out, s, m, len(m), causal) }
 
 var scratch32, scratch64 sync.Pool
 

@@ -58,6 +58,13 @@ func runAttention(t *testing.T, dt tensor.Dtype, q, k, v, mask *tensor.Dense, o 
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runAttnGraph(t, a, qn, kn, vn, runs, func(run int) { o.RNG.R = rand.New(rand.NewPCG(5, uint64(run))) })
+}
+
+// runAttnGraph differentiates a weighted sum of the attention output a with respect to its
+// inputs q, k and v and runs the graph runs times, reseed(run) before each.
+func runAttnGraph(t *testing.T, a, qn, kn, vn *gorgonia.Node, runs int, reseed func(run int)) []attnRunResult {
+	t.Helper()
 	var av gorgonia.Value
 	gorgonia.Read(a, &av)
 	loss, err := weightedSum(a, 7)
@@ -68,11 +75,11 @@ func runAttention(t *testing.T, dt tensor.Dtype, q, k, v, mask *tensor.Dense, o 
 	if err != nil {
 		t.Fatal(err)
 	}
-	vm := gorgonia.NewTapeMachine(g)
+	vm := gorgonia.NewTapeMachine(a.Graph())
 	defer vm.Close()
 	var res []attnRunResult
 	for run := 0; run < runs; run++ {
-		o.RNG.R = rand.New(rand.NewPCG(5, uint64(run)))
+		reseed(run)
 		vm.Reset()
 		if err := vm.RunAll(); err != nil {
 			t.Fatal(err)

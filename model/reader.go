@@ -266,15 +266,7 @@ func (rr *ReaderRunner) greedyChunk(prompts [][]int, res []Generation, maxNew, s
 				continue
 			}
 			row := (i*L + lens[i] - 1) * h
-			switch x := rr.out.Value().Data().(type) {
-			case []float32:
-				for j := range sel {
-					sel[j] = float64(x[row+j])
-				}
-			case []float64:
-				copy(sel, x[row:row+h])
-			}
-			nextLogits(logits, sel, emb)
+			rowLogits(logits, sel, rr.out.Value(), row, emb)
 			best, lp := argmaxLogSoftmax(logits)
 			res[i].LogProb += lp
 			if best == stop {
@@ -291,6 +283,20 @@ func (rr *ReaderRunner) greedyChunk(prompts [][]int, res []Generation, maxNew, s
 		}
 	}
 	return nil
+}
+
+// rowLogits copies row row/H of the token states states [N,H] into sel (H values) and writes
+// the next-token logits of that row, sel · E[v], into logits.
+func rowLogits(logits, sel []float64, states gorgonia.Value, row int, emb *tensor.Dense) {
+	switch x := states.Data().(type) {
+	case []float32:
+		for j := range sel {
+			sel[j] = float64(x[row+j])
+		}
+	case []float64:
+		copy(sel, x[row:row+len(sel)])
+	}
+	nextLogits(logits, sel, emb)
 }
 
 // nextLogits writes logits[v] = x · E[v].

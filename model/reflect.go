@@ -65,15 +65,7 @@ func (n *NextTokenRunner) LogProbs(prompts [][]int, ids []int) ([][]float64, err
 		}
 		for i, p := range prompts[start:end] {
 			row := (i*L + len(p) - 1) * h
-			switch x := n.out.Value().Data().(type) {
-			case []float32:
-				for j := range sel {
-					sel[j] = float64(x[row+j])
-				}
-			case []float64:
-				copy(sel, x[row:row+h])
-			}
-			nextLogits(logits, sel, emb)
+			rowLogits(logits, sel, n.out.Value(), row, emb)
 			lse := logSumExp(logits)
 			lp := make([]float64, len(ids))
 			for j, id := range ids {

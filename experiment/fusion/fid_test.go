@@ -1,0 +1,193 @@
+package fusion
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+)
+
+// tinyFiDRecipe is a fid.only run over the rag tests' small garden world with tiny readers:
+// it checks the machinery (training, evaluation, the swap, resume), not the accuracy.
+func tinyFiDRecipe(t *testing.T, extra string) *configs.Recipe {
+	return tinyFusionRecipe(t, "only = true\n"+extra)
+}
+
+// tinyFusionRecipe is tinyFiDRecipe without fid.only: extra goes into [fid].
+func tinyFusionRecipe(t *testing.T, extra string) *configs.Recipe {
+	t.Helper()
+	text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1)
+	text = strings.Replace(text, "hidden = 64\nlayers = 2", "hidden = 16\nlayers = 1", 1)
+	text = strings.Replace(text, "dropout = 0.0", "dropout = 0.1", 1)
+	text += "\n[knnlm]\nheld_out_docs = 40\nlambdas = [0.0, 0.5]\n[fid]\nks = [1, 3]\nsteps = 12\nbatch_size = 4\nlr = 3e-3\nencoder_length = 32\nreader_length = 96\ncheckpoint_every = 5\n" + extra
+	rec, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "fid-tiny.toml"), text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// TestFiDResumeExact interrupts each reader's training mid-phase (FiD at step 7, after its
+// checkpoint at step 5; the in-context reader at step 3, before its first) and resumes: the
+// trained parameters are the uninterrupted run's bit for bit, and so are the metrics.
+func TestFiDResumeExact(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyFiDRecipe(t, "")
+	var out strings.Builder
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"fid@1/EM", "fid@3/EM", "rag@1/EM", "rag@3/EM", "fid@3/moved_new_town", "rag@1/moved_new_town", "cost/fid_bytes"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if !strings.Contains(out.String(), "fid@3") {
+		t.Errorf("no table:\n%s", out.String())
+	}
+	for _, stop := range []struct {
+		phase string
+		at    int
+	}{{"fid_fid", 7}, {"fid_rag", 3}} {
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: stop.phase, InterruptAt: stop.at})
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", stop.phase, err, out.String())
+		}
+		if !strings.Contains(out.String(), "resume: ") {
+			t.Errorf("%s: the resumed run does not say it resumed:\n%s", stop.phase, out.String())
+		}
+		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
+		for _, system := range fidSystems {
+			a, err := checkpoints.Load(filepath.Join(full, "fid", system))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := checkpoints.Load(filepath.Join(resumed, "fid", system))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Trainer.Step != 12 || b.Trainer.Step != 12 || len(a.Params) != len(b.Params) {
+				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, system, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
+			}
+			for i := range a.Params {
+				if !slices.Equal(a.Params[i].Data, b.Params[i].Data) {
+					t.Errorf("%s: %s %s differs after resuming", stop.phase, system, a.Params[i].Name)
+				}
+			}
+		}
+	}
+}
+
+// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
+// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
+// state the new answer, which differs from the gardener's and is a value of the relation.
+func TestFiDExamples(t *testing.T) {
+	rec := tinyFiDRecipe(t, "")
+	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
+	if run != nil && run.Log != nil {
+		defer run.Log.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newFiDStudy(run, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trainQ := s.trainedQ()
+	top, err := s.retrieve(s.World, trainQ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rewritten := 0
+	for step := 0; step < 20; step++ {
+		ex, again := s.examples(trainQ, top, step), s.examples(trainQ, top, step)
+		for i, e := range ex {
+			if !slices.Contains(FiDOf(rec).Ks, len(e.entries)) && len(e.entries) != len(top[0]) {
+				t.Fatalf("step %d example %d: %d entries", step, i, len(e.entries))
+			}
+			if e.answer != again[i].answer || !slices.Equal(e.entries, again[i].entries) {
+				t.Fatalf("step %d example %d differs between two calls", step, i)
+			}
+			if e.answer != e.q.Answer {
+				rewritten++
+				if !slices.Contains(s.World.Values[e.q.Relation], e.answer) || !slices.ContainsFunc(e.entries, func(p string) bool { return strings.Contains(p, " "+e.answer+" .") }) {
+					t.Errorf("step %d example %d: answer %q (was %q) not stated by its entries %q", step, i, e.answer, e.q.Answer, e.entries)
+				}
+			}
+		}
+	}
+	if rewritten < 20 {
+		t.Errorf("%d of 80 examples made counterfactual", rewritten)
+	}
+}
+
+func TestFiDConfigErrors(t *testing.T) {
+	for _, extra := range []string{"ks = [0]", "ks = [3, 3]", "encoder_length = 4", "reader_length = 4096", "batch_size = 0"} {
+		text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1) + "\n[fid]\n" + extra + "\n"
+		if _, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "bad.toml"), text); err == nil || !strings.Contains(err.Error(), "fid.") {
+			t.Errorf("%s: err = %v, want one naming the fid key", extra, err)
+		}
+	}
+	c := &FiDConfig{Only: true}
+	if c.systemName("rag", 3) != "rag@3" || c.systemName("fid", 10) != "fid@10" {
+		t.Error("fid.only names")
+	}
+	c.Only = false
+	if c.systemName("rag", 1) != "rag_long@1" {
+		t.Error("a run of every stage names the in-context reader rag_long")
+	}
+}
+
+// TestFusionRunsEveryStage runs every stage of the kind on the tiny world (fid.only = false,
+// 20 fine-tuning steps): the fid stage runs after the swap and names its in-context systems
+// rag_long@k, leaving the qa stage's rag@1.
+func TestFusionRunsEveryStage(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end run")
+	}
+	rec := tinyFusionRecipe(t, "")
+	rec.Reader.FinetuneSteps = 20
+	var out strings.Builder
+	dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"rag@1/EM", "rag@1/moved_old_town", "knnlm/EM", "fid@1/EM", "fid@3/moved_new_town", "rag_long@1/EM", "rag_long@3/moved_new_town", "time/fid_seconds"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if _, ok := m["rag@3/EM"]; ok {
+		t.Error("rag@3 in a run of every stage")
+	}
+	if !strings.Contains(out.String(), "rag_long@3") {
+		t.Errorf("no fid table:\n%s", out.String())
+	}
+}

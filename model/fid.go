@@ -1,0 +1,358 @@
+package model
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+// PrefixFiD is the prefix of FiD's parameter names ("fid.decoder.layer.0.xattn.q.weight",
+// "fid.encoder.layer.1.ffn.in.bias", ...).
+const PrefixFiD = "fid"
+
+// FiDConfig sizes a Fusion-in-Decoder model.
+type FiDConfig struct {
+	Vocab, Hidden, Layers, Heads, FFN int     // as EncoderConfig, for the encoder and the decoder alike
+	Dropout                           float64 // residual, embedding and self-attention dropout while training
+	K                                 int     // passage slots per question
+	EncLen                            int     // Le, tokens of one (question, passage) encoder row
+	DecLen                            int     // Ld, decoder tokens ("[CLS] answer [SEP]")
+}
+
+// Validate reports the first invalid field.
+func (c FiDConfig) Validate() error {
+	if c.K <= 0 || c.K > 1024 {
+		return fmt.Errorf("model: fid config: k = %d, want 1..1024", c.K)
+	}
+	if c.EncLen < 2 || c.DecLen < 2 {
+		return fmt.Errorf("model: fid config: encoder length %d and decoder length %d, want >= 2", c.EncLen, c.DecLen)
+	}
+	return c.tower(c.EncLen).Validate()
+}
+
+func (c FiDConfig) tower(maxPos int) EncoderConfig {
+	return EncoderConfig{Encoder: EncoderTransformer, Vocab: c.Vocab, Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads,
+		FFN: c.FFN, MaxPosition: maxPos, Dropout: c.Dropout, Causal: true, Arch: ArchGPT2}
+}
+
+// FiD is Fusion-in-Decoder (Izacard & Grave 2021, "Leveraging Passage Retrieval with Generative
+// Models for Open Domain Question Answering", section 3): an encoder reads each (question,
+// passage) pair of a question independently, the K encodings [K·Le,H] are concatenated, and a
+// decoder generates the answer cross-attending that concatenation, so the cost of the encoder
+// grows linearly with K and the passages meet only in the decoder. Here both halves are GPT-2
+// towers of the reader's layout (gpt2.go): the encoder without its causal mask (bidirectional
+// over its row), the decoder causal with, in every layer, a pre-LN cross-attention sublayer
+// between self-attention and the FFN (Vaswani et al. 2017 section 3.1's decoder layer):
+//
+//	a = x + Dropout(SelfAttention(LN₁(x)))
+//	c = a + Dropout(CrossAttention(LN_x(a)·Wqᵀ, M·Wkᵀ, M·Wvᵀ)·Woᵀ)    M = encoder states [B·K·Le,H]
+//	x = c + Dropout(FFN(LN₂(c)))
+//
+// The decoder's word embedding is shared with the encoder and tied to the output (log p =
+// log softmax(h·Eᵀ), as the Reader; T5, FiD's base model, also shares them). Parameters:
+// "fid.decoder.*" as the Reader's GPT-2 table (position embeddings [Ld,H]) plus, per layer,
+// "layer.N.ln_x.weight|bias" [H] and "layer.N.xattn.q|k|v|out.weight|bias" ([H,H]|[H]; out
+// initialised as the residual projections); "fid.encoder.*" the GPT-2 table without
+// embeddings.word (position embeddings [Le,H]).
+type FiD struct {
+	Cfg      FiDConfig
+	Enc, Dec *Tower
+	rng      *RNG
+}
+
+// NewFiD validates cfg and initialises float32 parameters from seed (decoder, its
+// cross-attention, then the encoder; one PCG stream).
+func NewFiD(cfg FiDConfig, seed uint64) (*FiD, error) { return newFiD(cfg, seed, tensor.Float32) }
+
+func newFiD(cfg FiDConfig, seed uint64, dt tensor.Dtype) (*FiD, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f := &FiD{Cfg: cfg, rng: &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}}
+	r := rand.New(rand.NewPCG(seed, streamInit))
+	f.Dec = newTower(PrefixFiD+".decoder", cfg.tower(cfg.DecLen), r, f.rng, dt)
+	residual := 0.02 / math.Sqrt(2*float64(cfg.Layers))
+	for i := 0; i < cfg.Layers; i++ {
+		p := fmt.Sprintf("layer.%d.", i)
+		f.Dec.layerNormParams(p+"ln_x", cfg.Hidden)
+		for _, n := range []string{"q", "k", "v"} {
+			f.Dec.linearParams(r, p+"xattn."+n, cfg.Hidden, cfg.Hidden)
+		}
+		f.Dec.param(p+"xattn.out.weight", cfg.Hidden, cfg.Hidden).normal(r, residual)
+		f.Dec.param(p+"xattn.out.bias", cfg.Hidden).constant(0)
+	}
+	ec := cfg.tower(cfg.EncLen)
+	ec.Causal = false
+	f.Enc = newTower(PrefixFiD+".encoder", ec, r, f.rng, dt)
+	word := f.Enc.byName["embeddings.word"]
+	f.Enc.byName["embeddings.word"] = f.Dec.byName["embeddings.word"]
+	for i, p := range f.Enc.params {
+		if p == word {
+			f.Enc.params = append(f.Enc.params[:i], f.Enc.params[i+1:]...)
+			break
+		}
+	}
+	return f, checkUnique(f.Params())
+}
+
+// Params returns the parameters in a fixed order: the decoder's, then the encoder's.
+func (f *FiD) Params() []*Param { return append(f.Dec.Params(), f.Enc.Params()...) }
+
+// SetRNG makes dropout draw its masks from rr in every graph of the model.
+func (f *FiD) SetRNG(rr *rand.Rand) { f.rng.R = rr }
+
+// BuildEncoder returns the encoder states [B·K·Le,H] of the rows in (B·K rows of Le tokens,
+// row b·K+j the pair of question b and its passage j).
+func (f *FiD) BuildEncoder(b *Binder, in *Inputs, train bool) (*gorgonia.Node, error) {
+	if in.L != f.Cfg.EncLen || in.B%f.Cfg.K != 0 {
+		return nil, fmt.Errorf("model: fid encoder: inputs %d x %d, want B·%d x %d", in.B, in.L, f.Cfg.K, f.Cfg.EncLen)
+	}
+	return f.Enc.BuildTokens(b, in, train)
+}
+
+// BuildDecoder returns the decoder's final-LayerNorm states [B·Ld,H] for the decoder inputs dec
+// (B rows of Ld tokens) over the memory mem [B·K·Le,H] with mask memMask [B,K·Le] (0: a padding
+// token or an unused passage slot).
+func (f *FiD) BuildDecoder(b *Binder, mem, memMask *gorgonia.Node, dec *Inputs, train bool) (*gorgonia.Node, error) {
+	t, c := f.Dec, f.Cfg
+	if dec.L != c.DecLen {
+		return nil, fmt.Errorf("model: fid decoder: inputs of length %d, want %d", dec.L, c.DecLen)
+	}
+	x, err := EmbedWordPosition(t.node(b, "embeddings.word"), t.node(b, "embeddings.position"), dec.IDs, dec.L)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = t.dropout(x, train); err != nil {
+		return nil, err
+	}
+	xo := CrossAttentionOptions{Lq: c.DecLen, Lk: c.K * c.EncLen, Heads: c.Heads, Scale: 1 / math.Sqrt(float64(c.Hidden/c.Heads))}
+	for i := 0; i < c.Layers; i++ {
+		p := fmt.Sprintf("layer.%d.", i)
+		if x, err = f.decoderBlock(b, dec, x, mem, memMask, p, xo, train); err != nil {
+			return nil, fmt.Errorf("model: fid decoder layer %d: %w", i, err)
+		}
+	}
+	return t.gpt2LayerNorm(b, x, "ln_f")
+}
+
+func (f *FiD) decoderBlock(b *Binder, dec *Inputs, x, mem, memMask *gorgonia.Node, p string, xo CrossAttentionOptions, train bool) (*gorgonia.Node, error) {
+	t := f.Dec
+	h, err := t.gpt2LayerNorm(b, x, p+"ln_1")
+	if err != nil {
+		return nil, err
+	}
+	a, err := t.selfAttention(b, dec, h, p, train)
+	if err != nil {
+		return nil, err
+	}
+	if x, err = Add(x, a); err != nil {
+		return nil, err
+	}
+	if h, err = t.gpt2LayerNorm(b, x, p+"ln_x"); err != nil {
+		return nil, err
+	}
+	q, err := t.linear(b, h, p+"xattn.q")
+	if err != nil {
+		return nil, err
+	}
+	k, err := t.linear(b, mem, p+"xattn.k")
+	if err != nil {
+		return nil, err
+	}
+	v, err := t.linear(b, mem, p+"xattn.v")
+	if err != nil {
+		return nil, err
+	}
+	if a, err = CrossAttention(q, k, v, memMask, xo); err != nil {
+		return nil, err
+	}
+	if a, err = t.linear(b, a, p+"xattn.out"); err != nil {
+		return nil, err
+	}
+	if a, err = t.dropout(a, train); err != nil {
+		return nil, err
+	}
+	if x, err = Add(x, a); err != nil {
+		return nil, err
+	}
+	if h, err = t.gpt2LayerNorm(b, x, p+"ln_2"); err != nil {
+		return nil, err
+	}
+	if h, err = t.feedForward(b, h, p, train); err != nil {
+		return nil, err
+	}
+	return Add(x, h)
+}
+
+// FiDInputs are the input nodes of a FiD graph for B questions: the encoder rows (B·K x Le),
+// the memory mask [B,K·Le] and the decoder rows (B x Ld).
+type FiDInputs struct {
+	Enc, Dec *Inputs
+	MemMask  *gorgonia.Node
+	B        int
+
+	memMask *tensor.Dense
+}
+
+// NewFiDInputs adds the input nodes (named name+".enc.*", ".dec.*", ".memmask") to g.
+func (f *FiD) NewFiDInputs(g *gorgonia.ExprGraph, B int, name string) *FiDInputs {
+	c := f.Cfg
+	in := &FiDInputs{B: B, Enc: newInputs(g, B*c.K, c.EncLen, name+".enc", f.Dec.dt), Dec: newInputs(g, B, c.DecLen, name+".dec", f.Dec.dt)}
+	in.memMask = tensor.New(tensor.WithShape(B, c.K*c.EncLen), tensor.Of(f.Dec.dt))
+	in.MemMask = gorgonia.NewTensor(g, f.Dec.dt, 2, gorgonia.WithShape(B, c.K*c.EncLen), gorgonia.WithValue(in.memMask), gorgonia.WithName(name+".memmask"))
+	return in
+}
+
+// FiDExample is one question's input: its encoder rows (1..K token rows "[CLS] question [SEP]
+// passage", each at most Le tokens) and its decoder tokens (at most Ld).
+type FiDExample struct {
+	Passages [][]int
+	Decoder  []int
+}
+
+// Let copies up to B examples in; missing examples and passage slots are padding ("[CLS]"-only
+// encoder rows, pad the id, masked out of the memory).
+func (in *FiDInputs) Let(ex []FiDExample, pad int) error {
+	K, Le, Ld := in.Enc.B/in.B, in.Enc.L, in.Dec.L
+	if len(ex) > in.B {
+		return fmt.Errorf("model: fid inputs: %d examples, graph built for %d", len(ex), in.B)
+	}
+	encIDs, encMask := make([]int, in.Enc.B*Le), make([]float32, in.Enc.B*Le)
+	decIDs, decMask := make([]int, in.B*Ld), make([]float32, in.B*Ld)
+	mm := make([]float64, in.B*K*Le)
+	for r := 0; r < in.Enc.B; r++ {
+		encIDs[r*Le], encMask[r*Le] = pad, 1 // every row has a token: no fully masked attention row
+	}
+	for b, e := range ex {
+		if len(e.Passages) == 0 || len(e.Passages) > K || len(e.Decoder) > Ld || len(e.Decoder) == 0 {
+			return fmt.Errorf("model: fid inputs: example %d has %d passages (1..%d) and %d decoder tokens (1..%d)", b, len(e.Passages), K, len(e.Decoder), Ld)
+		}
+		for j, p := range e.Passages {
+			if len(p) == 0 || len(p) > Le {
+				return fmt.Errorf("model: fid inputs: example %d passage %d has %d tokens, want 1..%d", b, j, len(p), Le)
+			}
+			r := b*K + j
+			copy(encIDs[r*Le:], p)
+			for t := range p {
+				encMask[r*Le+t], mm[r*Le+t] = 1, 1
+			}
+		}
+		copy(decIDs[b*Ld:], e.Decoder)
+		for t := range e.Decoder {
+			decMask[b*Ld+t] = 1
+		}
+	}
+	switch d := in.memMask.Data().(type) {
+	case []float32:
+		for i, v := range mm {
+			d[i] = float32(v)
+		}
+	case []float64:
+		copy(d, mm)
+	}
+	if err := in.Enc.Let(encIDs, encMask, nil); err != nil {
+		return err
+	}
+	return in.Dec.Let(decIDs, decMask, nil)
+}
+
+// BuildLogProbs adds FiD to the binder's graph for the inputs in and returns the
+// log-probabilities [M] of the targets t, whose positions are rows of the decoder states (b·Ld+i
+// for decoder token i of question b). With train, dropout is active.
+func (f *FiD) BuildLogProbs(b *Binder, in *FiDInputs, t *Targets, train bool) (*gorgonia.Node, error) {
+	mem, err := f.BuildEncoder(b, in.Enc, train)
+	if err != nil {
+		return nil, err
+	}
+	x, err := f.BuildDecoder(b, mem, in.MemMask, in.Dec, train)
+	if err != nil {
+		return nil, err
+	}
+	return LMLogProb(x, f.Dec.node(b, "embeddings.word"), t.Pos, t.Tgt)
+}
+
+// FiDRunner decodes greedily with FiD: the inference graph for B questions, run whole (encoder
+// included) once per generated token: answers are a few tokens.
+type FiDRunner struct {
+	f      *FiD
+	in     *FiDInputs
+	mem    *gorgonia.Node
+	states *gorgonia.Node
+	vm     gorgonia.VM
+}
+
+// NewFiDRunner builds the graph.
+func NewFiDRunner(f *FiD, B int) (*FiDRunner, error) {
+	if B <= 0 {
+		return nil, fmt.Errorf("model: fid runner: batch %d", B)
+	}
+	g := gorgonia.NewGraph()
+	b := NewBinder(g)
+	in := f.NewFiDInputs(g, B, "fid.decode")
+	mem, err := f.BuildEncoder(b, in.Enc, false)
+	if err != nil {
+		return nil, err
+	}
+	x, err := f.BuildDecoder(b, mem, in.MemMask, in.Dec, false)
+	if err != nil {
+		return nil, err
+	}
+	return &FiDRunner{f: f, in: in, mem: mem, states: x, vm: gorgonia.NewTapeMachine(g)}, nil
+}
+
+// Close releases the machine.
+func (r *FiDRunner) Close() error { return r.vm.Close() }
+
+// Greedy continues each example's decoder tokens (usually "[CLS]") with the most probable token
+// until stop or until maxNew tokens or Ld are reached; the example's Decoder slice is not
+// modified. Examples may number more than B (batches of B).
+func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation, error) {
+	res := make([]Generation, len(ex))
+	B, Ld, h := r.in.B, r.f.Cfg.DecLen, r.f.Cfg.Hidden
+	sel := make([]float64, h)
+	logits := make([]float64, r.f.Cfg.Vocab)
+	emb := r.f.Dec.byName["embeddings.word"].Value
+	for lo := 0; lo < len(ex); lo += B {
+		batch := make([]FiDExample, min(B, len(ex)-lo))
+		active := make([]bool, len(batch))
+		for i := range batch {
+			batch[i] = FiDExample{Passages: ex[lo+i].Passages, Decoder: append([]int(nil), ex[lo+i].Decoder...)}
+			active[i] = len(batch[i].Decoder) < Ld
+		}
+		for step := 0; step < maxNew; step++ {
+			if err := r.in.Let(batch, pad); err != nil {
+				return nil, err
+			}
+			r.vm.Reset()
+			if err := r.vm.RunAll(); err != nil {
+				return nil, err
+			}
+			running := false
+			for i := range batch {
+				if !active[i] {
+					continue
+				}
+				row := (i*Ld + len(batch[i].Decoder) - 1) * h
+				rowLogits(logits, sel, r.states.Value(), row, emb)
+				best, lp := argmaxLogSoftmax(logits)
+				g := &res[lo+i]
+				g.LogProb += lp
+				if best == stop {
+					g.Stopped, active[i] = true, false
+					continue
+				}
+				g.Tokens = append(g.Tokens, best)
+				batch[i].Decoder = append(batch[i].Decoder, best)
+				active[i] = len(batch[i].Decoder) < Ld
+				running = running || active[i]
+			}
+			if !running {
+				break
+			}
+		}
+	}
+	return res, nil
+}

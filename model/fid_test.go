@@ -1,0 +1,178 @@
+package model
+
+import (
+	"math"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
+)
+
+func tinyFiDConfig() FiDConfig {
+	return FiDConfig{Vocab: 11, Hidden: 8, Layers: 1, Heads: 2, FFN: 12, Dropout: 0.1, K: 3, EncLen: 4, DecLen: 3}
+}
+
+// fidLogProbs builds FiD's log-probabilities of every next decoder token of ex (B = len(ex)) and
+// returns the graph's loss (their weighted sum), the binder and the log-probabilities' node.
+func fidLogProbs(t *testing.T, f *FiD, ex []FiDExample, train bool) (*gorgonia.ExprGraph, *Binder, *gorgonia.Node) {
+	t.Helper()
+	g := gorgonia.NewGraph()
+	b := NewBinder(g)
+	in := f.NewFiDInputs(g, len(ex), "x")
+	if err := in.Let(ex, 0); err != nil {
+		t.Fatal(err)
+	}
+	Ld := f.Cfg.DecLen
+	var pos, tgt []int
+	for i, e := range ex {
+		for j := 0; j+1 < len(e.Decoder); j++ {
+			pos, tgt = append(pos, i*Ld+j), append(tgt, e.Decoder[j+1])
+		}
+	}
+	tg := NewTargets(g, len(pos), "x.t")
+	if err := tg.Let(pos, tgt); err != nil {
+		t.Fatal(err)
+	}
+	lp, err := f.BuildLogProbs(b, in, tg, train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, b, lp
+}
+
+var fidExamples = []FiDExample{
+	{Passages: [][]int{{1, 2, 3, 4}, {1, 5, 6}, {1, 7}}, Decoder: []int{1, 8, 9}},
+	{Passages: [][]int{{1, 9, 10}}, Decoder: []int{1, 3}},
+}
+
+// TestFiDGradients checks the gradient of every FiD parameter (the shared word embedding read by
+// encoder, decoder and output, the cross-attention, dropout on) against central differences in
+// float64, with an unused passage slot and padding.
+func TestFiDGradients(t *testing.T) {
+	f, err := newFiD(tinyFiDConfig(), 4, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr := rand.New(rand.NewPCG(3, 3))
+	for _, p := range f.Params() {
+		if strings.Contains(p.Name, "ln_") || strings.HasSuffix(p.Name, ".bias") {
+			for i, d := 0, p.Value.Data().([]float64); i < len(d); i++ {
+				d[i] += 0.3 * pr.NormFloat64()
+			}
+		}
+	}
+	_, b, lp := fidLogProbs(t, f, fidExamples, true)
+	loss, err := weightedSum(lp, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wrt []*gorgonia.Node
+	var vals []*tensor.Dense
+	var names []string
+	for _, bd := range b.Bound() {
+		wrt, vals, names = append(wrt, bd.Node), append(vals, bd.Param.Value), append(names, bd.Param.Name)
+	}
+	// decoder: 2 embeddings + 16 of a GPT-2 block + 10 cross-attention + 2 ln_f; encoder: the same less the word embedding.
+	if want := 2 + 16 + 10 + 2 + 1 + 16 + 2; len(wrt) != want || len(f.Params()) != want {
+		t.Fatalf("graph binds %d parameters, model has %d, want %d", len(wrt), len(f.Params()), want)
+	}
+	before := func() { f.SetRNG(rand.New(rand.NewPCG(8, 8))) }
+	fdCheck(t, "fid", loss, wrt, vals, names, before, 6, 1e-5)
+}
+
+// TestFiDPassageOrderAndPadding: the passages meet only in the decoder's cross-attention, whose
+// softmax runs over the concatenation, so permuting a question's passages, or moving the
+// padding slot, leaves its log-probabilities unchanged (to float64 rounding), while changing a
+// passage changes them.
+func TestFiDPassageOrderAndPadding(t *testing.T) {
+	f, err := newFiD(tinyFiDConfig(), 5, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(ex []FiDExample) []float64 {
+		g, _, lp := fidLogProbs(t, f, ex, false)
+		var v gorgonia.Value
+		gorgonia.Read(lp, &v)
+		runGraph(t, g)
+		return values(v)
+	}
+	base := run(fidExamples)
+	perm := []FiDExample{{Passages: [][]int{{1, 7}, {1, 2, 3, 4}, {1, 5, 6}}, Decoder: fidExamples[0].Decoder}, fidExamples[1]}
+	assertClose(t, "permuted passages", run(perm), base, 1e-12)
+	other := []FiDExample{{Passages: [][]int{{1, 2, 3, 4}, {1, 5, 6}, {1, 8}}, Decoder: fidExamples[0].Decoder}, fidExamples[1]}
+	got := run(other)
+	if math.Abs(got[0]-base[0]) < 1e-9 {
+		t.Errorf("changing a passage left log p = %g", got[0])
+	}
+	assertClose(t, "second question (its own passages)", got[2:], base[2:], 1e-12)
+}
+
+// TestFiDGreedyIsArgmax: the runner's greedy tokens are the argmax of the graph's next-token
+// distribution, token by token, and their log-probabilities those the graph gives them.
+func TestFiDGreedyIsArgmax(t *testing.T) {
+	f, err := newFiD(tinyFiDConfig(), 6, tensor.Float64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := NewFiDRunner(f, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	ex := []FiDExample{{Passages: fidExamples[0].Passages, Decoder: []int{1}}, {Passages: fidExamples[1].Passages, Decoder: []int{1}}}
+	gens, err := r.Greedy(ex, 2, -1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, gen := range gens {
+		if len(gen.Tokens) != 2 {
+			t.Fatalf("example %d: %d tokens, want 2", i, len(gen.Tokens))
+		}
+		dec := append([]int{1}, gen.Tokens...)
+		var lps []float64
+		for v := 0; v < f.Cfg.Vocab; v++ { // log p of every token after [CLS]: the first must be the argmax
+			g, _, lp := fidLogProbs(t, f, []FiDExample{{Passages: ex[i].Passages, Decoder: []int{1, v}}}, false)
+			var val gorgonia.Value
+			gorgonia.Read(lp, &val)
+			runGraph(t, g)
+			lps = append(lps, values(val)[0])
+		}
+		for v, lp := range lps {
+			if lp > lps[gen.Tokens[0]] {
+				t.Errorf("example %d: token %d has log p %g > the greedy token %d's %g", i, v, lp, gen.Tokens[0], lps[gen.Tokens[0]])
+			}
+		}
+		g, _, lp := fidLogProbs(t, f, []FiDExample{{Passages: ex[i].Passages, Decoder: dec}}, false)
+		var val gorgonia.Value
+		gorgonia.Read(lp, &val)
+		runGraph(t, g)
+		v := values(val)
+		if want := v[0] + v[1]; math.Abs(gen.LogProb-want) > 1e-9 {
+			t.Errorf("example %d: greedy log p %g, graph %g", i, gen.LogProb, want)
+		}
+	}
+}
+
+func TestFiDInputErrors(t *testing.T) {
+	f, err := NewFiD(tinyFiDConfig(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := f.NewFiDInputs(gorgonia.NewGraph(), 1, "x")
+	for name, ex := range map[string][]FiDExample{
+		"two examples":  {fidExamples[1], fidExamples[1]},
+		"four passages": {{Passages: [][]int{{1}, {1}, {1}, {1}}, Decoder: []int{1}}},
+		"long passage":  {{Passages: [][]int{{1, 2, 3, 4, 5}}, Decoder: []int{1}}},
+		"no passage":    {{Decoder: []int{1}}},
+		"long decoder":  {{Passages: [][]int{{1}}, Decoder: []int{1, 2, 3, 4}}},
+	} {
+		if err := in.Let(ex, 0); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+	if _, err := NewFiD(FiDConfig{Vocab: 11, Hidden: 8, Layers: 1, Heads: 3, FFN: 12, K: 2, EncLen: 4, DecLen: 3}, 1); err == nil {
+		t.Error("heads not dividing hidden: no error")
+	}
+}
