@@ -217,7 +217,7 @@ func (m *Llama) BuildHidden(b *Binder, in *Inputs) (*gorgonia.Node, error) {
 		return nil, err
 	}
 	for i := 0; i < c.Layers; i++ {
-		if x, err = m.block(b, in, x, i); err != nil {
+		if x, err = m.block(b, in, x, i, nil); err != nil {
 			return nil, fmt.Errorf("model: llama layer %d: %w", i, err)
 		}
 	}
@@ -244,12 +244,13 @@ func (m *Llama) BuildLogProbs(b *Binder, in *Inputs, t *Targets) (*gorgonia.Node
 	return LMLogProb(x, b.Node(m.HeadParam()), t.Pos, t.Tgt)
 }
 
-// block is one decoder layer on x [B*L,H].
-func (m *Llama) block(b *Binder, in *Inputs, x *gorgonia.Node, i int) (*gorgonia.Node, error) {
+// block is one decoder layer on x [B*L,H]. seeds, when not nil, records the seeds of the
+// layer's LoRA dropout masks, or replays them (gradient checkpointing: LlamaCheckpointed).
+func (m *Llama) block(b *Binder, in *Inputs, x *gorgonia.Node, i int, seeds *dropSeeds) (*gorgonia.Node, error) {
 	c := m.Cfg
 	w := func(what string) *gorgonia.Node { return m.node(b, llamaLayer(i, what)) }
 	proj := func(x *gorgonia.Node, what string) (*gorgonia.Node, error) {
-		return m.linear(b, x, i, what)
+		return m.linear(b, x, i, what, seeds)
 	}
 	h, err := RMSNorm(x, w("input_layernorm"), c.RMSEps)
 	if err != nil {
