@@ -173,4 +173,3 @@ func TestLlamaCheckpointedEqual(t *testing.T) {
 		})
 	}
 }
-
