@@ -209,10 +209,7 @@ func (m *Llama) node(b *Binder, name string) *gorgonia.Node { return b.Node(m.by
 // and returns the final-norm token states [B*L,H].
 func (m *Llama) BuildHidden(b *Binder, in *Inputs) (*gorgonia.Node, error) {
 	c := m.Cfg
-	if in.L > c.MaxPosition {
-		return nil, fmt.Errorf("model: llama: sequence length %d exceeds max_position_embeddings = %d", in.L, c.MaxPosition)
-	}
-	x, err := Gather(m.node(b, LlamaEmbed), in.IDs)
+	x, err := m.embed(b, in)
 	if err != nil {
 		return nil, err
 	}
@@ -222,6 +219,14 @@ func (m *Llama) BuildHidden(b *Binder, in *Inputs) (*gorgonia.Node, error) {
 		}
 	}
 	return RMSNorm(x, m.node(b, LlamaFinalNorm), c.RMSEps)
+}
+
+// embed checks the batch's length against the context and looks up its tokens' embeddings.
+func (m *Llama) embed(b *Binder, in *Inputs) (*gorgonia.Node, error) {
+	if in.L > m.Cfg.MaxPosition {
+		return nil, fmt.Errorf("model: llama: sequence length %d exceeds max_position_embeddings = %d", in.L, m.Cfg.MaxPosition)
+	}
+	return Gather(m.node(b, LlamaEmbed), in.IDs)
 }
 
 // BuildLogits is BuildHidden followed by the LM head: logits [B*L,V], row b*L+t scoring the

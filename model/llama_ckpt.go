@@ -40,10 +40,7 @@ type LlamaCheckpointed struct {
 // gradients with Grad, not gorgonia.Grad.
 func (m *Llama) BuildLogProbsCheckpointed(b *Binder, in *Inputs, t *Targets) (*LlamaCheckpointed, error) {
 	c := m.Cfg
-	if in.L > c.MaxPosition {
-		return nil, fmt.Errorf("model: llama: sequence length %d exceeds max_position_embeddings = %d", in.L, c.MaxPosition)
-	}
-	x, err := Gather(m.node(b, LlamaEmbed), in.IDs)
+	x, err := m.embed(b, in)
 	if err != nil {
 		return nil, err
 	}
