@@ -37,7 +37,9 @@ type SmolLM2Shapes struct {
 	// Micro is the rows per forward and backward pass of our step (reader_lm.micro_batch; 0:
 	// TrainB, one pass); the peer always runs one pass.
 	Micro int
-	LoRA  model.LoRAConfig
+	// Checkpoint runs our step with gradient checkpointing (reader_lm.gradient_checkpointing).
+	Checkpoint bool
+	LoRA       model.LoRAConfig
 }
 
 // DefaultSmolLM2Shapes are the issue's: 4 x 512 tokens, 128 new tokens after 256, batches of 1
@@ -121,6 +123,9 @@ func (d *SmolLM2Data) size(w Workload) string {
 		if s.Micro > 0 && s.Micro < s.TrainB {
 			passes = fmt.Sprintf(" (ours in passes of %d rows, reader_lm.micro_batch)", s.Micro)
 		}
+		if s.Checkpoint {
+			passes += " (ours with gradient checkpointing)"
+		}
 		return fmt.Sprintf("%d x %d tokens of SciFact abstracts, next-token loss, AdamW%s", s.TrainB, s.TrainL, passes)
 	case SmolLM2GenB8:
 		return fmt.Sprintf("%d prompts of %d tokens, %d new tokens each, greedy, no stop", s.GenB, s.PromptL, s.MaxNew)
@@ -182,7 +187,7 @@ func newSmolTrainJob(m *model.Llama, d *SmolLM2Data, lora bool) (*smolTrainJob, 
 	if micro == 0 {
 		micro = s.TrainB
 	}
-	task, err := readerlm.NewTask(m, s.TrainB, micro, s.TrainL, d.Train, 42, trainable)
+	task, err := readerlm.NewTask(m, s.TrainB, micro, s.TrainL, d.Train, 42, trainable, s.Checkpoint)
 	if err != nil {
 		return nil, err
 	}

@@ -108,6 +108,19 @@ func TestServeSmolLM2(t *testing.T) {
 	if l, w := msgs[1].Loss, ours[SmolLM2TrainFull].Loss; math.Abs(l-w) > 1e-6*w {
 		t.Errorf("first loss in passes of 1 row %.8f, in one pass %.8f", l, w)
 	}
+	// with gradient checkpointing, in one pass: the same first loss, bit for bit
+	d.Shapes.Micro, d.Shapes.Checkpoint = 0, true
+	b, _ = json.Marshal(d)
+	ckptDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ckptDir, "smollm2.json"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if msgs, err = serve(t, SmolLM2TrainFull, ckptDir, "run\nquit\n"); err != nil || len(msgs) != 3 {
+		t.Fatalf("checkpointing: %v %+v", err, msgs)
+	}
+	if l, w := msgs[1].Loss, ours[SmolLM2TrainFull].Loss; l != w {
+		t.Errorf("first loss with gradient checkpointing %.8f, without %.8f", l, w)
+	}
 	if os.Getenv("RAGTRAIN_SMOLLM2_PEER") == "" {
 		t.Skip("the transformers peer (minutes of imports on a loaded machine): RAGTRAIN_SMOLLM2_PEER=1")
 	}

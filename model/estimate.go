@@ -109,6 +109,18 @@ func LlamaLoRACount(cfg LlamaConfig, lora LoRAConfig) float64 {
 // up and product (3·F) and one row of attention scores per head (Heads·length), plus the LM
 // head's logits and softmax (2·V per token). A lower estimate, like EstimateTraining's.
 func EstimateLlamaTraining(cfg LlamaConfig, lora *LoRAConfig, tokens, length int) MemoryEstimate {
+	return estimateLlama(cfg, lora, tokens, length, cfg.Layers, 0)
+}
+
+// EstimateLlamaTrainingCheckpointed is EstimateLlamaTraining with gradient checkpointing
+// (LlamaCheckpointed): one block's activations at a time, plus each block's input (H per token
+// and block) kept for the backward pass.
+func EstimateLlamaTrainingCheckpointed(cfg LlamaConfig, lora *LoRAConfig, tokens, length int) MemoryEstimate {
+	return estimateLlama(cfg, lora, tokens, length, 1, cfg.Layers)
+}
+
+// estimateLlama: the activations of blocks blocks, and kept block inputs.
+func estimateLlama(cfg LlamaConfig, lora *LoRAConfig, tokens, length, blocks, kept int) MemoryEstimate {
 	p := LlamaParamCount(cfg)
 	trainable := p
 	if lora != nil {
@@ -116,6 +128,6 @@ func EstimateLlamaTraining(cfg LlamaConfig, lora *LoRAConfig, tokens, length int
 		p += trainable
 	}
 	h, f, t := float64(cfg.Hidden), float64(cfg.FFN), float64(tokens)
-	perToken := float64(cfg.Layers)*(6*h+3*f+float64(cfg.Heads)*float64(length)) + 2*float64(cfg.Vocab)
+	perToken := float64(blocks)*(6*h+3*f+float64(cfg.Heads)*float64(length)) + float64(kept)*h + 2*float64(cfg.Vocab)
 	return MemoryEstimate{Params: satInt(4 * p), Optimizer: satInt(12 * trainable), Activations: satInt(4 * t * perToken)}
 }

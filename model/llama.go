@@ -209,19 +209,24 @@ func (m *Llama) node(b *Binder, name string) *gorgonia.Node { return b.Node(m.by
 // and returns the final-norm token states [B*L,H].
 func (m *Llama) BuildHidden(b *Binder, in *Inputs) (*gorgonia.Node, error) {
 	c := m.Cfg
-	if in.L > c.MaxPosition {
-		return nil, fmt.Errorf("model: llama: sequence length %d exceeds max_position_embeddings = %d", in.L, c.MaxPosition)
-	}
-	x, err := Gather(m.node(b, LlamaEmbed), in.IDs)
+	x, err := m.embed(b, in)
 	if err != nil {
 		return nil, err
 	}
 	for i := 0; i < c.Layers; i++ {
-		if x, err = m.block(b, in, x, i); err != nil {
+		if x, err = m.block(b, in, x, i, nil); err != nil {
 			return nil, fmt.Errorf("model: llama layer %d: %w", i, err)
 		}
 	}
 	return RMSNorm(x, m.node(b, LlamaFinalNorm), c.RMSEps)
+}
+
+// embed checks the batch's length against the context and looks up its tokens' embeddings.
+func (m *Llama) embed(b *Binder, in *Inputs) (*gorgonia.Node, error) {
+	if in.L > m.Cfg.MaxPosition {
+		return nil, fmt.Errorf("model: llama: sequence length %d exceeds max_position_embeddings = %d", in.L, m.Cfg.MaxPosition)
+	}
+	return Gather(m.node(b, LlamaEmbed), in.IDs)
 }
 
 // BuildLogits is BuildHidden followed by the LM head: logits [B*L,V], row b*L+t scoring the
@@ -244,12 +249,13 @@ func (m *Llama) BuildLogProbs(b *Binder, in *Inputs, t *Targets) (*gorgonia.Node
 	return LMLogProb(x, b.Node(m.HeadParam()), t.Pos, t.Tgt)
 }
 
-// block is one decoder layer on x [B*L,H].
-func (m *Llama) block(b *Binder, in *Inputs, x *gorgonia.Node, i int) (*gorgonia.Node, error) {
+// block is one decoder layer on x [B*L,H]. seeds, when not nil, records the seeds of the
+// layer's LoRA dropout masks, or replays them (gradient checkpointing: LlamaCheckpointed).
+func (m *Llama) block(b *Binder, in *Inputs, x *gorgonia.Node, i int, seeds *dropSeeds) (*gorgonia.Node, error) {
 	c := m.Cfg
 	w := func(what string) *gorgonia.Node { return m.node(b, llamaLayer(i, what)) }
 	proj := func(x *gorgonia.Node, what string) (*gorgonia.Node, error) {
-		return m.linear(b, x, i, what)
+		return m.linear(b, x, i, what, seeds)
 	}
 	h, err := RMSNorm(x, w("input_layernorm"), c.RMSEps)
 	if err != nil {

@@ -136,8 +136,9 @@ func (m *Llama) AttachLoRA(l *LlamaLoRA) { m.lora = l }
 func (m *Llama) LoRA() *LlamaLoRA { return m.lora }
 
 // linear is x·Wᵀ for the block weight what of layer i, plus its adapter's term when one is
-// attached: Scale · (Dropout(x)·Aᵀ)·Bᵀ (the scale applied to the [N,Rank] product).
-func (m *Llama) linear(b *Binder, x *gorgonia.Node, i int, what string) (*gorgonia.Node, error) {
+// attached: Scale · (Dropout(x)·Aᵀ)·Bᵀ (the scale applied to the [N,Rank] product); seeds as in
+// block.
+func (m *Llama) linear(b *Binder, x *gorgonia.Node, i int, what string, seeds *dropSeeds) (*gorgonia.Node, error) {
 	name := llamaLayer(i, what)
 	y, err := MatMul(x, m.node(b, name), false, true)
 	l := m.lora
@@ -150,7 +151,7 @@ func (m *Llama) linear(b *Binder, x *gorgonia.Node, i int, what string) (*gorgon
 	}
 	h := x
 	if l.Train {
-		if h, err = Dropout(x, l.Cfg.Dropout, l.RNG); err != nil {
+		if h, err = seeds.dropout(x, l.Cfg.Dropout, l.RNG); err != nil {
 			return nil, err
 		}
 	}

@@ -27,13 +27,25 @@ func Dropout(x *gorgonia.Node, p float64, rng *RNG) (*gorgonia.Node, error) {
 	if p == 0 {
 		return x, nil
 	}
+	if err := checkDropout(p, rng); err != nil {
+		return nil, err
+	}
+	return dropoutSeeded(x, dropMaskK{p: p, rng: rng})
+}
+
+func checkDropout(p float64, rng *RNG) error {
 	if !(p > 0 && p < 1) {
-		return nil, fmt.Errorf("model: dropout probability %g outside [0,1)", p)
+		return fmt.Errorf("model: dropout probability %g outside [0,1)", p)
 	}
 	if rng == nil {
-		return nil, fmt.Errorf("model: dropout needs a random source")
+		return fmt.Errorf("model: dropout needs a random source")
 	}
-	mask, err := gorgonia.ApplyOp(newRandomOp(dropMaskK{p: p, rng: rng}), x)
+	return nil
+}
+
+// dropoutSeeded is Dropout with the mask kernel k (which may record or replay its seed).
+func dropoutSeeded(x *gorgonia.Node, k dropMaskK) (*gorgonia.Node, error) {
+	mask, err := gorgonia.ApplyOp(newRandomOp(k), x)
 	if err != nil {
 		return nil, fmt.Errorf("model: dropout mask: %w", err)
 	}
@@ -43,13 +55,22 @@ func Dropout(x *gorgonia.Node, p float64, rng *RNG) (*gorgonia.Node, error) {
 // dropMaskK draws a mask shaped like its input: 0 with probability p, else
 // 1/(1-p). Each run takes one 64-bit seed from the RNG; element pairs are
 // then drawn from SplitMix64 (Steele et al., 2014) as a counter-based
-// generator, so the mask is the same whatever the number of threads.
+// generator, so the mask is the same whatever the number of threads. With slot set, the seed
+// drawn is also written to slot (record), or, with replay, read from slot instead of drawn: the
+// recomputation of a checkpointed block (LlamaCheckpointed) draws its block's masks again.
 type dropMaskK struct {
-	p   float64
-	rng *RNG
+	p      float64
+	rng    *RNG
+	slot   *uint64
+	replay bool
 }
 
-func (k dropMaskK) name() string                      { return fmt.Sprintf("DropoutMask{%g}", k.p) }
+func (k dropMaskK) name() string {
+	if k.replay {
+		return fmt.Sprintf("DropoutMaskReplay{%g}", k.p)
+	}
+	return fmt.Sprintf("DropoutMask{%g}", k.p)
+}
 func (dropMaskK) arity() int                          { return 1 }
 func (dropMaskK) typ() hm.Type                        { return fnType(tvA, tvA) }
 func (dropMaskK) diff() []bool                        { return []bool{false} }
@@ -59,11 +80,19 @@ func (dropMaskK) shape(in []tensor.Shape) (tensor.Shape, error) {
 }
 
 func (k dropMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	if k.rng == nil || k.rng.R == nil {
+	var seed uint64
+	switch {
+	case k.replay:
+		seed = *k.slot
+	case k.rng == nil || k.rng.R == nil:
 		return fmt.Errorf("model: %s: no random source set", k.name())
+	default:
+		seed = k.rng.R.Uint64()
+		if k.slot != nil {
+			*k.slot = seed
+		}
 	}
 	threshold := dropThreshold(k.p)
-	seed := k.rng.R.Uint64()
 	switch o := out.Data().(type) {
 	case []float32:
 		dropMask(o, seed, threshold, float32(1/(1-k.p)))

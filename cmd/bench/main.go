@@ -57,6 +57,7 @@ func main() {
 		smollm2  = flag.String("smollm2", "pretrained/SmolLM2-135M-Instruct/SmolLM2-135M-Instruct.Q4_1.gguf", "the GGUF of the SmolLM2 workloads (bash tools/pretrained/get.sh SmolLM2-135M-Instruct); they run only when named in -only")
 		llamaCpp = flag.String("llamacpp-path", os.Getenv("LLAMACPP_PYTHONPATH"), "PYTHONPATH under which the venv's Python imports llama_cpp (pip install --target DIR llama-cpp-python), the SmolLM2 generation workloads' second peer (default $LLAMACPP_PYTHONPATH)")
 		smolMB   = flag.Int("smollm2-micro", 0, "rows per forward/backward pass of our SmolLM2 training step (reader_lm.micro_batch; 0: all 4 at once)")
+		smolCk   = flag.Bool("smollm2-checkpointing", false, "our SmolLM2 training step with gradient checkpointing (reader_lm.gradient_checkpointing)")
 		timeout  = flag.Duration("timeout", 10*time.Minute, "longest wait for one worker's answer (start or one run) before it is killed")
 		openblas = flag.Bool("openblas", true, "also build and run our OpenBLAS variant (go build -tags openblas)")
 		peers    = flag.Bool("peers", true, "run PyTorch and Lucene")
@@ -100,7 +101,7 @@ func main() {
 	o := bench.Options{
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
-		SmolLM2: *smollm2, LlamaCppPath: *llamaCpp, Timeout: *timeout, SmolLM2Shapes: smolShapes(*smolMB),
+		SmolLM2: *smollm2, LlamaCppPath: *llamaCpp, Timeout: *timeout, SmolLM2Shapes: smolShapes(*smolMB, *smolCk),
 		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak, Settle: *settle,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
@@ -251,9 +252,9 @@ func names() []string {
 	return n
 }
 
-func smolShapes(micro int) bench.SmolLM2Shapes {
+func smolShapes(micro int, ckpt bool) bench.SmolLM2Shapes {
 	s := bench.DefaultSmolLM2Shapes()
-	s.Micro = micro
+	s.Micro, s.Checkpoint = micro, ckpt
 	return s
 }
 

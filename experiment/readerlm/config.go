@@ -47,6 +47,13 @@ type Config struct {
 	// micro_batch: the memory lever for long sequences (4 x 512 tokens of SmolLM2). 0 (the
 	// default): batch_size, one pass.
 	MicroBatch int `toml:"micro_batch"`
+	// GradientCheckpointing recomputes each decoder layer's activations in the backward pass
+	// from the layer's input, the only activation the forward pass keeps per layer
+	// (model.LlamaCheckpointed; transformers' gradient_checkpointing_enable): the activations
+	// held at once shrink from all layers' to one layer's plus the layers' inputs, for about
+	// one more forward pass of compute. Losses and gradients are the same bit for bit. Default
+	// false.
+	GradientCheckpointing bool `toml:"gradient_checkpointing"`
 }
 
 // LoRA is the [lora] section (model.LoRAConfig; peft's LoraConfig names).

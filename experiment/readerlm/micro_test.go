@@ -38,7 +38,7 @@ func TestMicroBatchGradients(t *testing.T) {
 				m.AttachLoRA(l)
 				trainable = l.Params()
 			}
-			task, err := newLMTask(m, len(seqs), micro, 8, seqs, 1, trainable)
+			task, err := newLMTask(m, len(seqs), micro, 8, seqs, 1, trainable, false)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -179,7 +179,7 @@ func (r *readerRun) restore() error {
 			return err
 		}
 	}
-	if r.ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.micro(rec.Train.BatchSize), c.MaxLength, r.trainTexts, r.seed, r.trainable); err != nil {
+	if r.ph.Task, err = newLMTask(m, rec.Train.BatchSize, c.micro(rec.Train.BatchSize), c.MaxLength, r.trainTexts, r.seed, r.trainable, c.GradientCheckpointing); err != nil {
 		return err
 	}
 	r.lg, err = experiment.OpenRunLog(r.dir, r.resume)
@@ -236,6 +236,10 @@ func Memory(rec *configs.Recipe) (model.MemoryEstimate, string, error) {
 	rows := max(c.micro(rec.Train.BatchSize), c.EvalBatch)
 	keys += fmt.Sprintf(", train.batch_size = %d, reader_lm.micro_batch = %d, reader_lm.eval_batch = %d, reader_lm.max_length = %d (init_from: H = %d, %d layers, FFN %d, V = %d)",
 		rec.Train.BatchSize, c.MicroBatch, c.EvalBatch, c.MaxLength, cfg.Hidden, cfg.Layers, cfg.FFN, cfg.Vocab)
+	if c.GradientCheckpointing {
+		keys += ", reader_lm.gradient_checkpointing = true"
+		return model.EstimateLlamaTrainingCheckpointed(cfg, lora, rows*c.MaxLength, c.MaxLength), keys, nil
+	}
 	return model.EstimateLlamaTraining(cfg, lora, rows*c.MaxLength, c.MaxLength), keys, nil
 }
 
@@ -279,9 +283,12 @@ type lmBatch struct {
 	tg          *model.Targets
 	keepT       *tensor.Dense
 	logp, keepN *gorgonia.Node
+	ckpt        *model.LlamaCheckpointed // nil: the plain graph
 }
 
-func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int) (*lmBatch, error) {
+// newLMBatch builds the batch's graph; with ckpt, the checkpointed training graph, whose
+// gradients lb.ckpt.Grad takes.
+func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int, ckpt bool) (*lmBatch, error) {
 	M := B * (L - 1)
 	lb := &lmBatch{B: B, L: L, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, M), tgt: make([]int, M),
 		keepT: tensor.New(tensor.WithShape(M), tensor.Of(tensor.Float32))}
@@ -289,7 +296,12 @@ func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int
 	lb.in = model.NewInputs(g, B, L, "lm")
 	lb.tg = model.NewTargets(g, M, "lm.targets")
 	var err error
-	if lb.logp, err = m.BuildLogProbs(b, lb.in, lb.tg); err != nil {
+	if ckpt {
+		if lb.ckpt, err = m.BuildLogProbsCheckpointed(b, lb.in, lb.tg); err != nil {
+			return nil, err
+		}
+		lb.logp = lb.ckpt.LogProbs()
+	} else if lb.logp, err = m.BuildLogProbs(b, lb.in, lb.tg); err != nil {
 		return nil, err
 	}
 	lb.keepN = gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(M), gorgonia.WithValue(lb.keepT), gorgonia.WithName("lm.keep"))
@@ -337,7 +349,7 @@ func newPerplexity(m *model.Llama, B, L int) (*perplexity, error) {
 		l.Train = false
 	}
 	g := gorgonia.NewGraph()
-	lb, err := newLMBatch(g, model.NewBinder(g), m, B, L)
+	lb, err := newLMBatch(g, model.NewBinder(g), m, B, L, false)
 	if err != nil {
 		return nil, err
 	}
@@ -385,7 +397,7 @@ type lmTask struct {
 	perm   []int
 }
 
-func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param) (*lmTask, error) {
+func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param, ckpt bool) (*lmTask, error) {
 	t := &lmTask{B: B, seqs: seqs, seed: seed, lora: m.LoRA(), epoch: -1}
 	if t.lora != nil {
 		t.lora.Train = true
@@ -393,7 +405,7 @@ func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, train
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	var err error
-	if t.lb, err = newLMBatch(g, b, m, micro, L); err != nil {
+	if t.lb, err = newLMBatch(g, b, m, micro, L, ckpt); err != nil {
 		return nil, err
 	}
 	if t.loss, err = losses.TokenNLL(t.lb.logp, t.lb.keepN); err != nil {
@@ -411,7 +423,12 @@ func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, train
 		keep[p] = true
 		nodes = append(nodes, b.Node(p))
 	}
-	if _, err := gorgonia.Grad(t.loss, nodes...); err != nil {
+	if ckpt {
+		err = t.lb.ckpt.Grad(t.loss, nodes...)
+	} else {
+		_, err = gorgonia.Grad(t.loss, nodes...)
+	}
+	if err != nil {
 		return nil, fmt.Errorf("reader_lm gradient graph: %w", err)
 	}
 	model.ShareBuffers(g, t.loss) // only the loss and the gradients are read after a pass
@@ -463,10 +480,11 @@ func (t *lmTask) Step(step int) (float64, int, error) {
 // NewTask is the kind's training step as a trainer.Task, for the bench (cmd/bench's smollm2-train
 // workloads): B texts per step (each at most L tokens, the last one eos) drawn from seqs as a run
 // draws them, in passes of micro texts, the gradients taken for trainable (m's parameters, or
-// its attached LoRA adapters, whose dropout is then on).
-func NewTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param) (trainer.Task, error) {
+// its attached LoRA adapters, whose dropout is then on); with ckpt, through gradient
+// checkpointing (reader_lm.gradient_checkpointing).
+func NewTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param, ckpt bool) (trainer.Task, error) {
 	if micro < 1 || micro > B {
 		return nil, fmt.Errorf("reader_lm: micro batch %d, want 1..%d", micro, B)
 	}
-	return newLMTask(m, B, micro, L, seqs, seed, trainable)
+	return newLMTask(m, B, micro, L, seqs, seed, trainable, ckpt)
 }

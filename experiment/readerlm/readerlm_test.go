@@ -350,3 +350,94 @@ func writeJSON(t *testing.T, path string, v any) {
 		t.Fatal(err)
 	}
 }
+
+// TestReaderLMCheckpointingSameRun: reader_lm.gradient_checkpointing changes memory only: a
+// tiny LLaMA's run with it ends with the plain run's metrics, logged losses and trainable
+// tensors bit for bit (LoRA with dropout in one pass; full fine-tuning in micro-batches of 2,
+// tied embeddings), and the memory estimate it is checked against is the checkpointed one.
+func TestReaderLMCheckpointingSameRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	for _, c := range []struct {
+		mode  string
+		micro int
+	}{{"lora", 0}, {"full", 2}} {
+		run := func(ckpt bool) string {
+			rec := tinyRecipe(t, c.mode)
+			rec.Train.Steps = 4
+			readerlm.Of(rec).MicroBatch = c.micro
+			readerlm.Of(rec).GradientCheckpointing = ckpt
+			dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+			if err != nil {
+				t.Fatalf("%s checkpointing=%t: %v", c.mode, ckpt, err)
+			}
+			return dir
+		}
+		plain, ckpt := run(false), run(true)
+		testkit.SameMetrics(t, c.mode+" checkpointed: ", plain, ckpt, testkit.Untimed)
+		lp, lc := logRecords(t, plain), logRecords(t, ckpt)
+		if len(lp) != 4 || len(lp) != len(lc) {
+			t.Fatalf("%s: %d log lines plain, %d checkpointed", c.mode, len(lp), len(lc))
+		}
+		for i := range lp {
+			for _, k := range []string{"step", "loss", "grad_norm", "lr"} {
+				if lp[i][k] == nil || lp[i][k] != lc[i][k] {
+					t.Errorf("%s: log line %d: %s %v checkpointed, %v plain", c.mode, i, k, lc[i][k], lp[i][k])
+				}
+			}
+		}
+		a, err := checkpoints.Load(plain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := checkpoints.Load(ckpt)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(a.Params) == 0 || len(a.Params) != len(b.Params) {
+			t.Fatalf("%s: %d and %d tensors", c.mode, len(a.Params), len(b.Params))
+		}
+		for i := range a.Params {
+			for j, v := range a.Params[i].Data {
+				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
+					t.Fatalf("%s: %s[%d] = %v checkpointed, %v plain", c.mode, a.Params[i].Name, j, b.Params[i].Data[j], v)
+				}
+			}
+		}
+	}
+	rec := tinyRecipe(t, "full")
+	readerlm.Of(rec).GradientCheckpointing = true
+	e, keys, err := readerlm.Memory(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := export.LlamaConfigOf(readerlm.Of(rec).InitFrom)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := model.EstimateLlamaTrainingCheckpointed(cfg, nil, 8*12, 12); e != want || !strings.Contains(keys, "gradient_checkpointing = true") {
+		t.Errorf("Memory = %+v (%s), want %+v", e, keys, want)
+	}
+	if plain := model.EstimateLlamaTraining(cfg, nil, 8*12, 12); !(e.Activations < plain.Activations) {
+		t.Errorf("checkpointed activations %d, plain %d", e.Activations, plain.Activations)
+	}
+}
+
+// logRecords reads the run directory's log.jsonl, one map per line.
+func logRecords(t *testing.T, dir string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%s: %v", dir, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
