@@ -175,6 +175,10 @@ func runColBERT(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 			return dir, err
 		}
 		metrics["train/seconds"], metrics["train/last_loss"] = seconds, res.LastLoss
+	} else if rec.Train.Steps == 0 { // the untrained model is checkpoint 0: its index can be searched, the model exported
+		if err := env.SaveZeroStep(PhaseName, m.Params(), m.Cfg); err != nil {
+			return dir, err
+		}
 	}
 	if err := evaluate(rec, c, ds, tok, m, bm25, passages, dir, metrics, o); err != nil {
 		return dir, err
