@@ -10,31 +10,10 @@ import (
 	"testing"
 
 	cb "github.com/ragtrain/ragtrain/colbert"
-	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/experiment/serve"
 )
-
-// splitQueries writes the queries of a split's qrels (those the run evaluated) as a BEIR
-// queries.jsonl, in reverse order (the TREC file must not depend on the file's order).
-func splitQueries(t *testing.T, dataDir, split, path string) {
-	t.Helper()
-	ds, err := data.LoadJudged(dataDir, split)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ids := ds.Qrels[split].QueryIDs()
-	var b strings.Builder
-	for i := len(ids) - 1; i >= 0; i-- {
-		text, _ := ds.Queries.Text(ids[i])
-		line, _ := json.Marshal(map[string]string{"_id": ids[i], "text": text})
-		b.Write(append(line, '\n'))
-	}
-	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // train search of a ColBERT run's saved PLAID-style index (and BM25 over the run's corpus)
 // writes the run's own test.colbert_plaid.trec (test.bm25.trec), byte for byte; an index whose
@@ -50,7 +29,7 @@ func TestSearchReproducesTheRunsTREC(t *testing.T) {
 	}
 	tmp := t.TempDir()
 	queries := filepath.Join(tmp, "queries.jsonl")
-	splitQueries(t, rec.Data.Dir, rec.Data.TestSplit, queries)
+	testkit.SplitQueries(t, rec.Data.Dir, rec.Data.TestSplit, queries)
 	var log strings.Builder
 	for _, c := range []struct{ index, system string }{{filepath.Join(run, "plaid"), "colbert_plaid"}, {run, "bm25"}} {
 		out := filepath.Join(tmp, c.system+".trec")
@@ -86,4 +65,33 @@ func TestSearchReproducesTheRunsTREC(t *testing.T) {
 	if _, serr := os.Stat(filepath.Join(tmp, "x.trec")); serr == nil {
 		t.Error("a refused search wrote its run")
 	}
+}
+
+// A run of zero training steps keeps its model as checkpoint 0, so train search serves its
+// PLAID-style index: the run's own test.colbert_plaid.trec, byte for byte.
+func TestZeroStepRunIsSearchable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("an end-to-end run")
+	}
+	rec := tinyRecipe(t, "colbert_contrastive")
+	path := filepath.Join(filepath.Dir(rec.Data.Dir), "recipe.toml")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Replace(strings.Replace(string(b), "steps = 6", "steps = 0", 1), "warmup_steps = 1", "warmup_steps = 0", 1)
+	rec, err = testkit.LoadText(t, path, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	queries, out := filepath.Join(t.TempDir(), "queries.jsonl"), filepath.Join(t.TempDir(), "plaid.trec")
+	testkit.SplitQueries(t, rec.Data.Dir, rec.Data.TestSplit, queries)
+	if err := serve.Search(filepath.Join(run, "plaid"), queries, out, rec.Eval.Depth, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	testkit.SameFile(t, filepath.Join(run, experiment.RunsDir, rec.Data.TestSplit+".colbert_plaid.trec"), out)
 }
