@@ -1,6 +1,7 @@
 // Package serve answers queries from the indexes runs save, without re-running their recipes:
-// a SPLADE run's inverted index (index/splade), a ColBERT run's PLAID-style index (plaid/), and
-// BM25 over a run's corpus. Each encodes the queries with the run's own model and settings, so
+// a SPLADE run's inverted index (index/splade), a ColBERT run's PLAID-style index (plaid/), a
+// streamed retriever run's embedding shards (corpus/shards; exact or HNSW, as the run searched
+// them), and BM25 over a run's corpus. Each encodes the queries with the run's own model and settings, so
 // that Search of a split's queries at k = eval.depth writes the run's own TREC file for that
 // system, byte for byte (`train search`).
 package serve
@@ -18,16 +19,18 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment/colbert"
+	"github.com/ragtrain/ragtrain/experiment/retriever"
 	"github.com/ragtrain/ragtrain/experiment/splade"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/index/shard"
 	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Search ranks every query of the BEIR queries file queries (k passages each) with the index
 // in dir and writes the TREC run out (atomically), tagged with the system name the run's own
 // evaluation gives that ranking: a directory whose manifest.json is a PLAID-style index
-// (colbert_plaid), a SPLADE index (splade), or a run directory without an index manifest
+// (colbert_plaid), embedding shards (dense), a SPLADE index (splade), or a run directory without an index manifest
 // (bm25: BM25 over data.dir's corpus with the run's index.k1 and index.b, rebuilt in memory).
 // What it did is reported to log.
 func Search(dir, queries, out string, k int, log io.Writer) error {
@@ -74,8 +77,9 @@ type searcher interface {
 }
 
 // open opens dir by what it holds: a run directory (recipe.resolved.toml, no index
-// manifest) is served by BM25, a manifest.json of format cb.PlaidFormat by the ColBERT searcher,
-// any other by the SPLADE searcher (whose reader names a manifest of another format).
+// manifest) is served by BM25, a manifest.json of format shard.FormatName by the retriever's
+// dense searcher, of format cb.PlaidFormat by the ColBERT searcher, any other by the SPLADE
+// searcher (whose reader names a manifest of another format).
 func open(dir string) (searcher, error) {
 	mpath := filepath.Join(dir, cb.ManifestFile)
 	mb, err := bounded.ReadFile(mpath, 1<<20)
@@ -87,7 +91,14 @@ func open(dir string) (searcher, error) {
 	var head struct {
 		Format string `json:"format"`
 	}
-	if err == nil && json.Unmarshal(mb, &head) == nil && head.Format == cb.PlaidFormat {
+	if err == nil && json.Unmarshal(mb, &head) == nil && head.Format == shard.FormatName {
+		s, err := retriever.OpenSearcher(dir)
+		if err != nil {
+			return nil, err
+		}
+		return denseSearcher{s}, nil
+	}
+	if err == nil && head.Format == cb.PlaidFormat {
 		s, err := colbert.OpenSearcher(dir)
 		if err != nil {
 			return nil, err
@@ -118,6 +129,26 @@ func (s spladeSearcher) passages() int { return s.X.Len() }
 func (s spladeSearcher) report(w io.Writer, n int) {
 	if s.Truncated > 0 {
 		fmt.Fprintf(w, "search: truncation: %d of %d queries cut to %d tokens (the run's query_max_length)\n", s.Truncated, n, s.QueryMaxLength())
+	}
+}
+
+// denseSearcher serves a streamed retriever run's embedding shards (tag dense).
+type denseSearcher struct{ *retriever.Searcher }
+
+func (s denseSearcher) searchAll(texts []string, k int) ([][]index.Hit, error) {
+	return s.Search(texts, k)
+}
+func (s denseSearcher) tag() string   { return "dense" }
+func (s denseSearcher) passages() int { return s.Passages }
+func (s denseSearcher) report(w io.Writer, n int) {
+	how := "exact, shard by shard"
+	if h := s.HNSW(); h != nil {
+		p := h.Params()
+		how = fmt.Sprintf("HNSW (M %d, efConstruction %d, efSearch %d; the run's index.ann_*)", p.M, p.EfConstruction, p.EfSearch)
+	}
+	fmt.Fprintf(w, "search: dense: %s\n", how)
+	if _, cut, _, _ := s.QueryCut.Counts(); cut > 0 {
+		fmt.Fprintf(w, "search: truncation: %d of %d queries cut to %d tokens (the run's query_max_length)\n", cut, n, s.Len.Query)
 	}
 }
 
