@@ -73,17 +73,7 @@ func TestZeroStepRunIsSearchable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an end-to-end run")
 	}
-	rec := tinyRecipe(t, "colbert_contrastive")
-	path := filepath.Join(filepath.Dir(rec.Data.Dir), "recipe.toml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(strings.Replace(string(b), "steps = 6", "steps = 0", 1), "warmup_steps = 1", "warmup_steps = 0", 1)
-	rec, err = testkit.LoadText(t, path, text)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := testkit.ZeroSteps(t, tinyRecipe(t, "colbert_contrastive"))
 	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)

@@ -4,13 +4,10 @@ import (
 	"context"
 	"io"
 	"math"
-	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
-	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
@@ -25,19 +22,7 @@ func TestZeroStepRunIsSearchable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an end-to-end run")
 	}
-	rec := tinyRecipe(t, "")
-	path := filepath.Join(filepath.Dir(rec.Data.Dir), "recipe.toml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := strings.Replace(strings.Replace(string(b), "steps = 8", "steps = 0", 1), "warmup_steps = 2", "warmup_steps = 0", 1)
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if rec, err = configs.Load(path); err != nil {
-		t.Fatal(err)
-	}
+	rec := testkit.ZeroSteps(t, tinyRecipe(t, ""))
 	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
