@@ -17,7 +17,7 @@ type searchArgs struct {
 
 func searchFlags(a *searchArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train search", flag.ContinueOnError)
-	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade, a ColBERT run's plaid (PLAID-style), or a run directory (BM25 over its recipe's corpus); an index's run encodes the queries")
+	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade, a ColBERT run's plaid (PLAID-style), a streamed retriever run's corpus/shards, or a run directory (BM25 over its recipe's corpus); an index's run encodes the queries")
 	fs.StringVar(&a.queries, "queries", "", "BEIR queries.jsonl: one {\"_id\", \"text\"} object per line")
 	fs.IntVar(&a.k, "k", 1000, "passages per query")
 	fs.StringVar(&a.out, "out", "", "TREC run file to write (atomically)")
@@ -28,8 +28,8 @@ func searchFlags(a *searchArgs) *flag.FlagSet {
 	return fs
 }
 
-// runSearch is `train search`: serve.Search of the flags (a TREC run from a saved SPLADE or
-// PLAID-style index, or BM25 over a run's corpus).
+// runSearch is `train search`: serve.Search of the flags (a TREC run from a saved SPLADE,
+// PLAID-style or dense-shard index, or BM25 over a run's corpus).
 func runSearch(args []string) error {
 	var a searchArgs
 	fs := searchFlags(&a)
