@@ -221,13 +221,47 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 	_, err = EncodeStore(pe, store, dir, meta, shardSize, opt.Cosine, &pCut)
 	pe.Close()
 	if err != nil {
+		q.Close()
 		return nil, err
 	}
-	r, err := shard.OpenVerified(dir) // checked against the manifest, as every reader of shards is
+	s, err := openShards(m, q, opt, dir)
 	if err != nil {
 		return nil, err
 	}
-	s := &Searcher{m: m, opt: opt, query: q, prefix: map[int]*index.Flat{}, Len: opt.Len, PassageCut: pCut}
+	s.PassageCut = pCut
+	return s, nil
+}
+
+// OpenShardSearcher is NewShardSearcher over embedding shards already in dir (written by
+// NewShardSearcher with m's passage tower, e.g. a streamed run's): nothing is encoded but the
+// queries, so its rankings are those of the searcher that wrote the shards, hit for hit. The
+// shards must be of m's width; that they hold m's vectors is the caller's check (the manifest's
+// model_hash).
+func OpenShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions, dir string) (*Searcher, error) {
+	if len(opt.Prefixes) > 0 {
+		return nil, fmt.Errorf("dense: shard searcher: prefix indexes (%v) are not supported", opt.Prefixes)
+	}
+	q, err := NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic)
+	if err != nil {
+		return nil, fmt.Errorf("queries: %w", err)
+	}
+	return openShards(m, q, opt, dir)
+}
+
+// openShards opens the shards of dir for the query encoder q (closed on error): searched shard
+// by shard, or, from opt.ANNThreshold passages on, read into an HNSW graph.
+func openShards(m *model.BiEncoder, q *Encoder, opt SearchOptions, dir string) (*Searcher, error) {
+	r, err := shard.OpenVerified(dir) // checked against the manifest, as every reader of shards is
+	if err != nil {
+		q.Close()
+		return nil, err
+	}
+	if r.Dim() != m.Passage.Dim() {
+		r.Close()
+		q.Close()
+		return nil, fmt.Errorf("dense: %s: shards of %d-wide vectors, the passage tower's are %d", dir, r.Dim(), m.Passage.Dim())
+	}
+	s := &Searcher{m: m, opt: opt, query: q, prefix: map[int]*index.Flat{}, Len: opt.Len}
 	if opt.ANNThreshold <= 0 || r.Len() < opt.ANNThreshold {
 		s.shards = r
 		return s, nil
@@ -242,7 +276,7 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 		q.Close()
 		return nil, err
 	}
-	if s.flat, err = newIndex(ids, vecs, meta.Dim, opt); err != nil {
+	if s.flat, err = newIndex(ids, vecs, m.Passage.Dim(), opt); err != nil {
 		q.Close()
 		return nil, err
 	}

@@ -199,3 +199,14 @@ func (e *Env) SaveCheckpoint(dir string, ck *checkpoints.Checkpoint) error {
 	}
 	return checkpoints.Save(dir, ck)
 }
+
+// SaveZeroStep writes checkpoint 0 of a run of no training step (train.steps = 0): the model it
+// evaluates (params, its config.json cfg), so that train export and train search serve that
+// run as any trained run's latest checkpoint. A run directory that already holds a checkpoint
+// (a resumed run) is left as it is.
+func (e *Env) SaveZeroStep(phase string, params []*model.Param, cfg any) error {
+	if HasCheckpoint(e.Dir) {
+		return nil
+	}
+	return e.Save(e.Dir, params, cfg, nil, checkpoints.TrainerState{Phase: phase, Seed: e.Seed})
+}

@@ -18,10 +18,21 @@ import (
 // export or a run holds trained tensors only). An init_from directory that is gone or no longer
 // has the run's sizes is reported to log and carries nothing.
 func (r *Run) carriedTensors(cfg model.EncoderConfig, log io.Writer) []checkpoints.RawTensor {
-	if r.Recipe == nil || r.Recipe.Model.InitFrom == "" || cfg.Encoder != model.EncoderTransformer {
+	if r.Recipe == nil {
 		return nil
 	}
-	dir := r.Recipe.Model.InitFrom
+	return CarriedTensors(r.Recipe.Model.InitFrom, cfg, log)
+}
+
+// CarriedTensors returns the tensors of the BERT directory dir (a model's init_from) that the
+// toolkit does not train, as Run.carriedTensors does for a run's model.init_from: none when dir
+// is "", cfg is not a transformer, or dir is not a Hugging Face BERT directory of cfg's sizes
+// (then said to log). Writers of a model built from dir outside a run (tools/interop) pass them
+// on, so that the export holds every tensor dir held (BertModel's pooler).
+func CarriedTensors(dir string, cfg model.EncoderConfig, log io.Writer) []checkpoints.RawTensor {
+	if dir == "" || cfg.Encoder != model.EncoderTransformer {
+		return nil
+	}
 	d, err := OpenBiEncoder(dir)
 	if err != nil {
 		fmt.Fprintf(log, "export: warning: model.init_from %s: %v; its tensors that training does not touch (a pooler) are not carried\n", dir, err)

@@ -8,8 +8,10 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/colbert"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tokenize"
 )
 
 // savedRun saves src as the checkpoint of a run directory (tokenizer tokPath) and opens it,
@@ -34,12 +36,10 @@ func savedRun(t *testing.T, src *model.BiEncoder, tokPath string) *Run {
 	return r
 }
 
-// TestExportCarriesUntrainedTensors: issue 37's all-MiniLM-L6-v2 fine-tuned and exported lost
-// pooler.dense.weight and pooler.dense.bias (transformers then initialised them at random).
-// A run whose model.init_from is a BERT directory with a pooler and a position_ids buffer now
-// exports every tensor that directory held: the trained ones under their names, the others
-// byte for byte.
-func TestExportCarriesUntrainedTensors(t *testing.T) {
+// pooledBertDir is hfBertDir with BertModel's pooler and position_ids buffer added (tensors the
+// toolkit does not train), and every tensor of its model.safetensors.
+func pooledBertDir(t *testing.T) (string, *model.BiEncoder, []checkpoints.RawTensor) {
+	t.Helper()
 	dir, src := hfBertDir(t)
 	H, P := src.Cfg.Hidden, src.Cfg.MaxPosition
 	pos := make([]int64, P)
@@ -60,6 +60,16 @@ func TestExportCarriesUntrainedTensors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return dir, src, in
+}
+
+// TestExportCarriesUntrainedTensors: issue 37's all-MiniLM-L6-v2 fine-tuned and exported lost
+// pooler.dense.weight and pooler.dense.bias (transformers then initialised them at random).
+// A run whose model.init_from is a BERT directory with a pooler and a position_ids buffer now
+// exports every tensor that directory held: the trained ones under their names, the others
+// byte for byte.
+func TestExportCarriesUntrainedTensors(t *testing.T) {
+	dir, src, in := pooledBertDir(t)
 
 	// A run fine-tuned from dir: its checkpoint holds the trained parameters only.
 	r := savedRun(t, src, filepath.Join(dir, TokenizerFile))
@@ -96,5 +106,53 @@ func TestExportCarriesUntrainedTensors(t *testing.T) {
 	// The export still imports: the carried tensors are skipped as the pooler always was.
 	if _, err := InitBiEncoder(tinyModel(t, src.Cfg, true, 5), out); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestColBERTExportCarriesThePooler: a ColBERT built from a BERT directory outside a run
+// (tools/interop/colbertgo) lost BertModel's pooler (PyLate reported it MISSING); the tensors
+// CarriedTensors returns for that directory are written beside the body's, byte for byte.
+func TestColBERTExportCarriesThePooler(t *testing.T) {
+	dir, src, in := pooledBertDir(t)
+	var log strings.Builder
+	carried := CarriedTensors(dir, src.Cfg, &log)
+	if len(carried) != 3 || !strings.Contains(log.String(), "carried 3 tensors") {
+		t.Fatalf("%d tensors carried; log %q", len(carried), log.String())
+	}
+	if CarriedTensors("", src.Cfg, &log) != nil {
+		t.Error("no directory, yet tensors carried")
+	}
+	vocab := []string{"[PAD]", "[unused0]", "[unused1]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "wing", "flutter"}
+	tok, err := tokenize.FromVocab(vocab, tokenize.DefaultVocabOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := src.Cfg
+	cfg.Vocab = tok.VocabSize()
+	m, err := colbert.New(colbert.Config{Encoder: cfg, Dim: 4, QueryLength: 8, DocumentLength: 16}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "pylate")
+	if err := WriteColBERT(out, m, tok, carried); err != nil {
+		t.Fatal(err)
+	}
+	got, _, err := checkpoints.ReadSafetensorsRaw(filepath.Join(out, ModelFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string]checkpoints.RawTensor{}
+	for _, g := range got {
+		byName[g.Name] = g
+	}
+	for _, name := range []string{"pooler.dense.weight", "pooler.dense.bias", "embeddings.position_ids"} {
+		i := slices.IndexFunc(in, func(r checkpoints.RawTensor) bool { return r.Name == name })
+		g, ok := byName[name]
+		if i < 0 || !ok || !bytes.Equal(g.Data, in[i].Data) || !slices.Equal(g.Shape, in[i].Shape) {
+			t.Errorf("%s: in the export %v, in %s %v", name, ok, dir, i >= 0)
+		}
+	}
+	if _, ok := byName["encoder.layer.0.attention.self.query.weight"]; !ok || len(got) != len(in) {
+		t.Errorf("%d tensors in the export, %d in %s", len(got), len(in), dir)
 	}
 }

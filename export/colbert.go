@@ -159,10 +159,11 @@ func WriteColBERTDir(dir string, m *colbert.Model, tok *tokenize.Tokenizer, carr
 }
 
 // WriteColBERT exports m into the new directory out as WriteColBERTDir lays it out (with
-// ragtrain.json); out appears complete or not at all.
-func WriteColBERT(out string, m *colbert.Model, tok *tokenize.Tokenizer) error {
+// ragtrain.json; carried as there, e.g. CarriedTensors of the BERT directory m was built from);
+// out appears complete or not at all.
+func WriteColBERT(out string, m *colbert.Model, tok *tokenize.Tokenizer, carried []checkpoints.RawTensor) error {
 	return writeDir(out, func(tmp string) error {
-		if err := WriteColBERTDir(tmp, m, tok, nil); err != nil {
+		if err := WriteColBERTDir(tmp, m, tok, carried); err != nil {
 			return err
 		}
 		return writeJSON(filepath.Join(tmp, ManifestFile), &Manifest{FormatVersion: ManifestFormat, Kind: colbert.Kind, Encoder: m.Cfg.Encoder.Encoder,

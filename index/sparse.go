@@ -271,20 +271,30 @@ func OpenSparse(dir string) (*Sparse, SparseManifest, error) {
 	if err != nil {
 		return nil, m, err
 	}
+	x, err := decodeSparse(dir, ids, pb, m)
+	if err != nil {
+		return nil, m, err
+	}
+	return x, m, nil
+}
+
+// decodeSparse checks the contents of postings.bin (pb) against the manifest m and the ids, and
+// returns the index; errors name the files of dir.
+func decodeSparse(dir string, ids []string, pb []byte, m SparseManifest) (*Sparse, error) {
 	bad := func(format string, a ...any) error {
 		return fmt.Errorf("%s: %s", filepath.Join(dir, sparsePost), fmt.Sprintf(format, a...))
 	}
 	if len(ids) != m.Passages {
-		return nil, m, fmt.Errorf("%s: %d ids, the manifest says %d passages", filepath.Join(dir, sparseIDs), len(ids), m.Passages)
+		return nil, fmt.Errorf("%s: %d ids, the manifest says %d passages", filepath.Join(dir, sparseIDs), len(ids), m.Passages)
 	}
 	// each term takes 16 offset bytes and each posting 4 weight bytes: bound the counts by the
 	// file's size before multiplying (a forged count must not overflow the check below)
 	if m.Vocab < 0 || int64(m.Vocab) >= int64(len(pb))/16 || m.Postings < 0 || int64(m.Postings) > int64(len(pb))/4 {
-		return nil, m, fmt.Errorf("%s: vocab %d, postings %d: not what %s's %d bytes can hold", filepath.Join(dir, sparseManifest), m.Vocab, m.Postings, sparsePost, len(pb))
+		return nil, fmt.Errorf("%s: vocab %d, postings %d: not what %s's %d bytes can hold", filepath.Join(dir, sparseManifest), m.Vocab, m.Postings, sparsePost, len(pb))
 	}
 	head := 2 * 8 * (int64(m.Vocab) + 1)
 	if int64(len(pb)) < head+4*int64(m.Postings) {
-		return nil, m, bad("%d bytes, too short for %d terms and %d postings", len(pb), m.Vocab, m.Postings)
+		return nil, bad("%d bytes, too short for %d terms and %d postings", len(pb), m.Vocab, m.Postings)
 	}
 	x := &Sparse{ids: ids, vocab: m.Vocab, postOff: make([]uint64, m.Vocab+1), wOff: make([]uint64, m.Vocab+1)}
 	for i := range x.postOff {
@@ -294,11 +304,11 @@ func OpenSparse(dir string) (*Sparse, SparseManifest, error) {
 	gaps := int64(len(pb)) - head - 4*int64(m.Postings)
 	for t := 0; t < m.Vocab; t++ {
 		if x.postOff[t] > x.postOff[t+1] || x.wOff[t] > x.wOff[t+1] {
-			return nil, m, bad("offsets of term %d decrease", t)
+			return nil, bad("offsets of term %d decrease", t)
 		}
 	}
 	if x.postOff[0] != 0 || x.wOff[0] != 0 || int64(x.postOff[m.Vocab]) != gaps || int(x.wOff[m.Vocab]) != m.Postings {
-		return nil, m, bad("offsets end at %d gap bytes and %d postings, want %d and %d", x.postOff[m.Vocab], x.wOff[m.Vocab], gaps, m.Postings)
+		return nil, bad("offsets end at %d gap bytes and %d postings, want %d and %d", x.postOff[m.Vocab], x.wOff[m.Vocab], gaps, m.Postings)
 	}
 	x.post = pb[head : head+gaps]
 	x.weights = make([]float32, m.Postings)
@@ -311,16 +321,16 @@ func OpenSparse(dir string) (*Sparse, SparseManifest, error) {
 		for j := x.wOff[t]; j < x.wOff[t+1]; j++ {
 			v, n := binary.Uvarint(buf)
 			if n <= 0 || (j > x.wOff[t] && v == 0) {
-				return nil, m, bad("term %d: a malformed posting", t)
+				return nil, bad("term %d: a malformed posting", t)
 			}
 			doc, buf = doc+int64(v), buf[n:]
 			if doc >= int64(len(ids)) {
-				return nil, m, bad("term %d: passage %d of %d", t, doc, len(ids))
+				return nil, bad("term %d: passage %d of %d", t, doc, len(ids))
 			}
 		}
 		if len(buf) != 0 {
-			return nil, m, bad("term %d: %d bytes left after its postings", t, len(buf))
+			return nil, bad("term %d: %d bytes left after its postings", t, len(buf))
 		}
 	}
-	return x, m, nil
+	return x, nil
 }

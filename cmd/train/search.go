@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/ragtrain/ragtrain/data"
-	"github.com/ragtrain/ragtrain/eval"
-	"github.com/ragtrain/ragtrain/experiment/splade"
+	"github.com/ragtrain/ragtrain/experiment/serve"
 )
 
 // searchArgs are the flags of `train search`.
@@ -19,7 +17,7 @@ type searchArgs struct {
 
 func searchFlags(a *searchArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train search", flag.ContinueOnError)
-	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade directory (its manifest names the run whose encoder encodes the queries)")
+	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade, a ColBERT run's plaid (PLAID-style), a streamed retriever run's corpus/shards, or a run directory (BM25 over its recipe's corpus); an index's run encodes the queries")
 	fs.StringVar(&a.queries, "queries", "", "BEIR queries.jsonl: one {\"_id\", \"text\"} object per line")
 	fs.IntVar(&a.k, "k", 1000, "passages per query")
 	fs.StringVar(&a.out, "out", "", "TREC run file to write (atomically)")
@@ -30,8 +28,8 @@ func searchFlags(a *searchArgs) *flag.FlagSet {
 	return fs
 }
 
-// runSearch is `train search`: it ranks every query of a queries file with a saved index and
-// writes a TREC run (tag "splade"). Only SPLADE indexes are served so far.
+// runSearch is `train search`: serve.Search of the flags (a TREC run from a saved SPLADE,
+// PLAID-style or dense-shard index, or BM25 over a run's corpus).
 func runSearch(args []string) error {
 	var a searchArgs
 	fs := searchFlags(&a)
@@ -42,28 +40,8 @@ func runSearch(args []string) error {
 		fs.Usage()
 		return errors.New("search: -index, -queries and -out are required, -k >= 1, and nothing else")
 	}
-	s, err := splade.OpenSearcher(a.index)
-	if err != nil {
+	if err := serve.Search(a.index, a.queries, a.out, a.k, os.Stderr); err != nil {
 		return fmt.Errorf("search: %w", err)
-	}
-	defer s.Close()
-	qs, err := data.LoadQueries(a.queries)
-	if err != nil {
-		return fmt.Errorf("search: %w", err)
-	}
-	run := eval.Run{}
-	for _, id := range qs.IDs {
-		text, _ := qs.Text(id)
-		if run[id], err = s.Search(text, a.k); err != nil {
-			return fmt.Errorf("search: query %s: %w", id, err)
-		}
-	}
-	if err := eval.WriteTREC(a.out, run, "splade"); err != nil {
-		return fmt.Errorf("search: %w", err)
-	}
-	fmt.Fprintf(os.Stderr, "search: %d queries over %d passages of %s -> %s\n", len(qs.IDs), s.X.Len(), a.index, a.out)
-	if s.Truncated > 0 {
-		fmt.Fprintf(os.Stderr, "search: truncation: %d of %d queries cut to %d tokens (the run's query_max_length)\n", s.Truncated, len(qs.IDs), s.QueryMaxLength())
 	}
 	return nil
 }

@@ -208,7 +208,11 @@ func (r *colbertRun) restore() error {
 // colbert_contrastive.
 func (r *colbertRun) train(ctx context.Context) error {
 	rec, o := r.rec, r.o
-	if rec.Train.Steps == 0 || r.ph.Start >= rec.Train.Steps {
+	if rec.Train.Steps == 0 { // the untrained model is checkpoint 0: its index can be searched, the model exported
+		env := &experiment.Env{Rec: rec, Opts: o, Dir: r.dir, Seed: r.seed, TokenizerPath: r.tokPath, Log: r.lg}
+		return env.SaveZeroStep(PhaseName, r.m.Params(), r.m.Cfg)
+	}
+	if r.ph.Start >= rec.Train.Steps {
 		return nil
 	}
 	var teacher *retriever.Teacher

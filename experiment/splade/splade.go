@@ -163,7 +163,11 @@ func (r *spladeRun) train(ctx context.Context) error {
 		return err
 	}
 	defer lg.Close()
-	if tr.Steps == 0 || ph.Start >= tr.Steps {
+	if tr.Steps == 0 { // the untrained model is checkpoint 0: its index can be searched, the model exported
+		env := &experiment.Env{Rec: rec, Opts: o, Dir: r.dir, Seed: r.seed, TokenizerPath: filepath.Join(r.dir, "tokenizer.json"), Log: lg}
+		return env.SaveZeroStep(PhaseName, r.s.Params(), r.cfg)
+	}
+	if ph.Start >= tr.Steps {
 		return nil
 	}
 	t, err := newTask(r.m, r.s, r.tok, taskOptions{B: tr.BatchSize, N: tr.BatchSize * (1 + rec.Sampler.HardNegatives), Lens: r.lens,

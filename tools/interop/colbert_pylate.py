@@ -3,7 +3,9 @@ pylate.models.ColBERT(model_name_or_path=...), encodes the pairs of OUT/pairs.js
 tools/interop/colbertgo) as PyLate does (queries with is_query=True: [Q] marker, [MASK]
 expansion to query_length; passages with is_query=False: [D] marker, skiplist), scores each
 pair by MaxSim (sum over query tokens of the largest dot product of the normalised vectors) and
-compares with the Go scores: |ours - PyLate's| <= 1e-4 for every pair, and the same token counts.
+compares with the Go scores: |ours - PyLate's| <= 1e-4 for every pair, and the same token counts;
+and checks that the export's model.safetensors holds every tensor of transformers' BertModel
+(the pooler included).
 
     python tools/interop/colbert_pylate.py OUT
 
@@ -73,6 +75,16 @@ def main(out):
     print(f"pylate: query_prefix {m.query_prefix!r} (id {m.query_prefix_id}), document_prefix {m.document_prefix!r} (id {m.document_prefix_id}), "
           f"query_length {m.query_length}, document_length {m.document_length}, modules {[type(x).__name__ for x in m]}, vocabulary {len(m.tokenizer)}")
     m.eval()
+    # every tensor of transformers' BertModel is in the export (the pooler, unused by ColBERT, is
+    # carried from the BERT directory as the bi-encoder export carries it; PyLate reports a
+    # missing one as MISSING when it loads)
+    import transformers
+    from safetensors import safe_open
+    with safe_open(f"{out}/model/model.safetensors", "pt") as f:
+        have = set(f.keys())
+    want = set(transformers.BertModel(transformers.BertConfig.from_pretrained(f"{out}/model")).state_dict())
+    missing = sorted(want - have)
+    print(f"export: {len(have)} tensors in model.safetensors, {len(missing)} of BertModel's missing {missing}")
     q = m.encode([p["query"] for p in pairs], is_query=True, batch_size=16, convert_to_numpy=False)
     d = m.encode([p["passage"] for p in pairs], is_query=False, batch_size=16, convert_to_numpy=False)
     worst, bad = 0.0, 0
@@ -90,7 +102,7 @@ def main(out):
             if bad <= 5:
                 print(f"pair {i}: MaxSim ours {p['score']:.6f}, PyLate {s:.6f} (|diff| {diff:.2e})")
     print(f"interop colbert: {len(pairs)} pairs, max |MaxSim ours - PyLate| = {worst:.3e} (tolerance {TOL:g}); {bad} failing")
-    return 1 if bad else 0
+    return 1 if bad or missing else 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,11 @@
 //
 //	go run ./tools/treceval -data datasets/scifact -split dev -linear 0,0.05,0.1 \
 //	    runs/<teacher>/runs/dev.bm25+listwise.trec runs/<teacher>/runs/dev.bm25.trec
+//
+// With -rrf K it scores the Reciprocal Rank Fusion (index.RRF, k = K; 60 in the paper) of all
+// the runs given, each list whole: hybrids of saved runs without re-running a recipe,
+//
+//	go run ./tools/treceval -data datasets/scifact -split test -rrf 60 RUN/runs/test.colbert.trec RUN/runs/test.bm25.trec
 package main
 
 import (
@@ -34,9 +39,10 @@ func main() {
 	split := flag.String("split", "test", "qrels split: qrels/<split>.tsv")
 	metrics := flag.String("metrics", "nDCG@10,MRR@10,Recall@100,Recall@1000,MAP,P@10", "comma-separated metrics")
 	linearW := flag.String("linear", "", "comma-separated weights w: score A + w * B over A's candidates (two runs A B)")
+	rrfK := flag.Int("rrf", -1, "score the Reciprocal Rank Fusion of the runs given with this k (>= 0; 60 in the paper)")
 	flag.Parse()
-	if *dir == "" || flag.NArg() == 0 || (*linearW != "" && flag.NArg() != 2) {
-		fmt.Fprintln(os.Stderr, "usage: treceval -data BEIR_DIR -split SPLIT RUN.trec...\n       treceval -data BEIR_DIR -split SPLIT -linear W1,W2,... A.trec B.trec")
+	if *dir == "" || flag.NArg() == 0 || (*linearW != "" && flag.NArg() != 2) || (*rrfK >= 0 && (*linearW != "" || flag.NArg() < 2)) {
+		fmt.Fprintln(os.Stderr, "usage: treceval -data BEIR_DIR -split SPLIT RUN.trec...\n       treceval -data BEIR_DIR -split SPLIT -linear W1,W2,... A.trec B.trec\n       treceval -data BEIR_DIR -split SPLIT -rrf K A.trec B.trec...")
 		os.Exit(2)
 	}
 	var ws []float64
@@ -50,13 +56,13 @@ func main() {
 			ws = append(ws, w)
 		}
 	}
-	if err := run(*dir, *split, strings.Split(*metrics, ","), flag.Args(), ws); err != nil {
+	if err := run(*dir, *split, strings.Split(*metrics, ","), flag.Args(), ws, *rrfK); err != nil {
 		fmt.Fprintln(os.Stderr, "treceval:", err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, split string, metrics, runs []string, linearW []float64) error {
+func run(dir, split string, metrics, runs []string, linearW []float64, rrfK int) error {
 	ds, err := data.Load(dir, split)
 	if err != nil {
 		return err
@@ -79,6 +85,19 @@ func run(dir, split string, metrics, runs []string, linearW []float64) error {
 			rows = append(rows, eval.Row{System: fmt.Sprintf("%s + %g x %s", a, w, b), Scores: s})
 		}
 		fmt.Print(eval.FormatTable(metrics, rows))
+		return nil
+	}
+	if rrfK >= 0 {
+		names := make([]string, len(runs))
+		lists := make([]map[string][]index.Hit, len(runs))
+		for i, p := range runs {
+			names[i], lists[i] = strings.TrimSuffix(filepath.Base(p), ".trec"), read[i]
+		}
+		s, err := eval.Evaluate(index.RRF(rrfK, 0, lists...), qrels, metrics)
+		if err != nil {
+			return err
+		}
+		fmt.Print(eval.FormatTable(metrics, []eval.Row{{System: fmt.Sprintf("rrf%d(%s)", rrfK, strings.Join(names, ", ")), Scores: s}}))
 		return nil
 	}
 	for i, p := range runs {

@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/colbert"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/export"
@@ -47,6 +48,7 @@ func main() {
 func do(run, initDir, dataDir, split string, n int, out string) error {
 	var m *colbert.Model
 	var tok *tokenize.Tokenizer
+	var carried []checkpoints.RawTensor // BertModel's pooler, as train export carries it
 	if run != "" {
 		r, err := export.OpenRun(run)
 		if err != nil {
@@ -57,6 +59,9 @@ func do(run, initDir, dataDir, split string, n int, out string) error {
 		}
 		if tok, err = r.Tokenizer(); err != nil {
 			return err
+		}
+		if r.Recipe != nil {
+			carried = export.CarriedTensors(r.Recipe.Model.InitFrom, m.Cfg.Encoder, os.Stderr)
 		}
 	} else {
 		d, err := export.OpenBiEncoder(initDir)
@@ -72,11 +77,12 @@ func do(run, initDir, dataDir, split string, n int, out string) error {
 		if _, err := export.InitBiEncoder(m.Enc, initDir); err != nil {
 			return err
 		}
+		carried = export.CarriedTensors(initDir, d.Encoder, os.Stderr)
 	}
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	if err := export.WriteColBERT(filepath.Join(out, "model"), m, tok); err != nil {
+	if err := export.WriteColBERT(filepath.Join(out, "model"), m, tok, carried); err != nil {
 		return err
 	}
 	ds, err := data.LoadJudged(dataDir, split)
