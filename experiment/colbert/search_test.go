@@ -11,6 +11,7 @@ import (
 
 	cb "github.com/ragtrain/ragtrain/colbert"
 	"github.com/ragtrain/ragtrain/experiment"
+	colbertkind "github.com/ragtrain/ragtrain/experiment/colbert"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 	"github.com/ragtrain/ragtrain/experiment/serve"
 )
@@ -22,7 +23,7 @@ func TestSearchReproducesTheRunsTREC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an end-to-end run")
 	}
-	rec := tinyRecipe(t, "colbert_contrastive", "")
+	rec := colbertkind.TinyRecipe(t, "colbert_contrastive", "")
 	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
@@ -73,7 +74,7 @@ func TestZeroStepRunIsSearchable(t *testing.T) {
 	if testing.Short() {
 		t.Skip("an end-to-end run")
 	}
-	rec := testkit.ZeroSteps(t, tinyRecipe(t, "colbert_contrastive", ""))
+	rec := testkit.ZeroSteps(t, colbertkind.TinyRecipe(t, "colbert_contrastive", ""))
 	run, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
 	if err != nil {
 		t.Fatal(err)
