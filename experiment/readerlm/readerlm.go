@@ -352,7 +352,7 @@ func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, train
 		keep[p] = true
 		nodes = append(nodes, b.Node(p))
 	}
-	if _, err := gorgonia.Grad(t.loss, nodes...); err != nil {
+	if _, err := model.Grad(t.loss, nodes...); err != nil {
 		return nil, fmt.Errorf("reader_lm gradient graph: %w", err)
 	}
 	model.ShareBuffers(g, t.loss) // only the loss and the gradients are read after a pass
