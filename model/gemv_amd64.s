@@ -45,3 +45,76 @@ loop:
 	VMOVUPS      X0, (R8)
 	VZEROUPPER
 	RET
+
+// func dot4x2AVX2(x, w *float32, ldx, ldw, n int, out *float32)
+// dot4AVX2 for two rows of x at once (x and x+ldx): out[r] for row 0, out[4+r] for row 1. Each
+// of the eight sums is accumulated and reduced exactly as dot4AVX2 does it (the same bits); the
+// eight independent FMA chains keep both FMA units busy where dot4AVX2's four wait on latency.
+TEXT ·dot4x2AVX2(SB), NOSPLIT, $0-48
+	MOVQ x+0(FP), SI
+	MOVQ w+8(FP), DI
+	MOVQ ldx+16(FP), BX
+	SHLQ $2, BX
+	ADDQ SI, BX
+	MOVQ ldw+24(FP), DX
+	SHLQ $2, DX
+	MOVQ n+32(FP), CX
+	MOVQ out+40(FP), R8
+	LEAQ (DI)(DX*1), R9
+	LEAQ (R9)(DX*1), R10
+	LEAQ (R10)(DX*1), R11
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	XORQ AX, AX
+
+loop2:
+	VMOVUPS (SI)(AX*4), Y8
+	VMOVUPS (BX)(AX*4), Y9
+	VMOVUPS (DI)(AX*4), Y10
+	VFMADD231PS Y10, Y8, Y0
+	VFMADD231PS Y10, Y9, Y4
+	VMOVUPS (R9)(AX*4), Y11
+	VFMADD231PS Y11, Y8, Y1
+	VFMADD231PS Y11, Y9, Y5
+	VMOVUPS (R10)(AX*4), Y12
+	VFMADD231PS Y12, Y8, Y2
+	VFMADD231PS Y12, Y9, Y6
+	VMOVUPS (R11)(AX*4), Y13
+	VFMADD231PS Y13, Y8, Y3
+	VFMADD231PS Y13, Y9, Y7
+	ADDQ $8, AX
+	CMPQ AX, CX
+	JLT  loop2
+
+	VEXTRACTF128 $1, Y0, X8
+	VADDPS       X8, X0, X0
+	VEXTRACTF128 $1, Y1, X9
+	VADDPS       X9, X1, X1
+	VEXTRACTF128 $1, Y2, X10
+	VADDPS       X10, X2, X2
+	VEXTRACTF128 $1, Y3, X11
+	VADDPS       X11, X3, X3
+	VHADDPS      X1, X0, X0
+	VHADDPS      X3, X2, X2
+	VHADDPS      X2, X0, X0
+	VMOVUPS      X0, (R8)
+	VEXTRACTF128 $1, Y4, X8
+	VADDPS       X8, X4, X4
+	VEXTRACTF128 $1, Y5, X9
+	VADDPS       X9, X5, X5
+	VEXTRACTF128 $1, Y6, X10
+	VADDPS       X10, X6, X6
+	VEXTRACTF128 $1, Y7, X11
+	VADDPS       X11, X7, X7
+	VHADDPS      X5, X4, X4
+	VHADDPS      X7, X6, X6
+	VHADDPS      X6, X4, X4
+	VMOVUPS      X4, 16(R8)
+	VZEROUPPER
+	RET

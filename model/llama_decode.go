@@ -211,7 +211,11 @@ func matMulT(out, x, w []float32, m, n, k int, step bool) {
 
 // attention writes the causal attention of layer i for the new rows of every sequence: query
 // row j of sequence s (position n+j, n its cached length before this step) attends to the
-// cached positions 0..n+j, head hd reading key/value head hd/(Heads/KVHeads).
+// cached positions 0..n+j, head hd reading key/value head hd/(Heads/KVHeads). A sequence with
+// one new token (a decoding step) takes the Heads/KVHeads query heads that share a key/value
+// head through one pair of products (their query and output rows are adjacent), so the cached
+// keys and values are packed once for them: each element is the same sum in the same order as
+// head by head (sgemm computes every element of c alone), so the logits are the same bits.
 func (d *LlamaDecoder) attention(out, q []float32, caches []*LlamaCache, toks [][]int, start []int, i int, scale float32) {
 	c := d.cfg
 	dh := c.HeadDim()
@@ -229,17 +233,28 @@ func (d *LlamaDecoder) attention(out, q []float32, caches []*LlamaCache, toks []
 			t := len(toks[s])
 			n := caches[s].n // before this step
 			keys := n + t
-			if need := 2 * t * keys; cap(buf) < need {
+			rows, ld := t, qw // query rows (t positions of head hd), their stride in q and out
+			if t == 1 {
+				if hd%group != 0 {
+					continue // done with head hd - hd%group
+				}
+				rows, ld = group, dh // the group's heads, adjacent in the row
+			}
+			if need := 2 * rows * keys; cap(buf) < need {
 				buf = make([]float32, need)
 			}
-			sc, p := buf[:t*keys], buf[t*keys:2*t*keys]
+			sc, p := buf[:rows*keys], buf[rows*keys:2*rows*keys]
 			kvo := (hd / group) * dh
 			qo := start[s]*qw + hd*dh
-			sgemm(false, true, t, keys, dh, scale, q[qo:], qw, caches[s].k[i][kvo:], kw, 0, sc, keys)
-			for j := 0; j < t; j++ {
-				softmaxRow32(p[j*keys:(j+1)*keys], sc[j*keys:(j+1)*keys], d.ones, n+j+1)
+			sgemm(false, true, rows, keys, dh, scale, q[qo:], ld, caches[s].k[i][kvo:], kw, 0, sc, keys)
+			for j := 0; j < rows; j++ {
+				valid := n + j + 1
+				if t == 1 {
+					valid = n + 1
+				}
+				softmaxRow32(p[j*keys:(j+1)*keys], sc[j*keys:(j+1)*keys], d.ones, valid)
 			}
-			sgemm(false, false, t, dh, keys, 1, p, keys, caches[s].v[i][kvo:], kw, 0, out[qo:], qw)
+			sgemm(false, false, rows, dh, keys, 1, p, keys, caches[s].v[i][kvo:], kw, 0, out[qo:], ld)
 		}
 	})
 }
