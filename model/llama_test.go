@@ -402,10 +402,11 @@ func TestGemvRows(t *testing.T) {
 }
 
 // TestDecoderAttentionGrouped: in a decoding step (one new token per sequence) the query heads
-// that share a key/value head go through one pair of products; the output is the same bits as
-// head by head (two products per head), with caches longer than sgemm's k block (256).
+// that share a key/value head go through one pair of products, the scores read from the cache's
+// packed keys; the output is the same bits as head by head with sgemm (two products per head),
+// with caches longer than sgemm's k block (256).
 func TestDecoderAttentionGrouped(t *testing.T) {
-	cfg := LlamaConfig{Hidden: 48, Layers: 1, Heads: 6, KVHeads: 2, FFN: 8, Vocab: 19, RopeTheta: 1000, RMSEps: 1e-5, MaxPosition: 400, TieEmbeddings: true}
+	cfg := LlamaConfig{Hidden: 384, Layers: 1, Heads: 6, KVHeads: 2, FFN: 8, Vocab: 19, RopeTheta: 1000, RMSEps: 1e-5, MaxPosition: 400, TieEmbeddings: true}
 	m, err := NewLlama(cfg, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -428,6 +429,7 @@ func TestDecoderAttentionGrouped(t *testing.T) {
 		for i := range caches[s].k[0] {
 			caches[s].k[0][i], caches[s].v[0][i] = float32(r.NormFloat64()), float32(r.NormFloat64())
 		}
+		caches[s].packKeys(0, 0, n+1, cfg.KVHeads, dh)
 		caches[s].n = n
 		toks[s] = []int{3}
 		start[s+1] = s + 1
