@@ -2,6 +2,23 @@
 
 #include "textflag.h"
 
+// REDUCE4 stores at dst the four sums of the 8-lane accumulators a..d (ya..yd as Y registers,
+// xa..xd the same as X registers): the upper and lower halves added, then the lanes pairwise
+// (VHADDPS), using the X registers t0..t3.
+#define REDUCE4(ya, yb, yc, yd, xa, xb, xc, xd, t0, t1, t2, t3, dst) \
+	VEXTRACTF128 $1, ya, t0 \
+	VADDPS       t0, xa, xa \
+	VEXTRACTF128 $1, yb, t1 \
+	VADDPS       t1, xb, xb \
+	VEXTRACTF128 $1, yc, t2 \
+	VADDPS       t2, xc, xc \
+	VEXTRACTF128 $1, yd, t3 \
+	VADDPS       t3, xd, xd \
+	VHADDPS      xb, xa, xa \
+	VHADDPS      xd, xc, xc \
+	VHADDPS      xc, xa, xa \
+	VMOVUPS      xa, dst
+
 // func dot4AVX2(x, w *float32, ldw, n int, out *float32)
 // out[r] = Σ_{i<n} x[i]·w[r·ldw+i] for the four rows r = 0..3 of w, n a positive multiple of
 // 8, each sum in 8 float32 lanes (FMA), the lanes then added pairwise.
@@ -31,18 +48,7 @@ loop:
 	CMPQ AX, CX
 	JLT  loop
 
-	VEXTRACTF128 $1, Y0, X4
-	VADDPS       X4, X0, X0
-	VEXTRACTF128 $1, Y1, X5
-	VADDPS       X5, X1, X1
-	VEXTRACTF128 $1, Y2, X6
-	VADDPS       X6, X2, X2
-	VEXTRACTF128 $1, Y3, X7
-	VADDPS       X7, X3, X3
-	VHADDPS      X1, X0, X0
-	VHADDPS      X3, X2, X2
-	VHADDPS      X2, X0, X0
-	VMOVUPS      X0, (R8)
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, X2, X3, X4, X5, X6, X7, (R8))
 	VZEROUPPER
 	RET
 
@@ -92,29 +98,7 @@ loop2:
 	CMPQ AX, CX
 	JLT  loop2
 
-	VEXTRACTF128 $1, Y0, X8
-	VADDPS       X8, X0, X0
-	VEXTRACTF128 $1, Y1, X9
-	VADDPS       X9, X1, X1
-	VEXTRACTF128 $1, Y2, X10
-	VADDPS       X10, X2, X2
-	VEXTRACTF128 $1, Y3, X11
-	VADDPS       X11, X3, X3
-	VHADDPS      X1, X0, X0
-	VHADDPS      X3, X2, X2
-	VHADDPS      X2, X0, X0
-	VMOVUPS      X0, (R8)
-	VEXTRACTF128 $1, Y4, X8
-	VADDPS       X8, X4, X4
-	VEXTRACTF128 $1, Y5, X9
-	VADDPS       X9, X5, X5
-	VEXTRACTF128 $1, Y6, X10
-	VADDPS       X10, X6, X6
-	VEXTRACTF128 $1, Y7, X11
-	VADDPS       X11, X7, X7
-	VHADDPS      X5, X4, X4
-	VHADDPS      X7, X6, X6
-	VHADDPS      X6, X4, X4
-	VMOVUPS      X4, 16(R8)
+	REDUCE4(Y0, Y1, Y2, Y3, X0, X1, X2, X3, X8, X9, X10, X11, (R8))
+	REDUCE4(Y4, Y5, Y6, Y7, X4, X5, X6, X7, X8, X9, X10, X11, 16(R8))
 	VZEROUPPER
 	RET

@@ -22,22 +22,7 @@ func loraStepGrads(t *testing.T, grad func(*gorgonia.Node, ...*gorgonia.Node) (g
 	l.RNG = &RNG{R: rand.New(rand.NewPCG(3, 4))}
 	g := gorgonia.NewGraph()
 	b := NewBinder(g)
-	in := newInputs(g, 2, 4, "in", tensor.Float32)
-	if err := in.Let([]int{1, 5, 7, 2, 3, 18, 0, 0}, []float32{1, 1, 1, 1, 1, 1, 0, 0}, nil); err != nil {
-		t.Fatal(err)
-	}
-	tg := NewTargets(g, 5, "tgt")
-	if err := tg.Let([]int{0, 1, 2, 4, 5}, []int{5, 7, 2, 18, 9}); err != nil {
-		t.Fatal(err)
-	}
-	lp, err := m.BuildLogProbs(b, in, tg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	loss, err := gorgonia.Sum(lp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	loss := tinyLogLik(t, m, b, tensor.Float32)
 	var nodes gorgonia.Nodes
 	for _, p := range l.Params() {
 		nodes = append(nodes, b.Node(p))

@@ -124,24 +124,8 @@ func TestLlamaGradients(t *testing.T) {
 				}
 			}
 		}
-		g := gorgonia.NewGraph()
-		b := NewBinder(g)
-		in := newInputs(g, 2, 4, "in", tensor.Float64)
-		if err := in.Let([]int{1, 5, 7, 2, 3, 18, 0, 0}, []float32{1, 1, 1, 1, 1, 1, 0, 0}, nil); err != nil {
-			t.Fatal(err)
-		}
-		tg := NewTargets(g, 5, "tgt")
-		if err := tg.Let([]int{0, 1, 2, 4, 5}, []int{5, 7, 2, 18, 9}); err != nil {
-			t.Fatal(err)
-		}
-		lp, err := m.BuildLogProbs(b, in, tg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loss, err := gorgonia.Sum(lp)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := NewBinder(gorgonia.NewGraph())
+		loss := tinyLogLik(t, m, b, tensor.Float64)
 		var vals []*tensor.Dense
 		var names []string
 		for _, bd := range b.Bound() {
@@ -153,6 +137,30 @@ func TestLlamaGradients(t *testing.T) {
 		}
 		fdCheck(t, "llama", loss, b.Nodes(), vals, names, nil, 12, 1e-5)
 	}
+}
+
+// tinyLogLik builds, in b's graph, the summed log-likelihood of 5 targets of a batch of two
+// sequences (4 and 2 tokens, L = 4) under m with inputs of dtype dt.
+func tinyLogLik(t *testing.T, m *Llama, b *Binder, dt tensor.Dtype) *gorgonia.Node {
+	t.Helper()
+	g := b.g
+	in := newInputs(g, 2, 4, "in", dt)
+	if err := in.Let([]int{1, 5, 7, 2, 3, 18, 0, 0}, []float32{1, 1, 1, 1, 1, 1, 0, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tg := NewTargets(g, 5, "tgt")
+	if err := tg.Let([]int{0, 1, 2, 4, 5}, []int{5, 7, 2, 18, 9}); err != nil {
+		t.Fatal(err)
+	}
+	lp, err := m.BuildLogProbs(b, in, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, err := gorgonia.Sum(lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
 }
 
 // graphLogits runs BuildLogits on B sequences of L tokens (ids row-major, mask from lens).
