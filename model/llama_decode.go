@@ -35,10 +35,14 @@ func NewLlamaDecoder(m *Llama) (*LlamaDecoder, error) {
 }
 
 // LlamaCache holds one sequence's keys and values for every layer: k[i] and v[i] are
-// [Cap, KVHeads·dh], rows 0..Len-1 filled (the keys after RoPE).
+// [Cap, KVHeads·dh], rows 0..Len-1 filled (the keys after RoPE). kp[i] holds the same keys as
+// sgemm packs them for scores = q·kᵀ (packB): per key/value head h, ceil(Cap/16) panels of
+// [dh][16] (position 16·panel+c in column c), so that a decoding step reads them as they are
+// instead of transposing the whole cache again at every layer of every step.
 type LlamaCache struct {
-	k, v [][]float32
-	n    int
+	k, v, kp [][]float32
+	n        int
+	panels   int // of kp, per key/value head
 }
 
 // Len is the number of cached positions.
@@ -51,15 +55,33 @@ func (d *LlamaDecoder) NewCache(capacity int) (*LlamaCache, error) {
 		return nil, fmt.Errorf("model: llama cache of %d positions, want 1..%d (max_position_embeddings)", capacity, d.cfg.MaxPosition)
 	}
 	w := d.cfg.KVHeads * d.cfg.HeadDim()
-	c := &LlamaCache{k: make([][]float32, d.cfg.Layers), v: make([][]float32, d.cfg.Layers)}
+	c := &LlamaCache{k: make([][]float32, d.cfg.Layers), v: make([][]float32, d.cfg.Layers), kp: make([][]float32, d.cfg.Layers)}
 	for i := range c.k {
 		c.k[i] = make([]float32, capacity*w)
 		c.v[i] = make([]float32, capacity*w)
+		c.kp[i] = make([]float32, roundUp(capacity, gemmNR)*w)
 	}
+	c.panels = roundUp(capacity, gemmNR) / gemmNR
 	return c, nil
 }
 
 func (c *LlamaCache) capacity(w int) int { return len(c.k[0]) / w }
+
+// packKeys copies the keys of positions from..to-1 of layer i (rows of c.k[i], already
+// written) into c.kp[i].
+func (c *LlamaCache) packKeys(i, from, to, kvHeads, dh int) {
+	kw := kvHeads * dh
+	for pos := from; pos < to; pos++ {
+		pnl, col := pos/gemmNR, pos%gemmNR
+		for h := 0; h < kvHeads; h++ {
+			src := c.k[i][pos*kw+h*dh : pos*kw+(h+1)*dh]
+			dst := c.kp[i][(h*c.panels+pnl)*dh*gemmNR+col:]
+			for d, x := range src {
+				dst[d*gemmNR] = x
+			}
+		}
+	}
+}
 
 func (d *LlamaDecoder) w(name string) []float32 { return d.m.byName[name].Value.Data().([]float32) }
 
@@ -155,6 +177,7 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 			n := caches[s].n
 			copy(caches[s].k[i][n*kw:], k[start[s]*kw:start[s+1]*kw])
 			copy(caches[s].v[i][n*kw:], vv[start[s]*kw:start[s+1]*kw])
+			caches[s].packKeys(i, n, n+len(toks[s]), c.KVHeads, dh)
 		}
 		d.attention(att, q, caches, toks, start, i, scale)
 		proj(hn, att, qw, llamaLayer(i, "self_attn.o_proj"), h)
@@ -211,7 +234,11 @@ func matMulT(out, x, w []float32, m, n, k int, step bool) {
 
 // attention writes the causal attention of layer i for the new rows of every sequence: query
 // row j of sequence s (position n+j, n its cached length before this step) attends to the
-// cached positions 0..n+j, head hd reading key/value head hd/(Heads/KVHeads).
+// cached positions 0..n+j, head hd reading key/value head hd/(Heads/KVHeads). A sequence with
+// one new token (a decoding step) takes the Heads/KVHeads query heads that share a key/value
+// head through one pair of products (their query and output rows are adjacent), so the cached
+// keys and values are packed once for them: each element is the same sum in the same order as
+// head by head (sgemm computes every element of c alone), so the logits are the same bits.
 func (d *LlamaDecoder) attention(out, q []float32, caches []*LlamaCache, toks [][]int, start []int, i int, scale float32) {
 	c := d.cfg
 	dh := c.HeadDim()
@@ -229,19 +256,59 @@ func (d *LlamaDecoder) attention(out, q []float32, caches []*LlamaCache, toks []
 			t := len(toks[s])
 			n := caches[s].n // before this step
 			keys := n + t
-			if need := 2 * t * keys; cap(buf) < need {
+			rows, ld := t, qw // query rows (t positions of head hd), their stride in q and out
+			if t == 1 {
+				if hd%group != 0 {
+					continue // done with head hd - hd%group
+				}
+				rows, ld = group, dh // the group's heads, adjacent in the row
+			}
+			if need := 2 * rows * keys; cap(buf) < need {
 				buf = make([]float32, need)
 			}
-			sc, p := buf[:t*keys], buf[t*keys:2*t*keys]
+			sc, p := buf[:rows*keys], buf[rows*keys:2*rows*keys]
 			kvo := (hd / group) * dh
 			qo := start[s]*qw + hd*dh
-			sgemm(false, true, t, keys, dh, scale, q[qo:], qw, caches[s].k[i][kvo:], kw, 0, sc, keys)
-			for j := 0; j < t; j++ {
-				softmaxRow32(p[j*keys:(j+1)*keys], sc[j*keys:(j+1)*keys], d.ones, n+j+1)
+			if t > 1 || !stepScores(sc, q[qo:], rows, dh, scale, caches[s], i, hd/group, keys) {
+				sgemm(false, true, rows, keys, dh, scale, q[qo:], ld, caches[s].k[i][kvo:], kw, 0, sc, keys)
 			}
-			sgemm(false, false, t, dh, keys, 1, p, keys, caches[s].v[i][kvo:], kw, 0, out[qo:], qw)
+			for j := 0; j < rows; j++ {
+				valid := n + j + 1
+				if t == 1 {
+					valid = n + 1
+				}
+				softmaxRow32(p[j*keys:(j+1)*keys], sc[j*keys:(j+1)*keys], d.ones, valid)
+			}
+			sgemm(false, false, rows, dh, keys, 1, p, keys, caches[s].v[i][kvo:], kw, 0, out[qo:], ld)
 		}
 	})
+}
+
+// stepScores sets sc [rows, keys] = scale · q·kᵀ for the rows adjacent query rows of q (dh
+// values each, at most 6) and the first keys keys of key/value head h of layer i, reading the
+// cache's packed keys: sgemm's 6 x 16 kernel on sgemm's own packing of both operands, so each
+// score is the same bits as sgemm(false, true, rows, keys, dh, scale, q, dh, k, kw, 0, sc,
+// keys) gives. It reports false (nothing done) where that kernel is not what sgemm runs.
+func stepScores(sc, q []float32, rows, dh int, scale float32, c *LlamaCache, i, h, keys int) bool {
+	if sgemmExt != nil || !haveAVX2FMA || rows > gemmMR || dh > gemmKC {
+		return false
+	}
+	var ap [gemmMR * gemmKC]float32
+	var tmp [gemmMR * gemmNR]float32
+	for r := 0; r < rows; r++ {
+		for d := 0; d < dh; d++ {
+			ap[d*gemmMR+r] = scale * q[r*dh+d]
+		}
+	}
+	kp := c.kp[i][h*c.panels*dh*gemmNR:]
+	for j := 0; j < keys; j += gemmNR {
+		sgemmKernel6x16(dh, &ap[0], &kp[(j/gemmNR)*dh*gemmNR], &tmp[0], gemmNR, nil, false)
+		nr := min(gemmNR, keys-j)
+		for r := 0; r < rows; r++ {
+			copy(sc[r*keys+j:r*keys+j+nr], tmp[r*gemmNR:r*gemmNR+nr])
+		}
+	}
+	return true
 }
 
 // SampleOptions say how Generate picks each next token.

@@ -124,24 +124,8 @@ func TestLlamaGradients(t *testing.T) {
 				}
 			}
 		}
-		g := gorgonia.NewGraph()
-		b := NewBinder(g)
-		in := newInputs(g, 2, 4, "in", tensor.Float64)
-		if err := in.Let([]int{1, 5, 7, 2, 3, 18, 0, 0}, []float32{1, 1, 1, 1, 1, 1, 0, 0}, nil); err != nil {
-			t.Fatal(err)
-		}
-		tg := NewTargets(g, 5, "tgt")
-		if err := tg.Let([]int{0, 1, 2, 4, 5}, []int{5, 7, 2, 18, 9}); err != nil {
-			t.Fatal(err)
-		}
-		lp, err := m.BuildLogProbs(b, in, tg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		loss, err := gorgonia.Sum(lp)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := NewBinder(gorgonia.NewGraph())
+		loss := tinyLogLik(t, m, b, tensor.Float64)
 		var vals []*tensor.Dense
 		var names []string
 		for _, bd := range b.Bound() {
@@ -153,6 +137,30 @@ func TestLlamaGradients(t *testing.T) {
 		}
 		fdCheck(t, "llama", loss, b.Nodes(), vals, names, nil, 12, 1e-5)
 	}
+}
+
+// tinyLogLik builds, in b's graph, the summed log-likelihood of 5 targets of a batch of two
+// sequences (4 and 2 tokens, L = 4) under m with inputs of dtype dt.
+func tinyLogLik(t *testing.T, m *Llama, b *Binder, dt tensor.Dtype) *gorgonia.Node {
+	t.Helper()
+	g := b.g
+	in := newInputs(g, 2, 4, "in", dt)
+	if err := in.Let([]int{1, 5, 7, 2, 3, 18, 0, 0}, []float32{1, 1, 1, 1, 1, 1, 0, 0}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tg := NewTargets(g, 5, "tgt")
+	if err := tg.Let([]int{0, 1, 2, 4, 5}, []int{5, 7, 2, 18, 9}); err != nil {
+		t.Fatal(err)
+	}
+	lp, err := m.BuildLogProbs(b, in, tg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	loss, err := gorgonia.Sum(lp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loss
 }
 
 // graphLogits runs BuildLogits on B sequences of L tokens (ids row-major, mask from lens).
@@ -366,7 +374,7 @@ func TestSamplerTopP(t *testing.T) {
 // only), on shapes with and without whole 4-row blocks and 8-value chunks.
 func TestGemvRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(2, 3))
-	for _, s := range [][3]int{{1, 9, 16}, {3, 6, 20}, {2, 13, 5}, {8, 64, 576}, {1, 1, 7}} {
+	for _, s := range [][3]int{{1, 9, 16}, {3, 6, 20}, {2, 13, 5}, {8, 64, 576}, {1, 1, 7}, {5, 12, 37}} {
 		m, n, k := s[0], s[1], s[2]
 		x := make([]float32, m*k)
 		w := make([]float32, n*k)
@@ -387,6 +395,72 @@ func TestGemvRows(t *testing.T) {
 				}
 				if got := float64(out[i*n+j]); math.Abs(got-want) > 1e-6*mag+1e-7 {
 					t.Errorf("%v: out[%d,%d] = %g, want %g", s, i, j, got, want)
+				}
+			}
+			// A row's products are the same bits alone as in a batch (rows go in pairs).
+			one := make([]float32, n)
+			gemvRows(one, x[i*k:(i+1)*k], w, 1, n, k)
+			for j := range one {
+				if one[j] != out[i*n+j] {
+					t.Errorf("%v: out[%d,%d] = %v in the batch, %v alone", s, i, j, out[i*n+j], one[j])
+				}
+			}
+		}
+	}
+}
+
+// TestDecoderAttentionGrouped: in a decoding step (one new token per sequence) the query heads
+// that share a key/value head go through one pair of products, the scores read from the cache's
+// packed keys; the output is the same bits as head by head with sgemm (two products per head),
+// with caches longer than sgemm's k block (256).
+func TestDecoderAttentionGrouped(t *testing.T) {
+	cfg := LlamaConfig{Hidden: 384, Layers: 1, Heads: 6, KVHeads: 2, FFN: 8, Vocab: 19, RopeTheta: 1000, RMSEps: 1e-5, MaxPosition: 400, TieEmbeddings: true}
+	m, err := NewLlama(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewLlamaDecoder(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 5))
+	dh := cfg.HeadDim()
+	qw, kw, group := cfg.Heads*dh, cfg.KVHeads*dh, cfg.Heads/cfg.KVHeads
+	lens := []int{300, 7, 1} // cached positions before the new token
+	caches := make([]*LlamaCache, len(lens))
+	toks := make([][]int, len(lens))
+	start := make([]int, len(lens)+1)
+	for s, n := range lens {
+		if caches[s], err = d.NewCache(n + 1); err != nil {
+			t.Fatal(err)
+		}
+		for i := range caches[s].k[0] {
+			caches[s].k[0][i], caches[s].v[0][i] = float32(r.NormFloat64()), float32(r.NormFloat64())
+		}
+		caches[s].packKeys(0, 0, n+1, cfg.KVHeads, dh)
+		caches[s].n = n
+		toks[s] = []int{3}
+		start[s+1] = s + 1
+	}
+	d.ones = slices.Repeat([]float32{1}, 301)
+	q := make([]float32, len(lens)*qw)
+	for i := range q {
+		q[i] = float32(r.NormFloat64())
+	}
+	scale := float32(0.125)
+	got := make([]float32, len(q))
+	d.attention(got, q, caches, toks, start, 0, scale)
+	for s, n := range lens {
+		keys := n + 1
+		sc, p, want := make([]float32, keys), make([]float32, keys), make([]float32, dh)
+		for hd := 0; hd < cfg.Heads; hd++ {
+			kvo, qo := (hd/group)*dh, s*qw+hd*dh
+			sgemm(false, true, 1, keys, dh, scale, q[qo:], qw, caches[s].k[0][kvo:], kw, 0, sc, keys)
+			softmaxRow32(p, sc, d.ones, keys)
+			sgemm(false, false, 1, dh, keys, 1, p, keys, caches[s].v[0][kvo:], kw, 0, want, dh)
+			for j, v := range want {
+				if got[qo+j] != v {
+					t.Fatalf("sequence %d head %d value %d: %v grouped, %v head by head", s, hd, j, got[qo+j], v)
 				}
 			}
 		}

@@ -82,6 +82,11 @@ type customOp struct {
 	buf        any
 	uses, left int
 	release    []*customOp
+
+	// unneeded marks, while Grad differentiates the op's graph, the inputs whose gradient no
+	// wanted gradient reads (nil otherwise): DiffWRT reports them not differentiable and SymDiff
+	// builds no term for them.
+	unneeded []bool
 }
 
 func newOp(k kernel) *customOp { return &customOp{k: k} }
@@ -180,6 +185,12 @@ func (o *customOp) DiffWRT(n int) []bool {
 	if len(d) != n {
 		return make([]bool, n)
 	}
+	if o.unneeded != nil {
+		d = append([]bool(nil), d...)
+		for i, u := range o.unneeded {
+			d[i] = d[i] && !u
+		}
+	}
 	return d
 }
 
@@ -208,7 +219,7 @@ func (o *customOp) SymDiff(inputs gorgonia.Nodes, output, grad *gorgonia.Node) (
 	}
 	res := make(gorgonia.Nodes, len(inputs))
 	for i, t := range terms {
-		if t == nil {
+		if t == nil || (o.unneeded != nil && o.unneeded[i]) {
 			continue
 		}
 		if t.k == nil {

@@ -426,7 +426,7 @@ func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, train
 	if ckpt {
 		err = t.lb.ckpt.Grad(t.loss, nodes...)
 	} else {
-		_, err = gorgonia.Grad(t.loss, nodes...)
+		_, err = model.Grad(t.loss, nodes...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("reader_lm gradient graph: %w", err)

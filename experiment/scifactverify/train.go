@@ -100,7 +100,7 @@ func newSeqTask(m *model.Llama, B int, seqs []seq, seed uint64) (*seqTask, error
 		keep[p] = true
 		nodes = append(nodes, b.Node(p))
 	}
-	if _, err := gorgonia.Grad(t.loss, nodes...); err != nil {
+	if _, err := model.Grad(t.loss, nodes...); err != nil {
 		return nil, fmt.Errorf("scifact_verify gradient graph: %w", err)
 	}
 	t.GraphParams = trainer.NewGraphParamsOf(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(nodes...)), func(p *model.Param) bool { return keep[p] })
