@@ -18,6 +18,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 // fn is one function or method and its length in lines.
@@ -31,10 +33,7 @@ func main() {
 	flag.Parse()
 	for _, dir := range flag.Args() {
 		lines, fns, err := measure(dir)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "codestats:", err)
-			os.Exit(1)
-		}
+		cli.Check("codestats", err)
 		fmt.Printf("%s: %d non-test lines, %d functions\n", dir, lines, len(fns))
 		sort.SliceStable(fns, func(i, j int) bool { return fns[i].lines > fns[j].lines })
 		for i := 0; i < *top && i < len(fns); i++ {

@@ -28,6 +28,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 type row struct {
@@ -45,17 +46,11 @@ func main() {
 		flag.PrintDefaults()
 	}
 	flag.Parse()
-	if flag.NArg() == 0 {
-		flag.Usage()
-		os.Exit(2)
-	}
+	cli.Need(flag.NArg() > 0)
 	var rows []row
 	for _, d := range flag.Args() {
 		r, err := load(d, *system)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "featuretable:", err)
-			os.Exit(1)
-		}
+		cli.Check("featuretable", err)
 		rows = append(rows, r)
 	}
 	fmt.Println("| run | loss | negatives | batch (mini), lr | test nDCG@10 | vs first | test Recall@100 | dev nDCG@10 | training s | peak RSS GiB | notes |")

@@ -16,24 +16,18 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/ragtrain/ragtrain/eval"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
 	gold := flag.String("gold", "", "gold claims, SciFact layout (claims_<split>.jsonl)")
 	pred := flag.String("pred", "", "predictions, SciFact format, one line per claim")
 	flag.Parse()
-	if *gold == "" || *pred == "" || flag.NArg() != 0 {
-		fmt.Fprintln(os.Stderr, "usage: scifacteval -gold CLAIMS.jsonl -pred PREDICTIONS.jsonl")
-		os.Exit(2)
-	}
+	cli.NeedOr(*gold != "" && *pred != "" && flag.NArg() == 0, "usage: scifacteval -gold CLAIMS.jsonl -pred PREDICTIONS.jsonl")
 	m, err := score(*gold, *pred)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "scifacteval:", err)
-		os.Exit(1)
-	}
+	cli.Check("scifacteval", err)
 	b, _ := json.MarshalIndent(m, "", "  ")
 	fmt.Println(string(b))
 }

@@ -11,7 +11,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
@@ -20,6 +19,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
@@ -27,10 +27,7 @@ func main() {
 	split := flag.String("split", "dev", "the split to evaluate")
 	zero := flag.Bool("zeroshot", false, "evaluate the model before training instead (model.init_from with the head initialised as the run's)")
 	flag.Parse()
-	if err := do(*runDir, *split, *zero); err != nil {
-		fmt.Fprintln(os.Stderr, "spladedev:", err)
-		os.Exit(1)
-	}
+	cli.Check("spladedev", do(*runDir, *split, *zero))
 }
 
 func do(runDir, split string, zero bool) error {

@@ -32,6 +32,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
@@ -41,10 +42,8 @@ func main() {
 	linearW := flag.String("linear", "", "comma-separated weights w: score A + w * B over A's candidates (two runs A B)")
 	rrfK := flag.Int("rrf", -1, "score the Reciprocal Rank Fusion of the runs given with this k (>= 0; 60 in the paper)")
 	flag.Parse()
-	if *dir == "" || flag.NArg() == 0 || (*linearW != "" && flag.NArg() != 2) || (*rrfK >= 0 && (*linearW != "" || flag.NArg() < 2)) {
-		fmt.Fprintln(os.Stderr, "usage: treceval -data BEIR_DIR -split SPLIT RUN.trec...\n       treceval -data BEIR_DIR -split SPLIT -linear W1,W2,... A.trec B.trec\n       treceval -data BEIR_DIR -split SPLIT -rrf K A.trec B.trec...")
-		os.Exit(2)
-	}
+	bad := *dir == "" || flag.NArg() == 0 || (*linearW != "" && flag.NArg() != 2) || (*rrfK >= 0 && (*linearW != "" || flag.NArg() < 2))
+	cli.NeedOr(!bad, "usage: treceval -data BEIR_DIR -split SPLIT RUN.trec...\n       treceval -data BEIR_DIR -split SPLIT -linear W1,W2,... A.trec B.trec\n       treceval -data BEIR_DIR -split SPLIT -rrf K A.trec B.trec...")
 	var ws []float64
 	if *linearW != "" {
 		for _, f := range strings.Split(*linearW, ",") {
@@ -56,10 +55,7 @@ func main() {
 			ws = append(ws, w)
 		}
 	}
-	if err := run(*dir, *split, strings.Split(*metrics, ","), flag.Args(), ws, *rrfK); err != nil {
-		fmt.Fprintln(os.Stderr, "treceval:", err)
-		os.Exit(1)
-	}
+	cli.Check("treceval", run(*dir, *split, strings.Split(*metrics, ","), flag.Args(), ws, *rrfK))
 }
 
 func run(dir, split string, metrics, runs []string, linearW []float64, rrfK int) error {

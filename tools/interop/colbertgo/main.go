@@ -25,6 +25,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
@@ -35,14 +36,8 @@ func main() {
 	n := flag.Int("n", 100, "pairs")
 	out := flag.String("out", "", "output directory (must not exist)")
 	flag.Parse()
-	if (*run == "") == (*initDir == "") || *out == "" || *n < 1 {
-		flag.Usage()
-		os.Exit(2)
-	}
-	if err := do(*run, *initDir, *dataDir, *split, *n, *out); err != nil {
-		fmt.Fprintln(os.Stderr, "colbertgo:", err)
-		os.Exit(1)
-	}
+	cli.Need((*run == "") != (*initDir == "") && *out != "" && *n >= 1)
+	cli.Check("colbertgo", do(*run, *initDir, *dataDir, *split, *n, *out))
 }
 
 func do(run, initDir, dataDir, split string, n int, out string) error {

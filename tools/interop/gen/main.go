@@ -30,13 +30,11 @@ import (
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "interop gen:", err)
-		os.Exit(1)
-	}
+	cli.Check("interop gen", run(os.Args[1:]))
 }
 
 func run(args []string) error {

@@ -20,15 +20,13 @@ import (
 	"os"
 
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
 	path := flag.String("gguf", "", "GGUF file")
 	flag.Parse()
-	if err := run(*path); err != nil {
-		fmt.Fprintln(os.Stderr, "ggquant:", err)
-		os.Exit(1)
-	}
+	cli.Check("ggquant", run(*path))
 }
 
 func run(path string) error {

@@ -22,6 +22,7 @@ import (
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
@@ -30,10 +31,7 @@ func main() {
 	out := flag.String("out", "", "output JSONL file of id arrays")
 	hf := flag.String("hf", "", "also write the tokenizer as a Hugging Face directory here")
 	flag.Parse()
-	if err := run(*path, *texts, *out, *hf); err != nil {
-		fmt.Fprintln(os.Stderr, "ggtok:", err)
-		os.Exit(1)
-	}
+	cli.Check("ggtok", run(*path, *texts, *out, *hf))
 }
 
 func run(path, textsPath, out, hf string) error {

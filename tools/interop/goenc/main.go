@@ -22,6 +22,7 @@ import (
 	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
@@ -33,14 +34,8 @@ func main() {
 	maxLen := flag.Int("max-length", 0, "L, tokens per text ([CLS]/[SEP] included); 0: the directory's max_seq_length")
 	idsOnly := flag.Bool("ids-only", false, "write ids.jsonl only (no encoding)")
 	flag.Parse()
-	if *dir == "" || *textsPath == "" || *out == "" {
-		flag.Usage()
-		os.Exit(2)
-	}
-	if err := run(*dir, *textsPath, *out, *tower, *maxLen, *idsOnly); err != nil {
-		fmt.Fprintln(os.Stderr, "goenc:", err)
-		os.Exit(1)
-	}
+	cli.Need(*dir != "" && *textsPath != "" && *out != "")
+	cli.Check("goenc", run(*dir, *textsPath, *out, *tower, *maxLen, *idsOnly))
 }
 
 func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {

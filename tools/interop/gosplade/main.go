@@ -27,6 +27,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
@@ -38,14 +39,8 @@ func main() {
 	topK := flag.Int("top-k", 256, "terms kept per text (0: every non-zero)")
 	maxLen := flag.Int("max-length", 128, "with -init: L, tokens per text")
 	flag.Parse()
-	if (*run == "") == (*init == "") || *textsPath == "" || *out == "" {
-		flag.Usage()
-		os.Exit(2)
-	}
-	if err := do(*run, *init, *textsPath, *out, *topK, *maxLen); err != nil {
-		fmt.Fprintln(os.Stderr, "gosplade:", err)
-		os.Exit(1)
-	}
+	cli.Need((*run == "") != (*init == "") && *textsPath != "" && *out != "")
+	cli.Check("gosplade", do(*run, *init, *textsPath, *out, *topK, *maxLen))
 }
 
 func open(run, init string, L int) (*model.Splade, *tokenize.Tokenizer, export.SpladeConfig, error) {

@@ -29,6 +29,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 	"gorgonia.org/gorgonia"
 )
 
@@ -48,20 +49,13 @@ func main() {
 		if err == nil {
 			err = pprof.StartCPUProfile(f)
 		}
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "llamago:", err)
-			os.Exit(1)
-		}
+		cli.Check("llamago", err)
 		defer pprof.StopCPUProfile()
 	}
-	if *path == "" || *in == "" || *out == "" {
-		flag.Usage()
-		os.Exit(2)
-	}
+	cli.Need(*path != "" && *in != "" && *out != "")
 	if err := run(*path, *in, *out, *mode, *maxNew, *stop, *batch, *decoder); err != nil {
 		pprof.StopCPUProfile()
-		fmt.Fprintln(os.Stderr, "llamago:", err)
-		os.Exit(1)
+		cli.Check("llamago", err)
 	}
 }
 

@@ -40,13 +40,11 @@ import (
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "parity gen:", err)
-		os.Exit(1)
-	}
+	cli.Check("parity gen", run(os.Args[1:]))
 }
 
 // generators by model kind (crossencoder.go, reader.go).
