@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -15,12 +14,8 @@ import (
 func runExport(args []string) error {
 	var a exportArgs
 	fs := exportFlags(&a)
-	if err := parse(fs, args); err != nil {
+	if err := parseSub(fs, args, func() bool { return a.run != "" && a.out != "" }, "export: -run and -out are required, and nothing else"); err != nil {
 		return err
-	}
-	if a.run == "" || a.out == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("export: -run and -out are required, and nothing else")
 	}
 	if strings.HasSuffix(strings.ToLower(a.run), ".gguf") {
 		if _, err := export.ExportLlamaGGUF(a.run, a.out); err != nil {
@@ -51,9 +46,6 @@ func exportFlags(a *exportArgs) *flag.FlagSet {
 	fs.BoolVar(&a.embeddings, "embeddings", true, "bi-encoders: also write the corpus embeddings (embeddings/: embeddings.npy, ids.txt, manifest.json)")
 	fs.BoolVar(&a.adapter, "adapter", false, "LoRA fine-tunes (kind reader_lm): write the adapters alone as a peft adapter directory (adapter_config.json, adapter_model.safetensors) instead of the merged LlamaForCausalLM")
 	fs.IntVar(&a.truncateDim, "truncate-dim", 0, "bi-encoders trained with loss.dims (Matryoshka): serve the first N coordinates (truncate_dim in config_sentence_transformers.json, embeddings of N columns); 0 = all")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: train export -run RUN -out DIR [-embeddings=false] [-truncate-dim N] [-adapter]\n\nFlags of %s:\n", fs.Name())
-		fs.PrintDefaults()
-	}
+	subUsage(fs, "Usage: train export -run RUN -out DIR [-embeddings=false] [-truncate-dim N] [-adapter]")
 	return fs
 }

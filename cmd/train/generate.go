@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -38,12 +37,9 @@ func generateFlags(a *generateArgs) *flag.FlagSet {
 	fs.Float64Var(&a.topP, "top-p", 1, "with -temperature: sample among the most probable tokens whose probabilities sum to at least this (nucleus sampling), in (0,1]")
 	fs.Uint64Var(&a.seed, "seed", 0, "with -temperature: the sampling seed (prompt i draws from its own stream, so outputs do not depend on batching)")
 	fs.IntVar(&a.batch, "batch", 8, "prompts decoded together")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]\n\n"+
-			"Prints one JSON line per prompt: {\"prompt\", \"text\", \"tokens\"}, tokens the new ids without the stop token (the\n"+
-			"tokenizer's eos), text their decoding without special tokens.\n\nFlags of %s:\n", fs.Name())
-		fs.PrintDefaults()
-	}
+	subUsage(fs, "Usage: train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]\n\n"+
+		"Prints one JSON line per prompt: {\"prompt\", \"text\", \"tokens\"}, tokens the new ids without the stop token (the\n"+
+		"tokenizer's eos), text their decoding without special tokens.")
 	return fs
 }
 
@@ -52,12 +48,8 @@ func generateFlags(a *generateArgs) *flag.FlagSet {
 func runGenerate(args []string) error {
 	var a generateArgs
 	fs := generateFlags(&a)
-	if err := parse(fs, args); err != nil {
+	if err := parseSub(fs, args, func() bool { return a.model != "" && a.prompts != "" }, "generate: -model and -prompts are required, and nothing else"); err != nil {
 		return err
-	}
-	if a.model == "" || a.prompts == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("generate: -model and -prompts are required, and nothing else")
 	}
 	if a.maxNew < 1 || !(a.temperature >= 0) || math.IsInf(a.temperature, 1) || !(a.topP > 0 && a.topP <= 1) || a.batch < 1 {
 		return fmt.Errorf("generate: -max-new-tokens %d, -temperature %g, -top-p %g, -batch %d: want >= 1, finite >= 0, in (0,1] and >= 1", a.maxNew, a.temperature, a.topP, a.batch)

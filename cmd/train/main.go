@@ -22,6 +22,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+
 	// Every recipe kind, registered with experiment.Run and configs.Load.
 	_ "github.com/ragtrain/ragtrain/experiment/kinds"
 )
@@ -103,6 +104,29 @@ func parse(fs *flag.FlagSet, args []string) error {
 		fs.Usage()
 	}
 	return err
+}
+
+// parseSub parses a subcommand's args into fs (see parse); when the flags miss what the
+// subcommand needs (ok, called after parsing, returns false) or arguments are left over, it
+// prints fs's usage and returns the error missing.
+func parseSub(fs *flag.FlagSet, args []string, ok func() bool, missing string) error {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if !ok() || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New(missing)
+	}
+	return nil
+}
+
+// subUsage makes fs's usage message: synopsis (the usage lines and what the subcommand
+// prints), then fs's flags.
+func subUsage(fs *flag.FlagSet, synopsis string) {
+	fs.Usage = func() {
+		fmt.Fprintf(fs.Output(), "%s\n\nFlags of %s:\n", synopsis, fs.Name())
+		fs.PrintDefaults()
+	}
 }
 
 // runArgs are the flags of `train`.

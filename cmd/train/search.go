@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,10 +20,7 @@ func searchFlags(a *searchArgs) *flag.FlagSet {
 	fs.StringVar(&a.queries, "queries", "", "BEIR queries.jsonl: one {\"_id\", \"text\"} object per line")
 	fs.IntVar(&a.k, "k", 1000, "passages per query")
 	fs.StringVar(&a.out, "out", "", "TREC run file to write (atomically)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: train search -index DIR -queries FILE -out RUN.trec [-k N]\n\nFlags of %s:\n", fs.Name())
-		fs.PrintDefaults()
-	}
+	subUsage(fs, "Usage: train search -index DIR -queries FILE -out RUN.trec [-k N]")
 	return fs
 }
 
@@ -33,12 +29,9 @@ func searchFlags(a *searchArgs) *flag.FlagSet {
 func runSearch(args []string) error {
 	var a searchArgs
 	fs := searchFlags(&a)
-	if err := parse(fs, args); err != nil {
+	ok := func() bool { return a.index != "" && a.queries != "" && a.out != "" && a.k >= 1 }
+	if err := parseSub(fs, args, ok, "search: -index, -queries and -out are required, -k >= 1, and nothing else"); err != nil {
 		return err
-	}
-	if a.index == "" || a.queries == "" || a.out == "" || fs.NArg() > 0 || a.k < 1 {
-		fs.Usage()
-		return errors.New("search: -index, -queries and -out are required, -k >= 1, and nothing else")
 	}
 	if err := serve.Search(a.index, a.queries, a.out, a.k, os.Stderr); err != nil {
 		return fmt.Errorf("search: %w", err)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -23,12 +22,9 @@ func verifyFlags(a *verifyArgs) *flag.FlagSet {
 	fs.StringVar(&a.reader, "reader", "selfrag", "selfrag (the Self-RAG reader over the top-k) or plain (the plain reader over the top-1)")
 	fs.StringVar(&a.corpus, "corpus", "", `a SciFact corpus.jsonl ({"doc_id", "title", "abstract": [sentence, ...]}) to retrieve from with BM25; default: the run's data.dir/verify/corpus.jsonl`)
 	fs.IntVar(&a.topK, "top-k", 0, "abstracts the selfrag reader scores per claim (0: the run's scifact_verify.top_k)")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: train verify -run RUN -claims FILE -out FILE [-reader selfrag|plain] [-top-k K] [-corpus FILE]\n\n"+
-			"Writes {\"id\", \"evidence\": {\"<doc_id>\": {\"sentences\": [...], \"label\": \"SUPPORT\"|\"CONTRADICT\"}}} per claim:\n"+
-			"the abstracts the reader does not abstain on (none: NOT ENOUGH INFO).\n\nFlags of %s:\n", fs.Name())
-		fs.PrintDefaults()
-	}
+	subUsage(fs, "Usage: train verify -run RUN -claims FILE -out FILE [-reader selfrag|plain] [-top-k K] [-corpus FILE]\n\n"+
+		"Writes {\"id\", \"evidence\": {\"<doc_id>\": {\"sentences\": [...], \"label\": \"SUPPORT\"|\"CONTRADICT\"}}} per claim:\n"+
+		"the abstracts the reader does not abstain on (none: NOT ENOUGH INFO).")
 	return fs
 }
 
@@ -36,12 +32,9 @@ func verifyFlags(a *verifyArgs) *flag.FlagSet {
 func runVerify(args []string) error {
 	var a verifyArgs
 	fs := verifyFlags(&a)
-	if err := parse(fs, args); err != nil {
+	ok := func() bool { return a.run != "" && a.claims != "" && a.out != "" }
+	if err := parseSub(fs, args, ok, "verify: -run, -claims and -out are required, and nothing else"); err != nil {
 		return err
-	}
-	if a.run == "" || a.claims == "" || a.out == "" || fs.NArg() > 0 {
-		fs.Usage()
-		return errors.New("verify: -run, -claims and -out are required, and nothing else")
 	}
 	if a.topK < 0 {
 		return fmt.Errorf("verify: -top-k %d: want >= 0", a.topK)
