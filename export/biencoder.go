@@ -215,20 +215,7 @@ func writeTransformerTower(dir string, t *model.Tower, tok *tokenize.Tokenizer, 
 	if err != nil {
 		return err
 	}
-	raw := make([]checkpoints.RawTensor, 0, len(ts)+len(meta.Carried))
-	for _, t := range ts {
-		raw = append(raw, checkpoints.F32Raw(t))
-	}
-	for _, c := range meta.Carried {
-		if slices.ContainsFunc(ts, func(t checkpoints.Tensor) bool { return t.Name == c.Name }) {
-			return fmt.Errorf("export: carried tensor %q is also a trained parameter", c.Name)
-		}
-		raw = append(raw, c)
-	}
-	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
+	if err := writeBertModel(dir, ts, meta.Carried, cfg); err != nil {
 		return err
 	}
 	return writeSentenceTransformersDim(dir, t.Cfg, meta.MaxLength, meta.Similarity, meta.TruncateDim)

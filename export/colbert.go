@@ -113,15 +113,7 @@ func WriteColBERTDir(dir string, m *colbert.Model, tok *tokenize.Tokenizer, carr
 	if err != nil {
 		return err
 	}
-	raw := make([]checkpoints.RawTensor, 0, len(ts)+len(carried))
-	for _, t := range ts {
-		raw = append(raw, checkpoints.F32Raw(t))
-	}
-	raw = append(raw, carried...)
-	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
+	if err := writeBertModel(dir, ts, carried, cfg); err != nil {
 		return err
 	}
 	if err := writeTokenizerFiles(dir, tok, m.Cfg.DocumentLength-1); err != nil {

@@ -146,10 +146,7 @@ func writeCrossEncoder(dir string, m *model.CrossEncoder, tok *tokenize.Tokenize
 		}
 		ts = append(ts, checkpoints.Tensor{Name: n, Shape: append([]int(nil), p.Value.Shape()...), Data: p.Value.Data().([]float32)})
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
+	if err := writeHFModel(dir, ts, cfg); err != nil {
 		return err
 	}
 	if err := writeTokenizerFiles(dir, tok, meta.MaxLength); err != nil {

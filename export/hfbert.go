@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
@@ -121,6 +122,35 @@ func (c bertConfig) encoderConfig(path string) (model.EncoderConfig, error) {
 // metadata {"format": "pt"} that from_pretrained checks.
 func writeSafetensorsPT(path string, ts []checkpoints.Tensor) error {
 	return checkpoints.WriteSafetensors(path, ts, ptMetadata)
+}
+
+// writeHFModel writes the two files of a Hugging Face model directory that hold the model:
+// model.safetensors (ts, as writeSafetensorsPT) and config.json (cfg).
+func writeHFModel(dir string, ts []checkpoints.Tensor, cfg any) error {
+	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, ConfigFile), cfg)
+}
+
+// writeBertModel is writeHFModel for a BERT body whose model.safetensors also holds carried,
+// tensors of the imported checkpoint written unchanged after ts (BertModel's pooler); a
+// carried name that is also in ts is an error.
+func writeBertModel(dir string, ts []checkpoints.Tensor, carried []checkpoints.RawTensor, cfg bertConfig) error {
+	raw := make([]checkpoints.RawTensor, 0, len(ts)+len(carried))
+	for _, t := range ts {
+		raw = append(raw, checkpoints.F32Raw(t))
+	}
+	for _, c := range carried {
+		if slices.ContainsFunc(ts, func(t checkpoints.Tensor) bool { return t.Name == c.Name }) {
+			return fmt.Errorf("export: carried tensor %q is also a trained parameter", c.Name)
+		}
+		raw = append(raw, c)
+	}
+	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
+		return err
+	}
+	return writeJSON(filepath.Join(dir, ConfigFile), cfg)
 }
 
 // ptMetadata is the safetensors metadata transformers' save_pretrained writes.

@@ -78,9 +78,6 @@ func writeLlamaHF(dir string, m *model.Llama, tok *tokenize.GGUFTokenizer) error
 	if err != nil {
 		return err
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
-		return err
-	}
 	h := hfLlamaOut{
 		Architectures: []string{"LlamaForCausalLM"}, ModelType: "llama",
 		Hidden: c.Hidden, Layers: c.Layers, Heads: c.Heads, KVHeads: c.KVHeads, HeadDim: c.HeadDim(), FFN: c.FFN,
@@ -89,7 +86,7 @@ func writeLlamaHF(dir string, m *model.Llama, tok *tokenize.GGUFTokenizer) error
 		BosTokenID: tok.BOS(), EosTokenID: tok.EOS(), PadTokenID: tok.PAD(), UseCache: true, TorchDtype: "float32", Dtype: "float32",
 	}
 	h.RopeParameters.RopeTheta, h.RopeParameters.RopeType = c.RopeTheta, "default"
-	if err := writeJSON(filepath.Join(dir, ConfigFile), h); err != nil {
+	if err := writeHFModel(dir, ts, h); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, GenerationConfigFile), llamaGeneration{

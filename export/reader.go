@@ -316,10 +316,7 @@ func writeReader(dir string, rd *model.Reader, tok *tokenize.Tokenizer, meta Rea
 	if err != nil {
 		return err
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, ConfigFile), newGPT2Config(rd.Cfg, tok)); err != nil {
+	if err := writeHFModel(dir, ts, newGPT2Config(rd.Cfg, tok)); err != nil {
 		return err
 	}
 	if err := writeJSON(filepath.Join(dir, GenerationConfigFile), generationConfig{

@@ -127,10 +127,7 @@ func writeSparseEncoder(dir string, s *model.Splade, tok *tokenize.Tokenizer, c 
 	for _, p := range s.HeadParams() {
 		ts = append(ts, checkpoints.Tensor{Name: model.SpladeParamNames[p.Name], Shape: append([]int(nil), p.Value.Shape()...), Data: p.Value.Data().([]float32)})
 	}
-	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
-		return err
-	}
-	if err := writeJSON(filepath.Join(dir, ConfigFile), cfg); err != nil {
+	if err := writeHFModel(dir, ts, cfg); err != nil {
 		return err
 	}
 	if err := writeTokenizerFiles(dir, tok, c.MaxLength); err != nil {
