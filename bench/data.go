@@ -232,12 +232,16 @@ func readTSV(path string) (ids, texts []string, err error) {
 }
 
 // LoadData reads a data.json written by Prepare.
-func LoadData(path string) (*Data, error) {
+func LoadData(path string) (*Data, error) { return readJSON[Data](path) }
+
+// readJSON reads a JSON file that Prepare, PrepareSciFact or PrepareSmolLM2 wrote; a file that
+// does not decode as T is an error naming it.
+func readJSON[T any](path string) (*T, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var d Data
+	var d T
 	if err := json.Unmarshal(b, &d); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

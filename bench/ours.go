@@ -231,14 +231,12 @@ func (j *dynamicEncodeJob) check() (float64, string) { return j.sum, "" }
 func (j *dynamicEncodeJob) close()                   { j.e.Close() }
 
 // trainGraph runs a training graph as the experiment package does: forward and backward, global
-// clipping, AdamW, zeroing the gradients the machine accumulates.
+// clipping, AdamW, zeroing the gradients the machine accumulates (trainer.GraphParams).
 type trainGraph struct {
-	vm     gorgonia.VM
-	bound  []model.Bound
-	params []trainer.Param
-	opt    *trainer.AdamW
-	clip   float64
-	lr     float64
+	trainer.GraphParams
+	opt  *trainer.AdamW
+	clip float64
+	lr   float64
 }
 
 func newTrainGraph(g *gorgonia.ExprGraph, b *model.Binder, loss *gorgonia.Node, o optim) (*trainGraph, error) {
@@ -246,31 +244,17 @@ func newTrainGraph(g *gorgonia.ExprGraph, b *model.Binder, loss *gorgonia.Node, 
 		return nil, err
 	}
 	model.ShareBuffers(g, loss)
-	t := &trainGraph{vm: gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)), bound: b.Bound(),
-		opt: trainer.NewAdamW(o.WD), clip: o.Clip, lr: o.LR}
-	for _, bd := range t.bound {
-		t.params = append(t.params, trainer.Param{Name: bd.Param.Name, Value: bd.Param.Value.Data().([]float32)})
-	}
-	return t, nil
+	vm := gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))
+	return &trainGraph{GraphParams: trainer.NewGraphParams(b, vm), opt: trainer.NewAdamW(o.WD), clip: o.Clip, lr: o.LR}, nil
 }
 
 func (t *trainGraph) step() error {
-	if err := t.vm.RunAll(); err != nil {
+	if err := t.Run(); err != nil {
 		return err
 	}
-	for i, bd := range t.bound {
-		gv, err := bd.Node.Grad()
-		if err != nil {
-			return fmt.Errorf("gradient of %s: %w", bd.Param.Name, err)
-		}
-		t.params[i].Grad = gv.Data().([]float32)
-	}
-	trainer.ClipGlobalNorm(t.params, t.clip)
-	t.opt.Step(t.params, t.lr)
-	for _, p := range t.params {
-		clear(p.Grad)
-	}
-	t.vm.Reset()
+	trainer.ClipGlobalNorm(t.Params(), t.clip)
+	t.opt.Step(t.Params(), t.lr)
+	t.AfterUpdate()
 	return nil
 }
 
@@ -329,7 +313,7 @@ func (j *crossJob) run() (int, error) {
 	return in.B, nil
 }
 func (j *crossJob) check() (float64, string) { return j.last, "" }
-func (j *crossJob) close()                   { j.tg.vm.Close() }
+func (j *crossJob) close()                   { j.tg.VM.Close() }
 
 // scoreJob: ScoreN pairs through the cross-encoder's inference graph per run.
 type scoreJob struct {
@@ -423,7 +407,7 @@ func (j *readerJob) run() (int, error) {
 	return j.rows, nil
 }
 func (j *readerJob) check() (float64, string) { return j.last, "" }
-func (j *readerJob) close()                   { j.tg.vm.Close() }
+func (j *readerJob) close()                   { j.tg.VM.Close() }
 
 func scalar(n *gorgonia.Node) float64 {
 	switch v := n.Value().Data().(type) {

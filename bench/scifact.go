@@ -282,17 +282,7 @@ func PrepareSciFact(dir, pretrained, out string, s SciFactShapes, seed uint64) (
 }
 
 // LoadSciFact reads a scifact.json written by PrepareSciFact.
-func LoadSciFact(path string) (*SciFactData, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var d SciFactData
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &d, nil
-}
+func LoadSciFact(path string) (*SciFactData, error) { return readJSON[SciFactData](path) }
 
 // realTokens counts the mask's ones: the tokens of a batch that are not padding.
 func realTokens(s Seqs) int {

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	"github.com/ragtrain/ragtrain/data"
@@ -103,17 +102,7 @@ func PrepareSmolLM2(dir, ggufPath, out string, s SmolLM2Shapes) (*SmolLM2Data, s
 }
 
 // LoadSmolLM2 reads smollm2.json.
-func LoadSmolLM2(path string) (*SmolLM2Data, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var d SmolLM2Data
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &d, nil
-}
+func LoadSmolLM2(path string) (*SmolLM2Data, error) { return readJSON[SmolLM2Data](path) }
 
 func (d *SmolLM2Data) size(w Workload) string {
 	s := d.Shapes
