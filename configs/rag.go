@@ -171,10 +171,7 @@ func validateRAG(v *Checker, r *Recipe) {
 	if len(g.Objectives) == 0 {
 		v.Fail("rag.objectives", "must name at least one of %s", quoteList(ragObjectives))
 	}
-	v.Distinct("rag.objectives", g.Objectives)
-	for _, o := range g.Objectives {
-		v.OneOf("rag.objectives", o, ragObjectives)
-	}
+	v.DistinctOf("rag.objectives", g.Objectives, ragObjectives)
 	AtLeast(v, "rag.steps", g.Steps, 0)
 	AtLeast(v, "rag.batch_size", g.BatchSize, 1)
 	v.Positive("rag.lr", g.LR)

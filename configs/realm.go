@@ -102,10 +102,7 @@ func validateRealm(v *Checker, r *Recipe) {
 	if len(m.Systems) == 0 {
 		v.Fail("realm.systems", "must name at least one of %s", quoteList(realmSystems))
 	}
-	v.Distinct("realm.systems", m.Systems)
-	for _, s := range m.Systems {
-		v.OneOf("realm.systems", s, realmSystems)
-	}
+	v.DistinctOf("realm.systems", m.Systems, realmSystems)
 	AtLeast(v, "realm.steps", m.Steps, 0)
 	AtLeast(v, "realm.batch_size", m.BatchSize, 1)
 	AtLeast(v, "realm.top_k", m.TopK, 1)

@@ -166,10 +166,7 @@ func (l *loader) validate(r *Recipe) error {
 
 	e := r.Eval
 	v.Distinct("eval.splits", e.Splits)
-	v.Distinct("eval.systems", e.Systems)
-	for _, sys := range e.Systems {
-		v.OneOf("eval.systems", sys, systemNames)
-	}
+	v.DistinctOf("eval.systems", e.Systems, systemNames)
 	AtLeast(v, "eval.rrf_k", e.RRFK, 1)
 	AtLeast(v, "eval.depth", e.Depth, 1)
 	v.Distinct("eval.metrics", e.Metrics)
@@ -316,6 +313,14 @@ func (v *Checker) Distinct(key string, list []string) {
 			v.Fail(key, "%q listed twice", s)
 			return
 		}
+	}
+}
+
+// DistinctOf fails when list names an element twice (Distinct) or one not in allowed (OneOf).
+func (v *Checker) DistinctOf(key string, list, allowed []string) {
+	v.Distinct(key, list)
+	for _, s := range list {
+		v.OneOf(key, s, allowed)
 	}
 }
 

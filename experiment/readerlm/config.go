@@ -116,15 +116,12 @@ func checkLoRA(v *configs.Checker, _ *configs.Recipe, l *LoRA) {
 	if len(l.Targets) == 0 {
 		v.Fail("lora.targets", "must name at least one projection")
 	}
-	v.Distinct("lora.targets", l.Targets)
 	names := make([]string, 0, len(model.LoRATargets))
 	for k := range model.LoRATargets {
 		names = append(names, k)
 	}
 	slices.Sort(names)
-	for _, t := range l.Targets {
-		v.OneOf("lora.targets", t, names)
-	}
+	v.DistinctOf("lora.targets", l.Targets, names)
 }
 
 // config is the model.LoRAConfig of the section.

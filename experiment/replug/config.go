@@ -50,10 +50,7 @@ func check(v *configs.Checker, r *configs.Recipe, p *Config) {
 	if len(p.Systems) == 0 {
 		v.Fail("replug.systems", "must name at least one of %s", configs.QuoteList(replugSystems))
 	}
-	v.Distinct("replug.systems", p.Systems)
-	for _, s := range p.Systems {
-		v.OneOf("replug.systems", s, replugSystems)
-	}
+	v.DistinctOf("replug.systems", p.Systems, replugSystems)
 	v.OneOf("replug.towers", p.Towers, replugTowers)
 	if p.Towers == "both" && r.RAG.CandidateSource != "dense" {
 		v.Fail(v.SetOf("replug.towers", "rag.candidate_source"), `replug.towers = "both" retrieves from the refreshed dense index; set rag.candidate_source = "dense"`)

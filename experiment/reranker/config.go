@@ -102,10 +102,7 @@ func check(v *configs.Checker, r *configs.Recipe, rr *Config) {
 	if len(rr.Losses) == 0 {
 		v.Fail("rerank.losses", "must name at least one of %s", configs.QuoteList(rerankLosses))
 	}
-	v.Distinct("rerank.losses", rr.Losses)
-	for _, loss := range rr.Losses {
-		v.OneOf("rerank.losses", loss, rerankLosses)
-	}
+	v.DistinctOf("rerank.losses", rr.Losses, rerankLosses)
 }
 
 // Memory is the cross-encoder cfg of a reranker recipe at its largest step:

@@ -79,10 +79,7 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	if len(c.Systems) == 0 {
 		v.Fail("scifact_verify.systems", "must name at least one system")
 	}
-	v.Distinct("scifact_verify.systems", c.Systems)
-	for _, s := range c.Systems {
-		v.OneOf("scifact_verify.systems", s, allSystems)
-	}
+	v.DistinctOf("scifact_verify.systems", c.Systems, allSystems)
 	v.OneOf("scifact_verify.eval_split", c.EvalSplit, []string{"train", "dev", "test"})
 	configs.AtLeast(v, "scifact_verify.max_eval_claims", c.MaxEvalClaims, 0)
 	if c.MinilmRun != "" {
