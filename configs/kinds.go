@@ -2,6 +2,7 @@ package configs
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -73,12 +74,7 @@ func RegisterKind(name string, spec KindSpec) {
 func Kinds() []string {
 	kindsMu.RLock()
 	defer kindsMu.RUnlock()
-	names := make([]string, 0, len(kindSpecs))
-	for k := range kindSpecs {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(kindSpecs))
 }
 
 // LookupKind returns the spec a kind was registered with.

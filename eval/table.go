@@ -28,7 +28,14 @@ func FormatTable(metrics []string, rows []Row) string {
 		}
 		cells = append(cells, line)
 	}
-	width := make([]int, len(header))
+	return FormatCells(cells)
+}
+
+// FormatCells lays out a table of text cells, the first line the header, every line as long
+// as it: the first column flush left, the others flush right, two spaces apart, columns padded
+// to line up (widths in runes). The result ends with a newline.
+func FormatCells(cells [][]string) string {
+	width := make([]int, len(cells[0]))
 	for _, line := range cells {
 		for j, c := range line {
 			width[j] = max(width[j], len([]rune(c)))

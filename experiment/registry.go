@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -44,12 +45,7 @@ func Register(kind string, run RunFunc, spec configs.KindSpec) {
 func Kinds() []string {
 	kindsMu.RLock()
 	defer kindsMu.RUnlock()
-	names := make([]string, 0, len(kinds))
-	for k := range kinds {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(kinds))
 }
 
 func lookupKind(kind string) (RunFunc, error) {

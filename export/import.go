@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -457,23 +458,8 @@ func toFloat32(r checkpoints.RawTensor) ([]float32, error) {
 	return nil, fmt.Errorf("tensor %q: dtype %s, want a floating-point type (F32, F16, BF16, F64)", r.Name, r.DType)
 }
 
-// halfToFloat32 converts an IEEE 754 binary16 value exactly.
-func halfToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf, NaN
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp == 0: // zero, subnormal: frac · 2^-24
-		v := float32(frac) * (1.0 / (1 << 24))
-		if sign != 0 {
-			v = -v
-		}
-		return v
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | frac<<13)
-}
+// halfToFloat32 converts an IEEE 754 binary16 value exactly (gguf.HalfToFloat).
+func halfToFloat32(h uint16) float32 { return gguf.HalfToFloat(h) }
 
 // Init copies the directory's tensors into m, bit for bit. The encoder kind and (for a
 // transformer) the number of heads must match; a directory with one shared tower initialises

@@ -1,6 +1,7 @@
 package readerlm
 
 import (
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -116,12 +117,7 @@ func checkLoRA(v *configs.Checker, _ *configs.Recipe, l *LoRA) {
 	if len(l.Targets) == 0 {
 		v.Fail("lora.targets", "must name at least one projection")
 	}
-	names := make([]string, 0, len(model.LoRATargets))
-	for k := range model.LoRATargets {
-		names = append(names, k)
-	}
-	slices.Sort(names)
-	v.DistinctOf("lora.targets", l.Targets, names)
+	v.DistinctOf("lora.targets", l.Targets, slices.Sorted(maps.Keys(model.LoRATargets)))
 }
 
 // config is the model.LoRAConfig of the section.

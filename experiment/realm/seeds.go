@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment/internal/study"
 	"gonum.org/v1/gonum/stat"
 )
@@ -148,7 +149,7 @@ func reportSeeds(s *study.Study, systems []string, seeds []int64) {
 		}
 	}
 	fmt.Fprintf(out, "\nREALM systems over %d seeds (%s), each from the same start (test questions but dev Recall@1; mean ± sample standard deviation over the seeds, then each seed):\n%s",
-		len(seeds), strings.Join(seedList, ", "), formatCells(cells))
+		len(seeds), strings.Join(seedList, ", "), eval.FormatCells(cells))
 	if len(missing) > 0 {
 		fmt.Fprintf(out, "no mean for %d metrics not written at every seed: %s\n", len(missing), strings.Join(missing, ", "))
 	}
@@ -199,28 +200,4 @@ func meanSD(x []float64) (float64, float64) {
 		sd = 0
 	}
 	return mean, sd
-}
-
-// formatCells lays out a table of text cells as eval.FormatTable does: the first column
-// flush left, the others flush right, two spaces apart.
-func formatCells(cells [][]string) string {
-	width := make([]int, len(cells[0]))
-	for _, line := range cells {
-		for j, c := range line {
-			width[j] = max(width[j], len([]rune(c)))
-		}
-	}
-	var b strings.Builder
-	for _, line := range cells {
-		for j, c := range line {
-			pad := strings.Repeat(" ", width[j]-len([]rune(c)))
-			if j == 0 {
-				b.WriteString(c + pad)
-			} else {
-				b.WriteString("  " + pad + c)
-			}
-		}
-		b.WriteString("\n")
-	}
-	return b.String()
 }
