@@ -113,15 +113,7 @@ func Prepare(dir, out string, s Shapes, seed uint64) (*Data, Files, error) {
 			k, _ := c.Index(id)
 			ps[j] = passages[k]
 		}
-		keep := make([]int, s.BiB*2*s.BiB)
-		for i, q := range batchQ {
-			for j, id := range pid {
-				keep[i*len(pid)+j] = 1
-				if j != i && qrels.IsRelevant(q, id) {
-					keep[i*len(pid)+j] = 0
-				}
-			}
-		}
+		keep := keepMask(qrels, batchQ, pid)
 		d.Bi = append(d.Bi, BiBatch{Q: seqs(tok.EncodeBatch(qs, s.L), false), P: seqs(tok.EncodeBatch(ps, s.L), false), Keep: keep})
 	}
 	d.Encode = seqs(tok.EncodeBatch(passages[:s.EncodeN], s.L), false)
@@ -229,6 +221,22 @@ func readTSV(path string) (ids, texts []string, err error) {
 		ids, texts = append(ids, id), append(texts, text)
 	}
 	return ids, texts, nil
+}
+
+// keepMask is the mask of a bi-encoder batch's in-batch negatives, row-major [len(qids),
+// len(pids)]: 0 where passage j is judged relevant to query i without being its own positive
+// (j == i), 1 elsewhere.
+func keepMask(qrels data.Qrels, qids, pids []string) []int {
+	keep := make([]int, len(qids)*len(pids))
+	for i, q := range qids {
+		for j, id := range pids {
+			keep[i*len(pids)+j] = 1
+			if j != i && qrels.IsRelevant(q, id) {
+				keep[i*len(pids)+j] = 0
+			}
+		}
+	}
+	return keep
 }
 
 // LoadData reads a data.json written by Prepare.

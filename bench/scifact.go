@@ -228,15 +228,7 @@ func PrepareSciFact(dir, pretrained, out string, s SciFactShapes, seed uint64) (
 		for j, id := range pid {
 			ps[j] = text(id)
 		}
-		keep := make([]int, s.BiB*len(pid))
-		for i, q := range batchQ {
-			for j, id := range pid {
-				keep[i*len(pid)+j] = 1
-				if j != i && qrels.IsRelevant(q, id) {
-					keep[i*len(pid)+j] = 0
-				}
-			}
-		}
+		keep := keepMask(qrels, batchQ, pid)
 		d.Bi = append(d.Bi, BiBatch{Q: seqs(tok.EncodeBatch(qs, s.QueryL), false), P: seqs(tok.EncodeBatch(ps, s.PassageL), false), Keep: keep})
 	}
 
