@@ -13,8 +13,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -26,6 +24,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/tools/internal/cli"
+	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
 func main() {
@@ -111,18 +110,8 @@ func do(run, initDir, dataDir, split string, n int, out string) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(out, "pairs.jsonl"))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for i := range qs {
-		b, _ := json.Marshal(map[string]any{"query": qs[i], "passage": ps[i], "score": colbert.MaxSimScore(qv.Rows(i), pv.Rows(i), m.Cfg.Dim),
-			"query_tokens": qv.Count(i), "passage_tokens": pv.Count(i)})
-		w.Write(append(b, '\n'))
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	return f.Close()
+	return jsonl.Write(filepath.Join(out, "pairs.jsonl"), len(qs), func(i int) any {
+		return map[string]any{"query": qs[i], "passage": ps[i], "score": colbert.MaxSimScore(qv.Rows(i), pv.Rows(i), m.Cfg.Dim),
+			"query_tokens": qv.Count(i), "passage_tokens": pv.Count(i)}
+	})
 }

@@ -12,8 +12,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -71,20 +69,9 @@ func run(dir, textsPath, out, tower string, L int, idsOnly bool) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(out, "ids.jsonl"))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for _, s := range texts {
-		ids := append(append([]int{tok.CLSID()}, tok.Encode(s)...), tok.SEPID())
-		b, _ := json.Marshal(ids)
-		w.Write(append(b, '\n'))
-	}
-	if err := w.Flush(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
+	if err := jsonl.Write(filepath.Join(out, "ids.jsonl"), len(texts), func(i int) any {
+		return append(append([]int{tok.CLSID()}, tok.Encode(texts[i])...), tok.SEPID())
+	}); err != nil {
 		return err
 	}
 	if idsOnly {

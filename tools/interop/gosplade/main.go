@@ -15,8 +15,6 @@
 package main
 
 import (
-	"bufio"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math/rand/v2"
@@ -101,25 +99,18 @@ func do(run, init, textsPath, out string, k, L int) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Create(filepath.Join(out, "vectors.jsonl"))
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriter(f)
-	for _, v := range vecs {
+	if err := jsonl.Write(filepath.Join(out, "vectors.jsonl"), len(vecs), func(i int) any {
 		row := struct {
 			IDs    []int32   `json:"ids"`
 			Values []float32 `json:"values"`
 		}{IDs: []int32{}, Values: []float32{}}
-		for _, t := range v {
+		for _, t := range vecs[i] {
 			row.IDs, row.Values = append(row.IDs, t.ID), append(row.Values, t.Weight)
 		}
-		b, _ := json.Marshal(row)
-		w.Write(append(b, '\n'))
-	}
-	if err := w.Flush(); err != nil {
+		return row
+	}); err != nil {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "gosplade: %d texts at L %d, top %d terms, export in %s\n", len(texts), c.MaxLength, k, filepath.Join(out, "model"))
-	return f.Close()
+	return nil
 }

@@ -9,6 +9,28 @@ import (
 	"os"
 )
 
+// Write creates (or truncates) path and writes n lines into it, line i the JSON encoding of
+// value(i). A value that does not encode (a NaN) is an error naming the file and the line.
+func Write(path string, n int, value func(i int) any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	w := bufio.NewWriter(f)
+	for i := range n {
+		b, err := json.Marshal(value(i))
+		if err != nil {
+			return fmt.Errorf("%s:%d: %w", path, i+1, err)
+		}
+		w.Write(append(b, '\n'))
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
 // Strings reads a file of one JSON string per line (lines up to 64 MiB); a line that is not a
 // JSON string is an error naming the file and the line.
 func Strings(path string) ([]string, error) {
