@@ -222,11 +222,7 @@ func (d *CrossEncoderDir) LoadTokenizer() (*tokenize.Tokenizer, string, error) {
 
 // InitCrossEncoder opens dir (OpenCrossEncoder) and copies its tensors into m (Init).
 func InitCrossEncoder(m *model.CrossEncoder, dir string) (*CrossEncoderDir, error) {
-	d, err := OpenCrossEncoder(dir)
-	if err != nil {
-		return nil, err
-	}
-	return d, d.Init(m)
+	return openInit(OpenCrossEncoder, m, dir)
 }
 
 // OpenCrossEncoder reads a cross-encoder directory in any of these layouts:

@@ -89,9 +89,15 @@ type towerSource struct {
 
 // InitBiEncoder opens dir (OpenBiEncoder) and copies its tensors into m (Init).
 func InitBiEncoder(m *model.BiEncoder, dir string) (*BiEncoderDir, error) {
-	d, err := OpenBiEncoder(dir)
+	return openInit(OpenBiEncoder, m, dir)
+}
+
+// openInit opens dir with open and copies its tensors into m with the opened directory's Init
+// (InitBiEncoder, InitCrossEncoder, InitReader).
+func openInit[D interface{ Init(M) error }, M any](open func(string) (D, error), m M, dir string) (D, error) {
+	d, err := open(dir)
 	if err != nil {
-		return nil, err
+		return d, err
 	}
 	return d, d.Init(m)
 }

@@ -464,11 +464,7 @@ type ReaderDir struct {
 
 // InitReader opens dir (OpenReader) and copies its tensors into rd (Init).
 func InitReader(rd *model.Reader, dir string) (*ReaderDir, error) {
-	d, err := OpenReader(dir)
-	if err != nil {
-		return nil, err
-	}
-	return d, d.Init(rd)
+	return openInit(OpenReader, rd, dir)
 }
 
 // OpenReader reads a reader directory: a rag or selfrag export (ragtrain.json of kind "rag" or
