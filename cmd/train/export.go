@@ -14,7 +14,8 @@ import (
 func runExport(args []string) error {
 	var a exportArgs
 	fs := exportFlags(&a)
-	if err := parseSub(fs, args, func() bool { return a.run != "" && a.out != "" }, "export: -run and -out are required, and nothing else"); err != nil {
+	ok := func() bool { return a.run != "" && a.out != "" }
+	if err := parseSub(fs, args, ok, "export: -run and -out are required, and nothing else"); err != nil {
 		return err
 	}
 	if strings.HasSuffix(strings.ToLower(a.run), ".gguf") {

@@ -48,7 +48,8 @@ func generateFlags(a *generateArgs) *flag.FlagSet {
 func runGenerate(args []string) error {
 	var a generateArgs
 	fs := generateFlags(&a)
-	if err := parseSub(fs, args, func() bool { return a.model != "" && a.prompts != "" }, "generate: -model and -prompts are required, and nothing else"); err != nil {
+	ok := func() bool { return a.model != "" && a.prompts != "" }
+	if err := parseSub(fs, args, ok, "generate: -model and -prompts are required, and nothing else"); err != nil {
 		return err
 	}
 	if a.maxNew < 1 || !(a.temperature >= 0) || math.IsInf(a.temperature, 1) || !(a.topP > 0 && a.topP <= 1) || a.batch < 1 {
