@@ -281,10 +281,7 @@ func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}
-	set := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		set.add(t)
-	}
+	set := checkpointSet(r.Checkpoint, "")
 	return &CrossEncoderDir{Dir: dir, Layout: LayoutRun, Encoder: c.Encoder, MaxLength: c.MaxLength, tokDir: r.Checkpoint.Dir,
 		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile)),
 		set:       set, name: func(p string) (string, error) { return p, nil }}, nil
@@ -322,7 +319,7 @@ func openHFCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	enc.Pooling = model.PoolingCLS
 	d := &CrossEncoderDir{Dir: dir, Layout: LayoutHuggingFace, Encoder: enc, tokDir: dir,
 		Tokenizer: fileIfExists(filepath.Join(dir, TokenizerFile)), name: model.HFCrossEncoderName,
-		set: &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}}
+		set: newTensorSet(path)}
 	if exists(filepath.Join(dir, ManifestFile)) {
 		var man CrossEncoderManifest
 		if err := readJSON(filepath.Join(dir, ManifestFile), &man, true); err != nil {

@@ -242,10 +242,7 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
 		return nil, err
 	}
-	set := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		set.add(t)
-	}
+	set := checkpointSet(r.Checkpoint, "")
 	prefixed := func(prefix string) *towerSource {
 		return &towerSource{set: set, name: func(rest string) string { return prefix + "." + rest }}
 	}
@@ -411,7 +408,7 @@ func tensorSetOf(path string, raw []checkpoints.RawTensor, bert bool) (*tensorSe
 			prefixed = true
 		}
 	}
-	set := &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}
+	set := newTensorSet(path)
 	var ignored []string
 	orig := make(map[string]string, len(raw)) // name after stripping -> name in the file
 	for _, r := range raw {
@@ -509,10 +506,7 @@ func (d *BiEncoderDir) Init(m *model.BiEncoder) error {
 // its tensor with its shape, and every tensor a parameter; otherwise a MismatchError naming
 // the checkpoint's directory and what is missing, unexpected or of another shape.
 func loadExactly(ck *checkpoints.Checkpoint, params []*model.Param) error {
-	src := &tensorSet{file: filepath.Join(ck.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range ck.Params {
-		src.add(t)
-	}
+	src := checkpointSet(ck, "")
 	var mm MismatchError
 	for _, p := range params {
 		src.fill(p, p.Name, &mm)
@@ -527,6 +521,22 @@ type tensorSet struct {
 	byName map[string]checkpoints.Tensor
 	order  []string
 	used   map[string]bool
+}
+
+func newTensorSet(file string) *tensorSet {
+	return &tensorSet{file: file, byName: map[string]checkpoints.Tensor{}}
+}
+
+// checkpointSet is the set of ck's parameters whose names start with prefix ("": all), in the
+// checkpoint's order.
+func checkpointSet(ck *checkpoints.Checkpoint, prefix string) *tensorSet {
+	set := newTensorSet(filepath.Join(ck.Dir, checkpoints.ModelFile))
+	for _, t := range ck.Params {
+		if strings.HasPrefix(t.Name, prefix) {
+			set.add(t)
+		}
+	}
+	return set
 }
 
 func (s *tensorSet) add(t checkpoints.Tensor) {

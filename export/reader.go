@@ -547,12 +547,7 @@ func openRunReader(dir string) (*ReaderDir, error) {
 	if c.Reader.Arch != model.ArchGPT2 {
 		return nil, fmt.Errorf("%s: reader.Arch = %q: a reader trained before the GPT-2 architecture cannot initialise one", filepath.Join(r.Checkpoint.Dir, checkpoints.ConfigFile), c.Reader.Arch)
 	}
-	set := &tensorSet{file: filepath.Join(r.Checkpoint.Dir, checkpoints.ModelFile), byName: map[string]checkpoints.Tensor{}}
-	for _, t := range r.Checkpoint.Params {
-		if strings.HasPrefix(t.Name, model.PrefixReader+".") {
-			set.add(t)
-		}
-	}
+	set := checkpointSet(r.Checkpoint, model.PrefixReader+".")
 	d := &ReaderDir{Dir: dir, Layout: LayoutRun, Reader: c.Reader, set: set, prefix: model.PrefixReader + ".",
 		Tokenizer: fileIfExists(filepath.Join(r.Checkpoint.Dir, checkpoints.TokenizerFile))}
 	if d.ReflectionTokens, err = reflectionTokenIDs(d.Tokenizer, c.Reader.Vocab, r.Kind == KindSelfRAG); err != nil {
@@ -574,7 +569,7 @@ func readGPT2Tensors(path string) (*tensorSet, []string, error) {
 	for _, t := range raw {
 		prefixed = prefixed || strings.HasPrefix(t.Name, "transformer.")
 	}
-	set := &tensorSet{file: path, byName: map[string]checkpoints.Tensor{}}
+	set := newTensorSet(path)
 	var ignored []string
 	var head *checkpoints.Tensor
 	for i, t := range raw {
