@@ -1,6 +1,7 @@
 package jsonl
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -20,5 +21,27 @@ func TestStrings(t *testing.T) {
 	os.WriteFile(bad, []byte("\"a\"\n{\"x\": 1}\n"), 0o644)
 	if _, err := Strings(bad); err == nil || !strings.Contains(err.Error(), bad+":2: want a JSON string") {
 		t.Fatalf("a non-string line: %v", err)
+	}
+}
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.jsonl")
+	vals := []any{[]int{1, 2}, map[string]any{"s": "é", "x": 0.5}, "q"}
+	if err := Write(path, len(vals), func(i int) any { return vals[i] }); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	if want := "[1,2]\n{\"s\":\"é\",\"x\":0.5}\n\"q\"\n"; string(b) != want {
+		t.Fatalf("file = %q, want %q", b, want)
+	}
+	got, err := Strings(path)
+	if err == nil {
+		t.Fatalf("Strings of non-string lines = %q, want an error", got)
+	}
+	nan := []float64{1, math.NaN()}
+	err = Write(path, 2, func(i int) any { return nan[i] })
+	if err == nil || !strings.Contains(err.Error(), path+":2:") {
+		t.Fatalf("a NaN on line 2: %v", err)
 	}
 }
