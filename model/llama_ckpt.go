@@ -241,7 +241,6 @@ func (k checkpointK) name() string {
 	}
 	return "Checkpoint"
 }
-func (k checkpointK) arity() int { return k.n }
 func (k checkpointK) typ() hm.Type {
 	if k.n == 2 {
 		return fnType(ft(2), ft(2), ft(2))

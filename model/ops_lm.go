@@ -55,7 +55,6 @@ type lmCache struct {
 type lmK struct{ c *lmCache }
 
 func (k lmK) name() string { return fmt.Sprintf("LMLogProb#%d", k.c.id) }
-func (lmK) arity() int     { return 4 }
 func (lmK) typ() hm.Type   { return fnType(ft(2), ft(2), it(1), it(1), ft(1)) }
 func (lmK) diff() []bool   { return []bool{true, true, false, false} }
 func (k lmK) grads(in []tensor.Shape) []*gradTerm {
@@ -227,6 +226,7 @@ func lmSoftmax32(row []float32) float64 {
 // false: [N,H]) or to the embeddings (wrtEmb true: [V,H]), from the inputs
 // and the output gradient g [M].
 type lmGradK struct {
+	noGrad
 	c      *lmCache
 	wrtEmb bool
 }
@@ -234,10 +234,7 @@ type lmGradK struct {
 func (k lmGradK) name() string {
 	return fmt.Sprintf("LMLogProbGrad#%d{emb=%t}", k.c.id, k.wrtEmb)
 }
-func (lmGradK) arity() int                          { return 5 }
-func (lmGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), it(1), it(1), ft(1), ft(2)) }
-func (lmGradK) diff() []bool                        { return make([]bool, 5) }
-func (lmGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (lmGradK) typ() hm.Type { return fnType(ft(2), ft(2), it(1), it(1), ft(1), ft(2)) }
 
 func (k lmGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := lmShapes(k.name(), in[:4]); err != nil {
