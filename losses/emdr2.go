@@ -69,7 +69,6 @@ func stopGradient(x *G.Node) (*G.Node, error) {
 		name:    "stopGradient",
 		inDims:  []int{2},
 		outDims: 2,
-		shape:   sameShape("stopGradient"),
 		fwd:     func(in []arr) ([]float64, error) { return append([]float64(nil), in[0].data...), nil },
 	}
 	return op.apply(x)

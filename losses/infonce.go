@@ -221,18 +221,13 @@ var l2NormOp = &fop{
 	name:    fmt.Sprintf("l2NormalizeRows(eps=%g)", NormEps),
 	inDims:  []int{2},
 	outDims: 2,
-	shape:   sameShape("l2NormalizeRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, c := in[0], rowLen(in[0])
-		out := make([]float64, len(x.data))
-		for r := 0; r < x.shape[0]; r++ {
-			row := x.data[r*c : (r+1)*c]
-			n := rowNorm(row)
-			for j, v := range row {
-				out[r*c+j] = v / n
+		return byRow(in, func(out []float64, x [][]float64) {
+			n := rowNorm(x[0])
+			for j, v := range x[0] {
+				out[j] = v / n
 			}
-		}
-		return out, nil
+		}), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -253,22 +248,18 @@ var l2NormGradOp = &fop{
 	name:    "l2NormalizeRowsGrad",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("l2NormalizeRowsGrad"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, g, c := in[0], in[1].data, rowLen(in[0])
-		out := make([]float64, len(g))
-		for r := 0; r < x.shape[0]; r++ {
-			row := x.data[r*c : (r+1)*c]
-			n := rowNorm(row)
+		return byRow(in, func(out []float64, xg [][]float64) {
+			x, g := xg[0], xg[1]
+			n := rowNorm(x)
 			yg := 0.0
-			for j, v := range row {
-				yg += v / n * g[r*c+j]
+			for j, v := range x {
+				yg += v / n * g[j]
 			}
-			for j, v := range row {
-				out[r*c+j] = (g[r*c+j] - v/n*yg) / n
+			for j, v := range x {
+				out[j] = (g[j] - v/n*yg) / n
 			}
-		}
-		return out, nil
+		}), nil
 	},
 }
 
@@ -282,7 +273,6 @@ var addMaskOp = &fop{
 	name:    "infoNCEAddMask",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("infoNCEAddMask"),
 	fwd: func(in []arr) ([]float64, error) {
 		s, m := in[0], in[1].data
 		b, n := s.shape[0], s.shape[1]

@@ -51,7 +51,6 @@ func newTokenNLLOp(dims int) *fop {
 		name:    "tokenNLLTerms",
 		inDims:  []int{dims, dims},
 		outDims: dims,
-		shape:   sameShape("tokenNLLTerms"),
 		fwd: func(in []arr) ([]float64, error) {
 			return tokenNLLScaled(in[0].data, in[1].data, -1)
 		},
@@ -68,7 +67,6 @@ func newTokenNLLGradOp(dims int) *fop {
 		name:    "tokenNLLTermsGrad",
 		inDims:  []int{dims, dims},
 		outDims: dims,
-		shape:   sameShape("tokenNLLTermsGrad"),
 		fwd: func(in []arr) ([]float64, error) {
 			return tokenNLLScaled(in[0].data, in[1].data, -1)
 		},
