@@ -105,8 +105,8 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 	if err != nil {
 		return nil, err
 	}
-	if !(tau > 0) || math.IsInf(tau, 0) {
-		return nil, errors.Errorf("losses: %s: temperature %g, want > 0", loss, tau)
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return nil, err
 	}
 	if err := wantShape(loss, "q", q, -1, -1); err != nil {
 		return nil, err

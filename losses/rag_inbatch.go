@@ -175,8 +175,8 @@ func BatchRetrievalLogits(q, d *G.Node, tau float64, sim Similarity) (*G.Node, e
 	if err != nil {
 		return nil, err
 	}
-	if !(tau > 0) || math.IsInf(tau, 0) {
-		return nil, errors.Errorf("losses: %s: temperature %g, want > 0", loss, tau)
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return nil, err
 	}
 	if err := wantShape(loss, "q", q, -1, -1); err != nil {
 		return nil, err

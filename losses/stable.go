@@ -261,6 +261,14 @@ func identityCheck(x *G.Node, name string, check func(a arr) error) (*G.Node, er
 	return op.apply(x)
 }
 
+// validTau returns an error unless tau is a finite number > 0.
+func validTau(loss, name string, tau float64) error {
+	if !(tau > 0) || math.IsInf(tau, 1) {
+		return errors.Errorf("losses: %s: %s = %g, want > 0", loss, name, tau)
+	}
+	return nil
+}
+
 // floatDtype returns the dtype shared by the nodes, or an error naming the loss and the input.
 func floatDtype(loss string, names []string, ns ...*G.Node) (tensor.Dtype, error) {
 	var dt tensor.Dtype
