@@ -125,17 +125,9 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 		}
 	}
 
-	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+	scores, err := simScores(loss, sim, q, p) // [B,N]
+	if err != nil {
 		return nil, err
-	}
-
-	pt, err := G.Transpose(p)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: transpose p", loss)
-	}
-	scores, err := G.Mul(q, pt) // [B,N]
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
 	}
 	return diagCrossEntropy(loss, dt, scores, mask, tau)
 }
@@ -209,6 +201,23 @@ func applySimilarity(loss string, sim Similarity, xs ...**G.Node) error {
 		return nil
 	}
 	return errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
+}
+
+// simScores returns the [B,N] matrix sim(q_b, p_n) of q [B,H] and p [N,H]: q p^T after
+// applySimilarity.
+func simScores(loss string, sim Similarity, q, p *G.Node) (*G.Node, error) {
+	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+		return nil, err
+	}
+	pt, err := G.Transpose(p)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: p^T", loss)
+	}
+	s, err := G.Mul(q, pt)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
+	}
+	return s, nil
 }
 
 // l2NormalizeRows returns x_r / sqrt(|x_r|² + NormEps) for every row of a [R,H] node.
