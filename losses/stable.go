@@ -50,6 +50,16 @@ func byRow(in []arr, f func(out []float64, rows [][]float64)) []float64 {
 	return out
 }
 
+// reduceRows returns the [R] array f(row r) of a [R,C] array.
+func reduceRows(x arr, f func(row []float64) float64) []float64 {
+	c := rowLen(x)
+	out := make([]float64, x.shape[0])
+	for r := range out {
+		out[r] = f(x.data[r*c : (r+1)*c])
+	}
+	return out
+}
+
 // logSumExpRows returns the [R] node log sum_c exp(x_rc) of a [R,C] node x.
 // Gradient: dx_rc = g_r softmax(x_r)_c.
 func logSumExpRows(x *G.Node) (*G.Node, error) {
@@ -62,12 +72,7 @@ var lseOp = &fop{
 	outDims: 1,
 	shape:   rowsShape("logSumExpRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, c := in[0], rowLen(in[0])
-		out := make([]float64, x.shape[0])
-		for r := range out {
-			out[r] = lseRow(x.data[r*c : (r+1)*c])
-		}
-		return out, nil
+		return reduceRows(in[0], lseRow), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -181,16 +186,15 @@ var negEntropyOp = &fop{
 	outDims: 1,
 	shape:   rowsShape("negEntropyRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		t, c := in[0], rowLen(in[0])
-		out := make([]float64, t.shape[0])
-		for r := range out {
-			for _, v := range t.data[r*c : (r+1)*c] {
+		return reduceRows(in[0], func(row []float64) float64 {
+			s := 0.0
+			for _, v := range row {
 				if v > 0 {
-					out[r] += v * math.Log(v)
+					s += v * math.Log(v)
 				}
 			}
-		}
-		return out, nil
+			return s
+		}), nil
 	},
 }
 
