@@ -519,3 +519,13 @@ func forward2(out *tensor.Dense, in []*tensor.Dense, f32 func(o, x, y []float32)
 	}
 	return nil
 }
+
+// copyFrom fills out with x's elements from element off on.
+func copyFrom(out, x *tensor.Dense, off int) {
+	switch o := out.Data().(type) {
+	case []float32:
+		copy(o, data[float32](x)[off:])
+	case []float64:
+		copy(o, data[float64](x)[off:])
+	}
+}

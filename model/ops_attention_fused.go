@@ -179,13 +179,7 @@ func (k sliceK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0][1:].Clone(), nil
 }
 func (k sliceK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	n := out.Size()
-	switch o := out.Data().(type) {
-	case []float32:
-		copy(o, data[float32](in[0])[k.i*n:])
-	case []float64:
-		copy(o, data[float64](in[0])[k.i*n:])
-	}
+	copyFrom(out, in[0], k.i*out.Size())
 	return nil
 }
 

@@ -132,13 +132,7 @@ func (k rowsK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{k.n, in[0][1]}, nil
 }
 func (k rowsK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	h := in[0].Shape()[1]
-	switch o := out.Data().(type) {
-	case []float32:
-		copy(o, data[float32](in[0])[k.lo*h:])
-	case []float64:
-		copy(o, data[float64](in[0])[k.lo*h:])
-	}
+	copyFrom(out, in[0], k.lo*in[0].Shape()[1])
 	return nil
 }
 
