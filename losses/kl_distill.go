@@ -90,12 +90,4 @@ func softKL(loss string, names [4]string, s, t *G.Node, tauS, tauT float64) (*G.
 
 // kl_distill distils a teacher's scores of each list's candidates into the lists' scores:
 // Inputs.Teacher [B,K], Temperature the student's temperature and TeacherTemperature the teacher's.
-func init() {
-	Register(Spec{Name: "kl_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
-		s, t, err := listTeacher("kl_distill", in)
-		if err != nil {
-			return nil, err
-		}
-		return KLDistill(s, t, in.Temperature, in.TeacherTemperature)
-	}})
-}
+func init() { registerListTeacher("kl_distill", KLDistill) }
