@@ -45,26 +45,46 @@ func (c *Corpus) Passage(i int, withTitle bool) string {
 // listed in Corpus.Empty. It reads the file through a CorpusReader, which
 // streams the same documents without holding them.
 func LoadCorpus(path string) (*Corpus, error) {
-	r, err := OpenCorpus(path)
+	c := &Corpus{index: make(map[string]int)}
+	err := eachDocument(path, func(d Document) error {
+		c.add(d)
+		c.Titles = append(c.Titles, d.Title)
+		c.Texts = append(c.Texts, d.Text)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return c, nil
+}
+
+// add appends document d's id (not its title and text) to the corpus.
+func (c *Corpus) add(d Document) {
+	c.index[d.ID] = len(c.IDs)
+	c.IDs = append(c.IDs, d.ID)
+	if d.Title == "" && d.Text == "" {
+		c.Empty = append(c.Empty, d.ID)
+	}
+}
+
+// eachDocument hands the documents of the corpus.jsonl at path to f in file order; it returns
+// the first error of the reader or of f, as it is.
+func eachDocument(path string, f func(Document) error) error {
+	r, err := OpenCorpus(path)
+	if err != nil {
+		return err
+	}
 	defer r.Close()
-	c := &Corpus{index: make(map[string]int)}
 	for {
 		d, err := r.Next()
 		if err == io.EOF {
-			return c, nil
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
-		c.index[d.ID] = len(c.IDs)
-		c.IDs = append(c.IDs, d.ID)
-		c.Titles = append(c.Titles, d.Title)
-		c.Texts = append(c.Texts, d.Text)
-		if d.Title == "" && d.Text == "" {
-			c.Empty = append(c.Empty, d.ID)
+		if err := f(d); err != nil {
+			return err
 		}
 	}
 }

@@ -107,28 +107,13 @@ func (r *CorpusReader) Close() error { return r.j.close() }
 // and errors; a malformed corpus line is CorpusReader's error ("path:line: ..."), and an
 // error of visit is returned as it is.
 func LoadStreamed(dir string, visit func(Document) error, splits ...string) (*Dataset, error) {
-	r, err := OpenCorpus(filepath.Join(dir, "corpus.jsonl"))
+	c := &Corpus{index: make(map[string]int)}
+	err := eachDocument(filepath.Join(dir, "corpus.jsonl"), func(doc Document) error {
+		c.add(doc)
+		return visit(doc)
+	})
 	if err != nil {
 		return nil, err
-	}
-	defer r.Close()
-	c := &Corpus{index: make(map[string]int)}
-	for {
-		doc, err := r.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		c.index[doc.ID] = len(c.IDs)
-		c.IDs = append(c.IDs, doc.ID)
-		if doc.Title == "" && doc.Text == "" {
-			c.Empty = append(c.Empty, doc.ID)
-		}
-		if err := visit(doc); err != nil {
-			return nil, err
-		}
 	}
 	d, err := loadJudgements(dir, c, splits)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"reflect"
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
@@ -123,99 +124,64 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// writeValue writes v's type tag (when tagged) and its encoding.
+// writeValue writes v's type tag (when tagged) and its encoding: a scalar as its little-endian
+// bytes (a bool as one byte 0 or 1), a string as its length and bytes, an array as its element
+// type, its length and its untagged elements.
 func writeValue(w io.Writer, v any, tagged bool) error {
 	le := func(x any) { binary.Write(w, binary.LittleEndian, x) }
-	tag := func(t uint32) {
-		if tagged {
-			le(t)
-		}
+	t, err := valueType(v)
+	if err != nil {
+		return err
 	}
-	arr := func(et uint32, n int, each func(i int) any) error {
-		tag(tArray)
+	if tagged {
+		le(t)
+	}
+	switch t {
+	case tString:
+		x := v.(string)
+		le(uint64(len(x)))
+		io.WriteString(w, x)
+		return nil
+	case tArray:
+		x := reflect.ValueOf(v)
+		et, err := elemType(x)
+		if err != nil {
+			return err
+		}
 		le(et)
-		le(uint64(n))
-		for i := 0; i < n; i++ {
-			if err := writeValue(w, each(i), false); err != nil {
+		le(uint64(x.Len()))
+		for i := range x.Len() {
+			if err := writeValue(w, x.Index(i).Interface(), false); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
-	switch x := v.(type) {
-	case uint8:
-		tag(tUint8)
-		le(x)
-	case int8:
-		tag(tInt8)
-		le(x)
-	case uint16:
-		tag(tUint16)
-		le(x)
-	case int16:
-		tag(tInt16)
-		le(x)
-	case uint32:
-		tag(tUint32)
-		le(x)
-	case int32:
-		tag(tInt32)
-		le(x)
-	case uint64:
-		tag(tUint64)
-		le(x)
-	case int64:
-		tag(tInt64)
-		le(x)
-	case float32:
-		tag(tFloat32)
-		le(math.Float32bits(x))
-	case float64:
-		tag(tFloat64)
-		le(math.Float64bits(x))
-	case bool:
-		tag(tBool)
-		le(x)
-	case string:
-		tag(tString)
-		le(uint64(len(x)))
-		io.WriteString(w, x)
-	case []string:
-		return arr(tString, len(x), func(i int) any { return x[i] })
-	case []uint8:
-		return arr(tUint8, len(x), func(i int) any { return x[i] })
-	case []int32:
-		return arr(tInt32, len(x), func(i int) any { return x[i] })
-	case []uint32:
-		return arr(tUint32, len(x), func(i int) any { return x[i] })
-	case []int64:
-		return arr(tInt64, len(x), func(i int) any { return x[i] })
-	case []uint64:
-		return arr(tUint64, len(x), func(i int) any { return x[i] })
-	case []float32:
-		return arr(tFloat32, len(x), func(i int) any { return x[i] })
-	case []float64:
-		return arr(tFloat64, len(x), func(i int) any { return x[i] })
-	case []bool:
-		return arr(tBool, len(x), func(i int) any { return x[i] })
-	case []any:
-		if len(x) == 0 {
-			return arr(tUint8, 0, nil)
-		}
-		et, err := valueType(x[0])
-		if err != nil {
-			return err
-		}
-		for _, e := range x {
-			if t, _ := valueType(e); t != et {
-				return fmt.Errorf("array elements of different types (%T, %T)", x[0], e)
-			}
-		}
-		return arr(et, len(x), func(i int) any { return x[i] })
-	default:
-		return fmt.Errorf("cannot write a %T", v)
-	}
+	le(v)
 	return nil
+}
+
+// elemType is the element type of an array value: that of the slice's element type, or for an
+// []any that of its elements, which must all have one (an empty one is an array of uint8).
+func elemType(x reflect.Value) (uint32, error) {
+	if x.Type().Elem().Kind() != reflect.Interface {
+		return valueType(reflect.Zero(x.Type().Elem()).Interface())
+	}
+	if x.Len() == 0 {
+		return tUint8, nil
+	}
+	e0 := x.Index(0).Interface()
+	et, err := valueType(e0)
+	if err != nil {
+		return 0, err
+	}
+	for i := range x.Len() {
+		e := x.Index(i).Interface()
+		if t, _ := valueType(e); t != et {
+			return 0, fmt.Errorf("array elements of different types (%T, %T)", e0, e)
+		}
+	}
+	return et, nil
 }
 
 func valueType(v any) (uint32, error) {

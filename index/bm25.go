@@ -371,7 +371,7 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 	}
 	sc := x.getScratch()
 	defer x.putScratch(sc)
-	acc, seen := sc.acc, sc.seen
+	acc := sc.acc
 	if x.params.ExactLengths {
 		for _, t := range terms {
 			row, ok := x.terms[t]
@@ -383,10 +383,7 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 			for range x.df[row] {
 				var n int32
 				doc, n, buf = nextPosting(buf, doc)
-				if !seen[doc] {
-					seen[doc] = true
-					sc.touched = append(sc.touched, doc)
-				}
+				sc.touch(doc)
 				tf := float64(n)
 				acc[doc] += w * tf / (tf + x.lenNorm64[doc])
 			}
@@ -403,10 +400,7 @@ func (x *BM25) SearchTerms(terms []string, k int) []Hit {
 		for range x.df[row] {
 			var n int32
 			doc, n, buf = nextPosting(buf, doc)
-			if !seen[doc] {
-				seen[doc] = true
-				sc.touched = append(sc.touched, doc)
-			}
+			sc.touch(doc)
 			acc[doc] += float64(score32(w, n, x.lenNorm32[doc]))
 		}
 	}
@@ -437,6 +431,14 @@ type scratch struct {
 	acc     []float64 // score per passage; 0 outside touched
 	seen    []bool    // false outside touched
 	touched []int32   // passages with a posting, in first-touch order
+}
+
+// touch records that passage d has a posting.
+func (sc *scratch) touch(d int32) {
+	if !sc.seen[d] {
+		sc.seen[d] = true
+		sc.touched = append(sc.touched, d)
+	}
 }
 
 func (x *BM25) getScratch() *scratch {

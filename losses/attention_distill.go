@@ -80,13 +80,17 @@ func AttentionMass(attn [][]float64, heads, L int, queries []int, from, to int) 
 
 // attention_distill: Inputs.Scores [B*K] the retriever's scores (already divided by its
 // temperature when Temperature is 1), Teacher [B,K] the attention masses, TeacherTemperature their temperature.
-func init() {
-	Register(Spec{Name: "attention_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
-		s, t, err := listTeacher("attention_distill", in)
+func init() { registerListTeacher("attention_distill", AttentionDistill) }
+
+// registerListTeacher registers a loss of a Lists batch and its teacher [B,K], built as
+// f(scores [B,K], teacher, Temperature, TeacherTemperature).
+func registerListTeacher(name string, f func(s, t *G.Node, tau, tauT float64) (*G.Node, error)) {
+	Register(Spec{Name: name, Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
+		s, t, err := listTeacher(name, in)
 		if err != nil {
 			return nil, err
 		}
-		return AttentionDistill(s, t, in.Temperature, in.TeacherTemperature)
+		return f(s, t, in.Temperature, in.TeacherTemperature)
 	}})
 }
 

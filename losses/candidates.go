@@ -33,16 +33,9 @@ func CandidateScores(q, p *G.Node, m int, sim Similarity) (*G.Node, error) {
 	if err := wantShape(loss, "p", p, b*k, h); err != nil {
 		return nil, err
 	}
-	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+	s, err := simScores(loss, sim, q, p) // [B,N]
+	if err != nil {
 		return nil, err
-	}
-	pt, err := G.Transpose(p)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: p^T", loss)
-	}
-	s, err := G.Mul(q, pt) // [B,N]
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
 	}
 	n := b * k
 	own, gather := make([]float64, b*n), make([]float64, n*k)

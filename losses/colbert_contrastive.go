@@ -1,8 +1,6 @@
 package losses
 
 import (
-	"math"
-
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -122,14 +120,6 @@ func normalizeTokens(x *G.Node) (*G.Node, error) {
 		return nil, err
 	}
 	return G.Reshape(y, s)
-}
-
-// validTau returns an error unless tau is a finite number > 0.
-func validTau(loss, name string, tau float64) error {
-	if !(tau > 0) || math.IsInf(tau, 1) {
-		return errors.Errorf("losses: %s: %s = %g, want > 0", loss, name, tau)
-	}
-	return nil
 }
 
 // colbert_contrastive trains late-interaction retrievers on contrastive batches: Inputs Q

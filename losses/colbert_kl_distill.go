@@ -91,18 +91,14 @@ var minMaxOp = &fop{
 	name:    "minMaxRows",
 	inDims:  []int{2},
 	outDims: 2,
-	shape:   sameShape("minMaxRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		s, c := in[0].data, rowLen(in[0])
-		out := make([]float64, len(s))
-		for r := 0; r*c < len(s); r++ {
-			row := s[r*c : (r+1)*c]
+		return byRow(in, func(out []float64, s [][]float64) {
+			row := s[0]
 			_, lo, den := minMaxArgs(row)
 			for k, v := range row {
-				out[r*c+k] = (v - row[lo]) / den
+				out[k] = (v - row[lo]) / den
 			}
-		}
-		return out, nil
+		}), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -115,23 +111,19 @@ var minMaxGradOp = &fop{
 	name:    "minMaxRowsGrad",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("minMaxRowsGrad"),
 	fwd: func(in []arr) ([]float64, error) {
-		s, g, c := in[0].data, in[1].data, rowLen(in[0])
-		out := make([]float64, len(s))
-		for r := 0; r*c < len(s); r++ {
-			row, gr := s[r*c:(r+1)*c], g[r*c:(r+1)*c]
+		return byRow(in, func(out []float64, sg [][]float64) {
+			row, gr := sg[0], sg[1]
 			hi, lo, den := minMaxArgs(row)
 			gy, gsum := 0.0, 0.0
 			for k, v := range row {
 				gy += gr[k] * (v - row[lo]) / den
 				gsum += gr[k]
-				out[r*c+k] = gr[k] / den
+				out[k] = gr[k] / den
 			}
-			out[r*c+lo] += (gy - gsum) / den
-			out[r*c+hi] -= gy / den
-		}
-		return out, nil
+			out[lo] += (gy - gsum) / den
+			out[hi] -= gy / den
+		}), nil
 	},
 }
 

@@ -1,8 +1,6 @@
 package losses
 
 import (
-	"math"
-
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
 )
@@ -69,7 +67,6 @@ func stopGradient(x *G.Node) (*G.Node, error) {
 		name:    "stopGradient",
 		inDims:  []int{2},
 		outDims: 2,
-		shape:   sameShape("stopGradient"),
 		fwd:     func(in []arr) ([]float64, error) { return append([]float64(nil), in[0].data...), nil },
 	}
 	return op.apply(x)
@@ -83,8 +80,8 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		if !(in.Temperature > 0) || math.IsInf(in.Temperature, 0) {
-			return nil, errors.Errorf("losses: emdr2: Temperature = %g, want > 0", in.Temperature)
+		if err := validTau("emdr2", "Temperature", in.Temperature); err != nil {
+			return nil, err
 		}
 		if in.Temperature != 1 {
 			if s, err = G.HadamardProd(s, scalar(s.Dtype(), 1/in.Temperature)); err != nil {

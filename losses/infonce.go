@@ -105,8 +105,8 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 	if err != nil {
 		return nil, err
 	}
-	if !(tau > 0) || math.IsInf(tau, 0) {
-		return nil, errors.Errorf("losses: %s: temperature %g, want > 0", loss, tau)
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return nil, err
 	}
 	if err := wantShape(loss, "q", q, -1, -1); err != nil {
 		return nil, err
@@ -125,17 +125,9 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 		}
 	}
 
-	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+	scores, err := simScores(loss, sim, q, p) // [B,N]
+	if err != nil {
 		return nil, err
-	}
-
-	pt, err := G.Transpose(p)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: transpose p", loss)
-	}
-	scores, err := G.Mul(q, pt) // [B,N]
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
 	}
 	return diagCrossEntropy(loss, dt, scores, mask, tau)
 }
@@ -211,6 +203,23 @@ func applySimilarity(loss string, sim Similarity, xs ...**G.Node) error {
 	return errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
 }
 
+// simScores returns the [B,N] matrix sim(q_b, p_n) of q [B,H] and p [N,H]: q p^T after
+// applySimilarity.
+func simScores(loss string, sim Similarity, q, p *G.Node) (*G.Node, error) {
+	if err := applySimilarity(loss, sim, &q, &p); err != nil {
+		return nil, err
+	}
+	pt, err := G.Transpose(p)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: p^T", loss)
+	}
+	s, err := G.Mul(q, pt)
+	if err != nil {
+		return nil, errors.Wrapf(err, "losses: %s: q p^T", loss)
+	}
+	return s, nil
+}
+
 // l2NormalizeRows returns x_r / sqrt(|x_r|² + NormEps) for every row of a [R,H] node.
 // Gradient: dx_r = (g_r - y_r (y_r·g_r)) / sqrt(|x_r|² + NormEps), y the output.
 func l2NormalizeRows(x *G.Node) (*G.Node, error) {
@@ -221,18 +230,13 @@ var l2NormOp = &fop{
 	name:    fmt.Sprintf("l2NormalizeRows(eps=%g)", NormEps),
 	inDims:  []int{2},
 	outDims: 2,
-	shape:   sameShape("l2NormalizeRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, c := in[0], rowLen(in[0])
-		out := make([]float64, len(x.data))
-		for r := 0; r < x.shape[0]; r++ {
-			row := x.data[r*c : (r+1)*c]
-			n := rowNorm(row)
-			for j, v := range row {
-				out[r*c+j] = v / n
+		return byRow(in, func(out []float64, x [][]float64) {
+			n := rowNorm(x[0])
+			for j, v := range x[0] {
+				out[j] = v / n
 			}
-		}
-		return out, nil
+		}), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -253,22 +257,18 @@ var l2NormGradOp = &fop{
 	name:    "l2NormalizeRowsGrad",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("l2NormalizeRowsGrad"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, g, c := in[0], in[1].data, rowLen(in[0])
-		out := make([]float64, len(g))
-		for r := 0; r < x.shape[0]; r++ {
-			row := x.data[r*c : (r+1)*c]
-			n := rowNorm(row)
+		return byRow(in, func(out []float64, xg [][]float64) {
+			x, g := xg[0], xg[1]
+			n := rowNorm(x)
 			yg := 0.0
-			for j, v := range row {
-				yg += v / n * g[r*c+j]
+			for j, v := range x {
+				yg += v / n * g[j]
 			}
-			for j, v := range row {
-				out[r*c+j] = (g[r*c+j] - v/n*yg) / n
+			for j, v := range x {
+				out[j] = (g[j] - v/n*yg) / n
 			}
-		}
-		return out, nil
+		}), nil
 	},
 }
 
@@ -282,7 +282,6 @@ var addMaskOp = &fop{
 	name:    "infoNCEAddMask",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("infoNCEAddMask"),
 	fwd: func(in []arr) ([]float64, error) {
 		s, m := in[0], in[1].data
 		b, n := s.shape[0], s.shape[1]

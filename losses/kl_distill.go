@@ -1,11 +1,8 @@
 package losses
 
 import (
-	"math"
-
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 )
 
 // KLDistill distils a teacher ranker's distribution over each query's candidates into the
@@ -46,8 +43,8 @@ func softKL(loss string, names [4]string, s, t *G.Node, tauS, tauT float64) (*G.
 		return nil, err
 	}
 	for i, tau := range []float64{tauS, tauT} {
-		if !(tau > 0) || math.IsInf(tau, 0) {
-			return nil, errors.Errorf("losses: %s: %s = %g, want > 0", loss, names[2+i], tau)
+		if err := validTau(loss, names[2+i], tau); err != nil {
+			return nil, err
 		}
 	}
 	if err := wantShape(loss, names[0], s, -1, -1); err != nil {
@@ -93,20 +90,4 @@ func softKL(loss string, names [4]string, s, t *G.Node, tauS, tauT float64) (*G.
 
 // kl_distill distils a teacher's scores of each list's candidates into the lists' scores:
 // Inputs.Teacher [B,K], Temperature the student's temperature and TeacherTemperature the teacher's.
-func init() {
-	Register(Spec{Name: "kl_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
-		const loss = "kl_distill"
-		if in.Scores == nil {
-			return nil, errors.Errorf("losses: %s: built without Inputs.Scores", loss)
-		}
-		s, err := G.Reshape(in.Scores, tensor.Shape{in.B, in.K})
-		if err != nil {
-			return nil, errors.Wrapf(err, "losses: %s: scores as %d lists of %d", loss, in.B, in.K)
-		}
-		t, err := teacherInput(loss, in.Scores.Graph(), in, in.B, in.K)
-		if err != nil {
-			return nil, err
-		}
-		return KLDistill(s, t, in.Temperature, in.TeacherTemperature)
-	}})
-}
+func init() { registerListTeacher("kl_distill", KLDistill) }

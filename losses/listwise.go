@@ -68,7 +68,6 @@ var labelDistOp = &fop{
 	name:    "listwiseLabelDistribution",
 	inDims:  []int{2},
 	outDims: 2,
-	shape:   sameShape("listwiseLabelDistribution"),
 	fwd: func(in []arr) ([]float64, error) {
 		l, k := in[0], rowLen(in[0])
 		out := make([]float64, len(l.data))

@@ -51,26 +51,14 @@ func newTokenNLLOp(dims int) *fop {
 		name:    "tokenNLLTerms",
 		inDims:  []int{dims, dims},
 		outDims: dims,
-		shape:   sameShape("tokenNLLTerms"),
 		fwd: func(in []arr) ([]float64, error) {
 			return tokenNLLScaled(in[0].data, in[1].data, -1)
 		},
 		diff: []bool{true, false},
 		grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
-			dx, err := newTokenNLLGradOp(dims).apply(g, in[1])
+			// The terms are linear in x: their gradient is the same map applied to g.
+			dx, err := newTokenNLLOp(dims).apply(g, in[1])
 			return G.Nodes{dx, nil}, err
-		},
-	}
-}
-
-func newTokenNLLGradOp(dims int) *fop {
-	return &fop{
-		name:    "tokenNLLTermsGrad",
-		inDims:  []int{dims, dims},
-		outDims: dims,
-		shape:   sameShape("tokenNLLTermsGrad"),
-		fwd: func(in []arr) ([]float64, error) {
-			return tokenNLLScaled(in[0].data, in[1].data, -1)
 		},
 	}
 }

@@ -95,12 +95,4 @@ func MixtureLoss(loglik []float64) func(keep []int) (float64, error) {
 
 // loo_distill: Inputs.Scores [B*K] the retriever's scores, Teacher [B,K] the leave-one-out
 // losses (LeaveOneOut), TeacherTemperature their temperature.
-func init() {
-	Register(Spec{Name: "loo_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
-		s, t, err := listTeacher("loo_distill", in)
-		if err != nil {
-			return nil, err
-		}
-		return LeaveOneOutDistill(s, t, in.Temperature, in.TeacherTemperature)
-	}})
-}
+func init() { registerListTeacher("loo_distill", LeaveOneOutDistill) }

@@ -97,7 +97,6 @@ var teacherMarginOp = &fop{
 	name:    "marginMSETeacherMargin",
 	inDims:  []int{1, 1},
 	outDims: 1,
-	shape:   sameShape("marginMSETeacherMargin"),
 	fwd: func(in []arr) ([]float64, error) {
 		pos, neg := in[0].data, in[1].data
 		out := make([]float64, len(pos))

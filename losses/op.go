@@ -27,10 +27,10 @@ type arr struct {
 // that the loss treats as constants (labels, masks, teacher distributions) and for the gradient
 // kernels themselves (no second derivatives).
 type fop struct {
-	name    string // names the op and its parameters; it is also the op's hash
-	inDims  []int  // rank of each input (the op's arity is len(inDims))
-	outDims int    // rank of the output
-	shape   func(in []tensor.Shape) (tensor.Shape, error)
+	name    string                                        // names the op and its parameters; it is also the op's hash
+	inDims  []int                                         // rank of each input (the op's arity is len(inDims))
+	outDims int                                           // rank of the output
+	shape   func(in []tensor.Shape) (tensor.Shape, error) // nil: every input has input 0's shape, as the output
 	fwd     func(in []arr) ([]float64, error)
 	diff    []bool // which inputs the op is differentiable with respect to
 	grad    func(in G.Nodes, out, g *G.Node) (G.Nodes, error)
@@ -70,7 +70,7 @@ func (o *fop) InferShape(ds ...G.DimSizer) (tensor.Shape, error) {
 		}
 		in[i] = s.Clone()
 	}
-	return o.shape(in)
+	return o.outShape(in)
 }
 
 func (o *fop) Do(vs ...G.Value) (G.Value, error) {
@@ -92,7 +92,7 @@ func (o *fop) Do(vs ...G.Value) (G.Value, error) {
 		}
 		in[i], shapes[i] = a, a.shape
 	}
-	outShape, err := o.shape(shapes)
+	outShape, err := o.outShape(shapes)
 	if err != nil {
 		return nil, err
 	}
@@ -104,6 +104,14 @@ func (o *fop) Do(vs ...G.Value) (G.Value, error) {
 		return nil, errors.Errorf("%s: kernel returned %d values for shape %v", o.name, len(out), outShape)
 	}
 	return fromFloat64(out, outShape, dt), nil
+}
+
+// outShape applies the op's shape rule, sameShape where it has none.
+func (o *fop) outShape(in []tensor.Shape) (tensor.Shape, error) {
+	if o.shape == nil {
+		return sameShape(o.name)(in)
+	}
+	return o.shape(in)
 }
 
 func (o *fop) ReturnsPtr() bool      { return false }

@@ -19,12 +19,4 @@ func PerplexityDistill(s, lmLogLik *G.Node, tauR, tauLM float64) (*G.Node, error
 
 // perplexity_distill: Inputs.Scores [B*K] the retriever's scores, Teacher [B,K] the reader's
 // log-likelihoods of the answer given each candidate, TeacherTemperature their temperature.
-func init() {
-	Register(Spec{Name: "perplexity_distill", Batch: Lists, Teacher: true, Build: func(in Inputs) (*G.Node, error) {
-		s, t, err := listTeacher("perplexity_distill", in)
-		if err != nil {
-			return nil, err
-		}
-		return PerplexityDistill(s, t, in.Temperature, in.TeacherTemperature)
-	}})
-}
+func init() { registerListTeacher("perplexity_distill", PerplexityDistill) }

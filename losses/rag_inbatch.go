@@ -175,8 +175,8 @@ func BatchRetrievalLogits(q, d *G.Node, tau float64, sim Similarity) (*G.Node, e
 	if err != nil {
 		return nil, err
 	}
-	if !(tau > 0) || math.IsInf(tau, 0) {
-		return nil, errors.Errorf("losses: %s: temperature %g, want > 0", loss, tau)
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return nil, err
 	}
 	if err := wantShape(loss, "q", q, -1, -1); err != nil {
 		return nil, err
@@ -184,25 +184,9 @@ func BatchRetrievalLogits(q, d *G.Node, tau float64, sim Similarity) (*G.Node, e
 	if err := wantShape(loss, "d", d, -1, q.Shape()[1]); err != nil {
 		return nil, err
 	}
-	switch sim {
-	case Dot:
-	case Cosine:
-		if q, err = l2NormalizeRows(q); err != nil {
-			return nil, err
-		}
-		if d, err = l2NormalizeRows(d); err != nil {
-			return nil, err
-		}
-	default:
-		return nil, errors.Errorf("losses: %s: unknown similarity %v", loss, sim)
-	}
-	dT, err := G.Transpose(d)
+	s, err := simScores(loss, sim, q, d)
 	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: transpose", loss)
-	}
-	s, err := G.Mul(q, dT)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
+		return nil, err
 	}
 	if s, err = G.HadamardProd(s, scalar(dt, 1/tau)); err != nil {
 		return nil, errors.Wrapf(err, "losses: %s: scale by 1/tau", loss)

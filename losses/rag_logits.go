@@ -1,8 +1,6 @@
 package losses
 
 import (
-	"math"
-
 	"github.com/pkg/errors"
 	G "gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -28,8 +26,8 @@ func RetrievalLogits(q, d *G.Node, k int, tau float64, sim Similarity) (*G.Node,
 	if err != nil {
 		return nil, err
 	}
-	if !(tau > 0) || math.IsInf(tau, 0) {
-		return nil, errors.Errorf("losses: %s: temperature %g, want > 0", loss, tau)
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return nil, err
 	}
 	if k < 1 {
 		return nil, errors.Errorf("losses: %s: K = %d, want >= 1", loss, k)

@@ -35,6 +35,31 @@ func lseRow(x []float64) float64 {
 // rowLen returns the row length of a [R,C] array.
 func rowLen(a arr) int { return a.shape[1] }
 
+// byRow is the kernel of an op over [R,C] inputs of one shape that works a row at a time: it
+// returns an array of that shape whose row r f writes (out, zeroed), given row r of every input.
+func byRow(in []arr, f func(out []float64, rows [][]float64)) []float64 {
+	c := rowLen(in[0])
+	out := make([]float64, len(in[0].data))
+	rows := make([][]float64, len(in))
+	for lo := 0; lo < len(out); lo += c {
+		for i, a := range in {
+			rows[i] = a.data[lo : lo+c]
+		}
+		f(out[lo:lo+c], rows)
+	}
+	return out
+}
+
+// reduceRows returns the [R] array f(row r) of a [R,C] array.
+func reduceRows(x arr, f func(row []float64) float64) []float64 {
+	c := rowLen(x)
+	out := make([]float64, x.shape[0])
+	for r := range out {
+		out[r] = f(x.data[r*c : (r+1)*c])
+	}
+	return out
+}
+
 // logSumExpRows returns the [R] node log sum_c exp(x_rc) of a [R,C] node x.
 // Gradient: dx_rc = g_r softmax(x_r)_c.
 func logSumExpRows(x *G.Node) (*G.Node, error) {
@@ -47,12 +72,7 @@ var lseOp = &fop{
 	outDims: 1,
 	shape:   rowsShape("logSumExpRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, c := in[0], rowLen(in[0])
-		out := make([]float64, x.shape[0])
-		for r := range out {
-			out[r] = lseRow(x.data[r*c : (r+1)*c])
-		}
-		return out, nil
+		return reduceRows(in[0], lseRow), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -98,18 +118,13 @@ var logSoftmaxOp = &fop{
 	name:    "logSoftmaxRows",
 	inDims:  []int{2},
 	outDims: 2,
-	shape:   sameShape("logSoftmaxRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		x, c := in[0], rowLen(in[0])
-		out := make([]float64, len(x.data))
-		for r := 0; r < x.shape[0]; r++ {
-			row := x.data[r*c : (r+1)*c]
-			lse := lseRow(row)
-			for j, v := range row {
-				out[r*c+j] = v - lse
+		return byRow(in, func(out []float64, x [][]float64) {
+			lse := lseRow(x[0])
+			for j, v := range x[0] {
+				out[j] = v - lse
 			}
-		}
-		return out, nil
+		}), nil
 	},
 	diff: []bool{true},
 	grad: func(in G.Nodes, out, g *G.Node) (G.Nodes, error) {
@@ -123,21 +138,17 @@ var logSoftmaxGradOp = &fop{
 	name:    "logSoftmaxRowsGrad",
 	inDims:  []int{2, 2},
 	outDims: 2,
-	shape:   sameShape("logSoftmaxRowsGrad"),
 	fwd: func(in []arr) ([]float64, error) {
-		y, g := in[0], in[1].data
-		c := rowLen(y)
-		out := make([]float64, len(g))
-		for r := 0; r < y.shape[0]; r++ {
+		return byRow(in, func(out []float64, yg [][]float64) {
+			y, g := yg[0], yg[1]
 			sum := 0.0
-			for j := r * c; j < (r+1)*c; j++ {
-				sum += g[j]
+			for _, v := range g {
+				sum += v
 			}
-			for j := r * c; j < (r+1)*c; j++ {
-				out[j] = g[j] - math.Exp(y.data[j])*sum
+			for j, v := range g {
+				out[j] = v - math.Exp(y[j])*sum
 			}
-		}
-		return out, nil
+		}), nil
 	},
 }
 
@@ -148,21 +159,16 @@ func constSoftmaxRows(x *G.Node, scale float64) (*G.Node, error) {
 		name:    fmt.Sprintf("constSoftmaxRows(scale=%g)", scale),
 		inDims:  []int{2},
 		outDims: 2,
-		shape:   sameShape("constSoftmaxRows"),
 		fwd: func(in []arr) ([]float64, error) {
-			x, c := in[0], rowLen(in[0])
-			out := make([]float64, len(x.data))
-			for r := 0; r < x.shape[0]; r++ {
-				row := out[r*c : (r+1)*c]
-				for j := range row {
-					row[j] = scale * x.data[r*c+j]
+			return byRow(in, func(row []float64, x [][]float64) {
+				for j, v := range x[0] {
+					row[j] = scale * v
 				}
 				lse := lseRow(row)
 				for j := range row {
 					row[j] = math.Exp(row[j] - lse)
 				}
-			}
-			return out, nil
+			}), nil
 		},
 	}
 	return op.apply(x)
@@ -180,16 +186,15 @@ var negEntropyOp = &fop{
 	outDims: 1,
 	shape:   rowsShape("negEntropyRows"),
 	fwd: func(in []arr) ([]float64, error) {
-		t, c := in[0], rowLen(in[0])
-		out := make([]float64, t.shape[0])
-		for r := range out {
-			for _, v := range t.data[r*c : (r+1)*c] {
+		return reduceRows(in[0], func(row []float64) float64 {
+			s := 0.0
+			for _, v := range row {
 				if v > 0 {
-					out[r] += v * math.Log(v)
+					s += v * math.Log(v)
 				}
 			}
-		}
-		return out, nil
+			return s
+		}), nil
 	},
 }
 
@@ -201,7 +206,6 @@ func softplus(x *G.Node) (*G.Node, error) {
 		name:    "softplus",
 		inDims:  []int{x.Dims()},
 		outDims: x.Dims(),
-		shape:   sameShape("softplus"),
 		fwd: func(in []arr) ([]float64, error) {
 			out := make([]float64, len(in[0].data))
 			for i, v := range in[0].data {
@@ -223,7 +227,6 @@ func softplusGrad(dims int) *fop {
 		name:    "softplusGrad",
 		inDims:  []int{dims, dims},
 		outDims: dims,
-		shape:   sameShape("softplusGrad"),
 		fwd: func(in []arr) ([]float64, error) {
 			x, g := in[0].data, in[1].data
 			out := make([]float64, len(x))
@@ -252,7 +255,6 @@ func identityCheck(x *G.Node, name string, check func(a arr) error) (*G.Node, er
 		name:    name,
 		inDims:  []int{x.Dims()},
 		outDims: x.Dims(),
-		shape:   sameShape(name),
 		fwd: func(in []arr) ([]float64, error) {
 			if err := check(in[0]); err != nil {
 				return nil, err
@@ -261,6 +263,14 @@ func identityCheck(x *G.Node, name string, check func(a arr) error) (*G.Node, er
 		},
 	}
 	return op.apply(x)
+}
+
+// validTau returns an error unless tau is a finite number > 0.
+func validTau(loss, name string, tau float64) error {
+	if !(tau > 0) || math.IsInf(tau, 1) {
+		return errors.Errorf("losses: %s: %s = %g, want > 0", loss, name, tau)
+	}
+	return nil
 }
 
 // floatDtype returns the dtype shared by the nodes, or an error naming the loss and the input.

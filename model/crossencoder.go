@@ -179,14 +179,7 @@ func (m *CrossEncoder) Params() []*Param {
 }
 
 // Param returns the parameter of that checkpoint name, or nil.
-func (m *CrossEncoder) Param(name string) *Param {
-	for _, p := range m.Params() {
-		if p.Name == name {
-			return p
-		}
-	}
-	return nil
-}
+func (m *CrossEncoder) Param(name string) *Param { return paramNamed(m.Params(), name) }
 
 // SetRNG makes dropout draw its masks from r, in every graph built from this
 // model (the trainer reseeds it each step for reproducible runs).

@@ -136,7 +136,6 @@ func EmbedWordPosition(word, pos, ids *gorgonia.Node, L int) (*gorgonia.Node, er
 type embedWPK struct{ l int }
 
 func (k embedWPK) name() string { return fmt.Sprintf("EmbedWordPosition{L=%d}", k.l) }
-func (embedWPK) arity() int     { return 3 }
 func (embedWPK) typ() hm.Type   { return fnType(ft(2), ft(2), it(1), ft(2)) }
 func (embedWPK) diff() []bool   { return []bool{true, true, false} }
 func (k embedWPK) grads(in []tensor.Shape) []*gradTerm {

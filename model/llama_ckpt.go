@@ -241,7 +241,6 @@ func (k checkpointK) name() string {
 	}
 	return "Checkpoint"
 }
-func (k checkpointK) arity() int { return k.n }
 func (k checkpointK) typ() hm.Type {
 	if k.n == 2 {
 		return fnType(ft(2), ft(2), ft(2))
@@ -257,11 +256,6 @@ func (k checkpointK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
 func (checkpointK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		copy(o, data[float32](in[0]))
-	case []float64:
-		copy(o, data[float64](in[0]))
-	}
+	copyFrom(out, in[0], 0)
 	return nil
 }

@@ -29,7 +29,6 @@ func RMSNorm(x, w *gorgonia.Node, eps float64) (*gorgonia.Node, error) {
 type rmsNormK struct{ eps float64 }
 
 func (k rmsNormK) name() string { return fmt.Sprintf("RMSNorm{%g}", k.eps) }
-func (rmsNormK) arity() int     { return 2 }
 func (rmsNormK) typ() hm.Type   { return fnType(ft(2), ft(1), ft(2)) }
 func (rmsNormK) diff() []bool   { return []bool{true, true} }
 func (k rmsNormK) grads(in []tensor.Shape) []*gradTerm {
@@ -100,14 +99,12 @@ func rmsNormRow[T float](out, x, w []T, eps float64) {
 //	dx = r·d - x·r³·mean(d ⊙ x)
 //	dw = Σ_rows g ⊙ x·r
 type rmsGradK struct {
+	noGrad
 	eps  float64
 	wrtW bool
 }
 
-func (k rmsGradK) name() string                      { return fmt.Sprintf("RMSNormGrad{%g,w=%t}", k.eps, k.wrtW) }
-func (rmsGradK) arity() int                          { return 3 }
-func (rmsGradK) diff() []bool                        { return []bool{false, false, false} }
-func (rmsGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k rmsGradK) name() string { return fmt.Sprintf("RMSNormGrad{%g,w=%t}", k.eps, k.wrtW) }
 func (k rmsGradK) typ() hm.Type {
 	if k.wrtW {
 		return fnType(ft(2), ft(1), ft(2), ft(1))
@@ -115,8 +112,8 @@ func (k rmsGradK) typ() hm.Type {
 	return fnType(ft(2), ft(1), ft(2), ft(2))
 }
 func (k rmsGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[2]) {
-		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[2])
+	if _, err := sameShape(k.name(), "x and gradient", in, 0, 2); err != nil {
+		return nil, err
 	}
 	if k.wrtW {
 		return in[1].Clone(), nil
@@ -208,7 +205,6 @@ type ropeK struct {
 func (k ropeK) name() string {
 	return fmt.Sprintf("RoPE{L=%d,heads=%d,theta=%g,offset=%d,inverse=%t}", k.o.L, k.o.Heads, k.o.Theta, k.o.Offset, k.inverse)
 }
-func (ropeK) arity() int   { return 1 }
 func (ropeK) typ() hm.Type { return fnType(ft(2), ft(2)) }
 func (ropeK) diff() []bool { return []bool{true} }
 func (k ropeK) grads(in []tensor.Shape) []*gradTerm {
@@ -331,7 +327,6 @@ func SwiGLU(gate, up *gorgonia.Node) (*gorgonia.Node, error) {
 type swigluK struct{}
 
 func (swigluK) name() string { return "SwiGLU" }
-func (swigluK) arity() int   { return 2 }
 func (swigluK) typ() hm.Type { return fnType(ft(2), ft(2), ft(2)) }
 func (swigluK) diff() []bool { return []bool{true, true} }
 func (swigluK) grads(in []tensor.Shape) []*gradTerm {
@@ -344,19 +339,10 @@ func (k swigluK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := want2D(k.name(), 0, in[0]); err != nil {
 		return nil, err
 	}
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("model: %s: gate %v and up %v differ", k.name(), in[0], in[1])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "gate and up", in)
 }
 func (swigluK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		swiglu(o, data[float32](in[0]), data[float32](in[1]))
-	case []float64:
-		swiglu(o, data[float64](in[0]), data[float64](in[1]))
-	}
-	return nil
+	return forward2(out, in, swiglu[float32], swiglu[float64])
 }
 
 func sigmoid(z float64) float64 { return 1 / (1 + math.Exp(-z)) }
@@ -403,18 +389,15 @@ func swiglu[T float](out, gate, up []T) {
 
 // swigluGradK: (gate, up, g) -> d gate = g ⊙ up ⊙ σ(z)(1 + z(1-σ(z))), or with wrtUp
 // d up = g ⊙ silu(gate).
-type swigluGradK struct{ wrtUp bool }
+type swigluGradK struct {
+	noGrad
+	wrtUp bool
+}
 
-func (k swigluGradK) name() string                      { return fmt.Sprintf("SwiGLUGrad{up=%t}", k.wrtUp) }
-func (swigluGradK) arity() int                          { return 3 }
-func (swigluGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(2), ft(2)) }
-func (swigluGradK) diff() []bool                        { return []bool{false, false, false} }
-func (swigluGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k swigluGradK) name() string { return fmt.Sprintf("SwiGLUGrad{up=%t}", k.wrtUp) }
+func (swigluGradK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(2), ft(2)) }
 func (k swigluGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) || !in[0].Eq(in[2]) {
-		return nil, fmt.Errorf("model: %s: shapes %v, %v, %v differ", k.name(), in[0], in[1], in[2])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "gate, up and gradient", in)
 }
 func (k swigluGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 	switch o := out.Data().(type) {
@@ -461,7 +444,6 @@ type repeatKVK struct {
 func (k repeatKVK) name() string {
 	return fmt.Sprintf("RepeatKV{%d->%d,sum=%t}", k.kv, k.heads, k.sum)
 }
-func (repeatKVK) arity() int   { return 1 }
 func (repeatKVK) typ() hm.Type { return fnType(ft(2), ft(2)) }
 func (repeatKVK) diff() []bool { return []bool{true} }
 func (k repeatKVK) grads(in []tensor.Shape) []*gradTerm {

@@ -23,7 +23,8 @@ type kernel interface {
 	// name returns the op name with its parameters; kernels with equal names
 	// compute the same function.
 	name() string
-	arity() int
+	// typ is the op's type, fnType(input types..., output type); the op's arity is its number
+	// of inputs.
 	typ() hm.Type
 	shape(in []tensor.Shape) (tensor.Shape, error)
 	// forward writes every element of out (which may hold a previous result).
@@ -71,6 +72,7 @@ var opSeq atomic.Uint64
 // times), so a value read from its node is valid until the next run.
 type customOp struct {
 	k   kernel
+	n   int    // the kernel's arity
 	uid uint64 // nonzero for random ops, which Gorgonia must never merge
 	out *tensor.Dense
 
@@ -89,13 +91,22 @@ type customOp struct {
 	unneeded []bool
 }
 
-func newOp(k kernel) *customOp { return &customOp{k: k} }
+func newOp(k kernel) *customOp { return &customOp{k: k, n: arity(k)} }
 
 // newRandomOp returns an op that is never merged with another op by
 // Gorgonia's common-subexpression elimination.
-func newRandomOp(k kernel) *customOp { return &customOp{k: k, uid: opSeq.Add(1)} }
+func newRandomOp(k kernel) *customOp { return &customOp{k: k, n: arity(k), uid: opSeq.Add(1)} }
 
-func (o *customOp) Arity() int        { return o.k.arity() }
+// arity counts the inputs of k's type a -> (b -> ... -> out).
+func arity(k kernel) int {
+	n := 0
+	for t, ok := k.typ().(*hm.FunctionType); ok; t, ok = t.Ret(false).(*hm.FunctionType) {
+		n++
+	}
+	return n
+}
+
+func (o *customOp) Arity() int        { return o.n }
 func (o *customOp) Type() hm.Type     { return o.k.typ() }
 func (o *customOp) ReturnsPtr() bool  { return false }
 func (o *customOp) CallsExtern() bool { return false }
@@ -111,8 +122,8 @@ func (o *customOp) Hashcode() uint32 {
 func (o *customOp) String() string { return o.k.name() }
 
 func (o *customOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
-	if len(ds) != o.k.arity() {
-		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(ds), o.k.arity())
+	if len(ds) != o.n {
+		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(ds), o.n)
 	}
 	shapes := make([]tensor.Shape, len(ds))
 	for i, d := range ds {
@@ -126,7 +137,7 @@ func (o *customOp) InferShape(ds ...gorgonia.DimSizer) (tensor.Shape, error) {
 }
 
 func (o *customOp) Do(vals ...gorgonia.Value) (gorgonia.Value, error) {
-	in, shapes, err := denseInputs(o.k, vals)
+	in, shapes, err := denseInputs(o.k, o.n, vals)
 	if err != nil {
 		return nil, err
 	}
@@ -160,9 +171,9 @@ func outDtype(in []*tensor.Dense) tensor.Dtype {
 	return tensor.Float32
 }
 
-func denseInputs(k kernel, vals []gorgonia.Value) ([]*tensor.Dense, []tensor.Shape, error) {
-	if len(vals) != k.arity() {
-		return nil, nil, fmt.Errorf("model: %s: got %d inputs, want %d", k.name(), len(vals), k.arity())
+func denseInputs(k kernel, n int, vals []gorgonia.Value) ([]*tensor.Dense, []tensor.Shape, error) {
+	if len(vals) != n {
+		return nil, nil, fmt.Errorf("model: %s: got %d inputs, want %d", k.name(), len(vals), n)
 	}
 	in := make([]*tensor.Dense, len(vals))
 	shapes := make([]tensor.Shape, len(vals))
@@ -293,8 +304,8 @@ func (o *customOp) jointTerm(inputs gorgonia.Nodes) (*gradTerm, error) {
 }
 
 func (o *customOp) inputShapes(inputs gorgonia.Nodes) ([]tensor.Shape, error) {
-	if len(inputs) != o.k.arity() {
-		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(inputs), o.k.arity())
+	if len(inputs) != o.n {
+		return nil, fmt.Errorf("model: %s: got %d inputs, want %d", o.k.name(), len(inputs), o.n)
 	}
 	shapes := make([]tensor.Shape, len(inputs))
 	for i, n := range inputs {
@@ -460,4 +471,61 @@ func parallelFor(n, cost int, f func(lo, hi int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// noGrad is embedded by the kernels that compute a gradient: they are not differentiated
+// again (DiffWRT is all false and they have no gradient terms).
+type noGrad struct{}
+
+func (noGrad) diff() []bool                     { return nil }
+func (noGrad) grads([]tensor.Shape) []*gradTerm { return nil }
+
+// sameShape returns a copy of the first of the inputs at (all inputs when at is empty) if the
+// others have its shape; the error names them as what ("x and gradient").
+func sameShape(op, what string, in []tensor.Shape, at ...int) (tensor.Shape, error) {
+	s := in
+	if len(at) > 0 {
+		s = make([]tensor.Shape, len(at))
+		for j, i := range at {
+			s[j] = in[i]
+		}
+	}
+	for _, t := range s[1:] {
+		if !t.Eq(s[0]) {
+			return nil, fmt.Errorf("model: %s: %s differ: %v", op, what, s)
+		}
+	}
+	return s[0].Clone(), nil
+}
+
+// forward1 and forward2 are the forward pass of an element-wise kernel of one or two inputs:
+// they run f32 or f64, whichever matches out's element type, on out and the inputs' data.
+func forward1(out *tensor.Dense, in []*tensor.Dense, f32 func(o, x []float32), f64 func(o, x []float64)) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		f32(o, data[float32](in[0]))
+	case []float64:
+		f64(o, data[float64](in[0]))
+	}
+	return nil
+}
+
+func forward2(out *tensor.Dense, in []*tensor.Dense, f32 func(o, x, y []float32), f64 func(o, x, y []float64)) error {
+	switch o := out.Data().(type) {
+	case []float32:
+		f32(o, data[float32](in[0]), data[float32](in[1]))
+	case []float64:
+		f64(o, data[float64](in[0]), data[float64](in[1]))
+	}
+	return nil
+}
+
+// copyFrom fills out with x's elements from element off on.
+func copyFrom(out, x *tensor.Dense, off int) {
+	switch o := out.Data().(type) {
+	case []float32:
+		copy(o, data[float32](x)[off:])
+	case []float64:
+		copy(o, data[float64](x)[off:])
+	}
 }

@@ -44,7 +44,6 @@ type headMMK struct {
 func (k headMMK) name() string {
 	return fmt.Sprintf("HeadMatMul{%d,L=%d,heads=%d,%g}", k.mode, k.l, k.heads, k.scale)
 }
-func (headMMK) arity() int { return 2 }
 func (k headMMK) typ() hm.Type {
 	if k.mode == modeNT {
 		return fnType(ft(2), ft(2), ft(4))
@@ -87,8 +86,8 @@ func (k headMMK) shape(in []tensor.Shape) (tensor.Shape, error) {
 				return nil, err
 			}
 		}
-		if !in[0].Eq(in[1]) {
-			return nil, fmt.Errorf("model: %s: shapes %v and %v differ", k.name(), in[0], in[1])
+		if _, err := sameShape(k.name(), "the inputs", in); err != nil {
+			return nil, err
 		}
 		return tensor.Shape{in[0][0] / k.l, k.heads, k.l, k.l}, nil
 	}
@@ -146,7 +145,6 @@ func MaskedSoftmax(s, mask *gorgonia.Node, causal bool) (*gorgonia.Node, error) 
 type maskedSoftmaxK struct{ causal bool }
 
 func (k maskedSoftmaxK) name() string { return fmt.Sprintf("MaskedSoftmax{causal=%t}", k.causal) }
-func (maskedSoftmaxK) arity() int     { return 2 }
 func (maskedSoftmaxK) typ() hm.Type   { return fnType(ft(4), ft(2), ft(4)) }
 func (maskedSoftmaxK) diff() []bool   { return []bool{true, false} }
 func (maskedSoftmaxK) grads(in []tensor.Shape) []*gradTerm {
@@ -285,13 +283,10 @@ func softmaxRow32(out, s, m []float32, end int) {
 
 // softmaxGradK: (p, g) -> p ⊙ (g - Σ_j g·p) over the last axis, the
 // gradient of a softmax given its output p.
-type softmaxGradK struct{}
+type softmaxGradK struct{ noGrad }
 
-func (softmaxGradK) name() string                        { return "SoftmaxGrad" }
-func (softmaxGradK) arity() int                          { return 2 }
-func (softmaxGradK) typ() hm.Type                        { return fnType(tvA, tvA, tvA) }
-func (softmaxGradK) diff() []bool                        { return []bool{false, false} }
-func (softmaxGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (softmaxGradK) name() string { return "SoftmaxGrad" }
+func (softmaxGradK) typ() hm.Type { return fnType(tvA, tvA, tvA) }
 func (k softmaxGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if !in[0].Eq(in[1]) || len(in[0]) == 0 {
 		return nil, fmt.Errorf("model: %s: output %v and gradient %v differ", k.name(), in[0], in[1])

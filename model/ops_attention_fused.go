@@ -78,7 +78,6 @@ func (k attnK) name() string {
 	o := k.o
 	return fmt.Sprintf("Attention{L=%d,heads=%d,%g,causal=%t,dropout=%g}", o.L, o.Heads, o.Scale, o.Causal, o.Dropout)
 }
-func (attnK) arity() int                                      { return 4 }
 func (attnK) typ() hm.Type                                    { return fnType(ft(2), ft(2), ft(2), ft(2), ft(2)) }
 func (attnK) diff() []bool                                    { return []bool{true, true, true, false} }
 func (k attnK) shape(in []tensor.Shape) (tensor.Shape, error) { return k.o.check(k.name(), in) }
@@ -86,7 +85,7 @@ func (k attnK) shape(in []tensor.Shape) (tensor.Shape, error) { return k.o.check
 // grads: the joint term computes dq, dk and dv as one [3,B*L,H] tensor;
 // each input's gradient is its slice.
 func (k attnK) grads(in []tensor.Shape) []*gradTerm {
-	return []*gradTerm{{sliceK{0}, []int{argJoint}}, {sliceK{1}, []int{argJoint}}, {sliceK{2}, []int{argJoint}}, nil}
+	return []*gradTerm{{sliceK{i: 0}, []int{argJoint}}, {sliceK{i: 1}, []int{argJoint}}, {sliceK{i: 2}, []int{argJoint}}, nil}
 }
 
 func (k attnK) jointGrad(in []tensor.Shape) *gradTerm {
@@ -141,7 +140,6 @@ func (k attnGradK) name() string {
 	}
 	return n
 }
-func (attnGradK) arity() int                          { return 5 }
 func (attnGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(2), ft(2), ft(2), ft(3)) }
 func (attnGradK) diff() []bool                        { return make([]bool, 5) }
 func (attnGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
@@ -167,13 +165,13 @@ func (k attnGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 // sliceK{i}: x [n,...] -> x[i].
-type sliceK struct{ i int }
+type sliceK struct {
+	noGrad
+	i int
+}
 
-func (k sliceK) name() string                      { return fmt.Sprintf("Slice{%d}", k.i) }
-func (sliceK) arity() int                          { return 1 }
-func (sliceK) typ() hm.Type                        { return fnType(ft(3), ft(2)) }
-func (sliceK) diff() []bool                        { return []bool{false} }
-func (sliceK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k sliceK) name() string { return fmt.Sprintf("Slice{%d}", k.i) }
+func (sliceK) typ() hm.Type   { return fnType(ft(3), ft(2)) }
 func (k sliceK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in[0]) != 3 || k.i >= in[0][0] {
 		return nil, fmt.Errorf("model: %s: input has shape %v", k.name(), in[0])
@@ -181,13 +179,7 @@ func (k sliceK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0][1:].Clone(), nil
 }
 func (k sliceK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	n := out.Size()
-	switch o := out.Data().(type) {
-	case []float32:
-		copy(o, data[float32](in[0])[k.i*n:])
-	case []float64:
-		copy(o, data[float64](in[0])[k.i*n:])
-	}
+	copyFrom(out, in[0], k.i*out.Size())
 	return nil
 }
 

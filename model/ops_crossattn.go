@@ -42,7 +42,6 @@ type xattnK struct{ o CrossAttentionOptions }
 func (k xattnK) name() string {
 	return fmt.Sprintf("CrossAttention{Lq=%d,Lk=%d,heads=%d,%g}", k.o.Lq, k.o.Lk, k.o.Heads, k.o.Scale)
 }
-func (xattnK) arity() int                                      { return 4 }
 func (xattnK) typ() hm.Type                                    { return fnType(ft(2), ft(2), ft(2), ft(2), ft(2)) }
 func (xattnK) diff() []bool                                    { return []bool{true, true, true, false} }
 func (k xattnK) shape(in []tensor.Shape) (tensor.Shape, error) { return k.o.check(k.name(), in) }
@@ -51,7 +50,7 @@ func (k xattnK) shape(in []tensor.Shape) (tensor.Shape, error) { return k.o.chec
 // input's gradient is its block of rows.
 func (k xattnK) grads(in []tensor.Shape) []*gradTerm {
 	nq, nk := in[0][0], in[1][0]
-	return []*gradTerm{{rowsK{0, nq}, []int{argJoint}}, {rowsK{nq, nk}, []int{argJoint}}, {rowsK{nq + nk, nk}, []int{argJoint}}, nil}
+	return []*gradTerm{{rowsK{lo: 0, n: nq}, []int{argJoint}}, {rowsK{lo: nq, n: nk}, []int{argJoint}}, {rowsK{lo: nq + nk, n: nk}, []int{argJoint}}, nil}
 }
 
 func (k xattnK) jointGrad(in []tensor.Shape) *gradTerm {
@@ -94,7 +93,6 @@ func (o CrossAttentionOptions) check(op string, in []tensor.Shape) (tensor.Shape
 type xattnGradK xattnK
 
 func (k xattnGradK) name() string                      { return xattnK(k).name() + "Grad" }
-func (xattnGradK) arity() int                          { return 5 }
 func (xattnGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(2), ft(2), ft(2), ft(2)) }
 func (xattnGradK) diff() []bool                        { return make([]bool, 5) }
 func (xattnGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
@@ -120,13 +118,13 @@ func (k xattnGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 // rowsK{lo, n}: x [R,H] -> rows lo..lo+n-1 of x, [n,H].
-type rowsK struct{ lo, n int }
+type rowsK struct {
+	noGrad
+	lo, n int
+}
 
-func (k rowsK) name() string                      { return fmt.Sprintf("Rows{%d,%d}", k.lo, k.n) }
-func (rowsK) arity() int                          { return 1 }
-func (rowsK) typ() hm.Type                        { return fnType(ft(2), ft(2)) }
-func (rowsK) diff() []bool                        { return []bool{false} }
-func (rowsK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k rowsK) name() string { return fmt.Sprintf("Rows{%d,%d}", k.lo, k.n) }
+func (rowsK) typ() hm.Type   { return fnType(ft(2), ft(2)) }
 func (k rowsK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in[0]) != 2 || k.lo < 0 || k.n <= 0 || k.lo+k.n > in[0][0] {
 		return nil, fmt.Errorf("model: %s: input has shape %v", k.name(), in[0])
@@ -134,13 +132,7 @@ func (k rowsK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return tensor.Shape{k.n, in[0][1]}, nil
 }
 func (k rowsK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	h := in[0].Shape()[1]
-	switch o := out.Data().(type) {
-	case []float32:
-		copy(o, data[float32](in[0])[k.lo*h:])
-	case []float64:
-		copy(o, data[float64](in[0])[k.lo*h:])
-	}
+	copyFrom(out, in[0], k.lo*in[0].Shape()[1])
 	return nil
 }
 

@@ -59,6 +59,7 @@ func dropoutSeeded(x *gorgonia.Node, k dropMaskK) (*gorgonia.Node, error) {
 // drawn is also written to slot (record), or, with replay, read from slot instead of drawn: the
 // recomputation of a checkpointed block (LlamaCheckpointed) draws its block's masks again.
 type dropMaskK struct {
+	noGrad
 	p      float64
 	rng    *RNG
 	slot   *uint64
@@ -71,10 +72,7 @@ func (k dropMaskK) name() string {
 	}
 	return fmt.Sprintf("DropoutMask{%g}", k.p)
 }
-func (dropMaskK) arity() int                          { return 1 }
-func (dropMaskK) typ() hm.Type                        { return fnType(tvA, tvA) }
-func (dropMaskK) diff() []bool                        { return []bool{false} }
-func (dropMaskK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (dropMaskK) typ() hm.Type { return fnType(tvA, tvA) }
 func (dropMaskK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	return in[0].Clone(), nil
 }
@@ -150,26 +148,16 @@ func dropMaskAt[T float](out []T, start int, seed uint64, threshold uint32, keep
 type applyMaskK struct{}
 
 func (applyMaskK) name() string { return "ApplyMask" }
-func (applyMaskK) arity() int   { return 2 }
 func (applyMaskK) typ() hm.Type { return fnType(tvA, tvA, tvA) }
 func (applyMaskK) diff() []bool { return []bool{true, false} }
 func (applyMaskK) grads(in []tensor.Shape) []*gradTerm {
 	return []*gradTerm{{k: applyMaskK{}, args: []int{argGrad, 1}}, nil}
 }
 func (k applyMaskK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("model: %s: shapes %v and %v differ", k.name(), in[0], in[1])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "x and mask", in)
 }
 func (applyMaskK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		mul(o, data[float32](in[0]), data[float32](in[1]))
-	case []float64:
-		mul(o, data[float64](in[0]), data[float64](in[1]))
-	}
-	return nil
+	return forward2(out, in, mul[float32], mul[float64])
 }
 
 func mul[T float](out, x, y []T) {

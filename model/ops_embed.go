@@ -21,7 +21,6 @@ func Gather(w, ids *gorgonia.Node) (*gorgonia.Node, error) {
 type gatherK struct{}
 
 func (gatherK) name() string { return "Gather" }
-func (gatherK) arity() int   { return 2 }
 func (gatherK) typ() hm.Type { return fnType(ft(2), it(1), ft(2)) }
 func (gatherK) diff() []bool { return []bool{true, false} }
 func (gatherK) grads(in []tensor.Shape) []*gradTerm {
@@ -73,13 +72,13 @@ func gatherRows[T float](out, w []T, ids []int, h int) {
 
 // scatterK is the gradient of Gather: (ids [N], g [N,H]) -> [rows,H] with
 // out[ids[i]] += g[i].
-type scatterK struct{ rows int }
+type scatterK struct {
+	noGrad
+	rows int
+}
 
-func (k scatterK) name() string                      { return fmt.Sprintf("ScatterAdd{%d}", k.rows) }
-func (scatterK) arity() int                          { return 2 }
-func (scatterK) typ() hm.Type                        { return fnType(it(1), ft(2), ft(2)) }
-func (scatterK) diff() []bool                        { return []bool{false, false} }
-func (scatterK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k scatterK) name() string { return fmt.Sprintf("ScatterAdd{%d}", k.rows) }
+func (scatterK) typ() hm.Type   { return fnType(it(1), ft(2), ft(2)) }
 
 func (k scatterK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := wantVec(k.name(), 0, in[0], -1); err != nil {
@@ -133,7 +132,6 @@ func Embed(word, pos, typ, ids, types *gorgonia.Node, L int) (*gorgonia.Node, er
 type embedK struct{ l int }
 
 func (k embedK) name() string { return fmt.Sprintf("Embed{L=%d}", k.l) }
-func (embedK) arity() int     { return 5 }
 func (embedK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(2), it(1), it(1), ft(2)) }
 func (embedK) diff() []bool   { return []bool{true, true, true, false, false} }
 func (k embedK) grads(in []tensor.Shape) []*gradTerm {
@@ -210,13 +208,13 @@ func embedRows[T float](out, word, pos, typ []T, ids, types []int, l, h int) {
 
 // posGradK is the gradient of Embed with respect to the position table:
 // g [N,H] -> [rows,H], row l < L being the sum over sequences of g[b*L+l].
-type posGradK struct{ rows, l int }
+type posGradK struct {
+	noGrad
+	rows, l int
+}
 
-func (k posGradK) name() string                      { return fmt.Sprintf("PositionGrad{%d,L=%d}", k.rows, k.l) }
-func (posGradK) arity() int                          { return 1 }
-func (posGradK) typ() hm.Type                        { return fnType(ft(2), ft(2)) }
-func (posGradK) diff() []bool                        { return []bool{false} }
-func (posGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k posGradK) name() string { return fmt.Sprintf("PositionGrad{%d,L=%d}", k.rows, k.l) }
+func (posGradK) typ() hm.Type   { return fnType(ft(2), ft(2)) }
 
 func (k posGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := want2D(k.name(), 0, in[0]); err != nil {

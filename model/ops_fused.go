@@ -22,7 +22,6 @@ func AddLayerNorm(x, r, gamma, beta *gorgonia.Node, eps float64) (*gorgonia.Node
 type addLNK struct{ eps float64 }
 
 func (k addLNK) name() string { return fmt.Sprintf("AddLayerNorm{%g}", k.eps) }
-func (addLNK) arity() int     { return 4 }
 func (addLNK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(1), ft(1), ft(2)) }
 func (addLNK) diff() []bool   { return []bool{true, true, true, true} }
 
@@ -31,21 +30,21 @@ func (k addLNK) grads(in []tensor.Shape) []*gradTerm {
 	return []*gradTerm{
 		{args: []int{argJoint}},
 		{args: []int{argJoint}},
-		{k: addLNGradGammaK(k), args: []int{0, 1, argGrad}},
+		{k: addLNGradGammaK{eps: k.eps}, args: []int{0, 1, argGrad}},
 		{k: colSumK{}, args: []int{argGrad}},
 	}
 }
 
 func (k addLNK) jointGrad(in []tensor.Shape) *gradTerm {
-	return &gradTerm{addLNGradXK(k), []int{0, 1, 2, argGrad}}
+	return &gradTerm{addLNGradXK{eps: k.eps}, []int{0, 1, 2, argGrad}}
 }
 
 func (k addLNK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := want2D(k.name(), 0, in[0]); err != nil {
 		return nil, err
 	}
-	if !in[1].Eq(in[0]) {
-		return nil, fmt.Errorf("model: %s: x %v and residual %v differ", k.name(), in[0], in[1])
+	if _, err := sameShape(k.name(), "x and residual", in, 0, 1); err != nil {
+		return nil, err
 	}
 	for i := 2; i < 4; i++ {
 		if err := wantVec(k.name(), i, in[i], in[0][1]); err != nil {
@@ -85,18 +84,15 @@ func addRow[T float](out, x, r []T) {
 
 // addLNGradXK: (x, r, gamma, g) -> the gradient of LayerNorm at x + r with respect to its
 // input, row by row as lnGradXK.
-type addLNGradXK struct{ eps float64 }
+type addLNGradXK struct {
+	noGrad
+	eps float64
+}
 
-func (k addLNGradXK) name() string                      { return fmt.Sprintf("AddLayerNormGradX{%g}", k.eps) }
-func (addLNGradXK) arity() int                          { return 4 }
-func (addLNGradXK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
-func (addLNGradXK) diff() []bool                        { return []bool{false, false, false, false} }
-func (addLNGradXK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k addLNGradXK) name() string { return fmt.Sprintf("AddLayerNormGradX{%g}", k.eps) }
+func (addLNGradXK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
 func (k addLNGradXK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) || !in[0].Eq(in[3]) {
-		return nil, fmt.Errorf("model: %s: x %v, residual %v and gradient %v differ", k.name(), in[0], in[1], in[3])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "x, residual and gradient", in, 0, 1, 3)
 }
 
 func (k addLNGradXK) forward(in []*tensor.Dense, out *tensor.Dense) error {
@@ -122,16 +118,16 @@ func addLayerNormGradX[T float](out, x, r, gamma, g []T, h int, eps float64) {
 }
 
 // addLNGradGammaK: (x, r, g) -> dgamma = Σ_rows g * xhat(x + r), as lnGradGammaK on the sum.
-type addLNGradGammaK struct{ eps float64 }
+type addLNGradGammaK struct {
+	noGrad
+	eps float64
+}
 
-func (k addLNGradGammaK) name() string                      { return fmt.Sprintf("AddLayerNormGradGamma{%g}", k.eps) }
-func (addLNGradGammaK) arity() int                          { return 3 }
-func (addLNGradGammaK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(2), ft(1)) }
-func (addLNGradGammaK) diff() []bool                        { return []bool{false, false, false} }
-func (addLNGradGammaK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k addLNGradGammaK) name() string { return fmt.Sprintf("AddLayerNormGradGamma{%g}", k.eps) }
+func (addLNGradGammaK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(2), ft(1)) }
 func (k addLNGradGammaK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) || !in[0].Eq(in[2]) {
-		return nil, fmt.Errorf("model: %s: x %v, residual %v and gradient %v differ", k.name(), in[0], in[1], in[2])
+	if _, err := sameShape(k.name(), "x, residual and gradient", in); err != nil {
+		return nil, err
 	}
 	return tensor.Shape{in[0][1]}, nil
 }
@@ -189,7 +185,6 @@ func LinearGELU(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 type linearGELUK struct{}
 
 func (linearGELUK) name() string { return "LinearGELU" }
-func (linearGELUK) arity() int   { return 3 }
 func (linearGELUK) typ() hm.Type { return fnType(ft(2), ft(2), ft(1), ft(2)) }
 func (linearGELUK) diff() []bool { return []bool{true, true, true} }
 
@@ -223,13 +218,10 @@ func (linearGELUK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 
 // linearGELUGradK: (x, w, b, g) -> g * GELU'(x·wᵀ + b), the pre-activation recomputed into the
 // output and replaced by the gradient in place.
-type linearGELUGradK struct{}
+type linearGELUGradK struct{ noGrad }
 
-func (linearGELUGradK) name() string                        { return "LinearGELUGrad" }
-func (linearGELUGradK) arity() int                          { return 4 }
-func (linearGELUGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
-func (linearGELUGradK) diff() []bool                        { return []bool{false, false, false, false} }
-func (linearGELUGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (linearGELUGradK) name() string { return "LinearGELUGrad" }
+func (linearGELUGradK) typ() hm.Type { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
 func (k linearGELUGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	s, err := linearK{}.shape(in[:3])
 	if err != nil {

@@ -19,7 +19,6 @@ func Linear(x, w, b *gorgonia.Node) (*gorgonia.Node, error) {
 type linearK struct{}
 
 func (linearK) name() string { return "Linear" }
-func (linearK) arity() int   { return 3 }
 func (linearK) typ() hm.Type { return fnType(ft(2), ft(2), ft(1), ft(2)) }
 func (linearK) diff() []bool { return []bool{true, true, true} }
 func (linearK) grads(in []tensor.Shape) []*gradTerm {
@@ -80,7 +79,6 @@ func MatMul(a, b *gorgonia.Node, transA, transB bool) (*gorgonia.Node, error) {
 type matMulK struct{ tA, tB bool }
 
 func (k matMulK) name() string { return fmt.Sprintf("MatMul{%t,%t}", k.tA, k.tB) }
-func (matMulK) arity() int     { return 2 }
 func (matMulK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(2)) }
 func (matMulK) diff() []bool   { return []bool{true, true} }
 
@@ -147,13 +145,10 @@ func (k matMulK) forward(in []*tensor.Dense, out *tensor.Dense) error {
 }
 
 // colSumK sums the rows of a matrix: [N,H] -> [H]. Used as a gradient only.
-type colSumK struct{}
+type colSumK struct{ noGrad }
 
-func (colSumK) name() string                        { return "ColSum" }
-func (colSumK) arity() int                          { return 1 }
-func (colSumK) typ() hm.Type                        { return fnType(ft(2), ft(1)) }
-func (colSumK) diff() []bool                        { return []bool{false} }
-func (colSumK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (colSumK) name() string { return "ColSum" }
+func (colSumK) typ() hm.Type { return fnType(ft(2), ft(1)) }
 
 func (k colSumK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := want2D(k.name(), 0, in[0]); err != nil {
@@ -195,7 +190,6 @@ func Add(x, y *gorgonia.Node) (*gorgonia.Node, error) {
 type addK struct{}
 
 func (addK) name() string { return "Add" }
-func (addK) arity() int   { return 2 }
 func (addK) typ() hm.Type { return fnType(tvA, tvA, tvA) }
 func (addK) diff() []bool { return []bool{true, true} }
 func (addK) grads(in []tensor.Shape) []*gradTerm {
@@ -203,20 +197,11 @@ func (addK) grads(in []tensor.Shape) []*gradTerm {
 }
 
 func (k addK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("model: %s: shapes %v and %v differ", k.name(), in[0], in[1])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "the inputs", in)
 }
 
 func (addK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		add(o, data[float32](in[0]), data[float32](in[1]))
-	case []float64:
-		add(o, data[float64](in[0]), data[float64](in[1]))
-	}
-	return nil
+	return forward2(out, in, add[float32], add[float64])
 }
 
 func add[T float](out, x, y []T) {

@@ -27,7 +27,6 @@ func LayerNorm(x, gamma, beta *gorgonia.Node, eps float64) (*gorgonia.Node, erro
 type layerNormK struct{ eps float64 }
 
 func (k layerNormK) name() string { return fmt.Sprintf("LayerNorm{%g}", k.eps) }
-func (layerNormK) arity() int     { return 3 }
 func (layerNormK) typ() hm.Type   { return fnType(ft(2), ft(1), ft(1), ft(2)) }
 func (layerNormK) diff() []bool   { return []bool{true, true, true} }
 func (k layerNormK) grads(in []tensor.Shape) []*gradTerm {
@@ -127,18 +126,15 @@ func layerNormRow[T float](out, x, gamma, beta []T, eps float64) {
 
 // lnGradXK: (x, gamma, g) -> dx with
 // dx = rstd * (dxhat - mean(dxhat) - xhat*mean(dxhat*xhat)), dxhat = g*gamma.
-type lnGradXK struct{ eps float64 }
+type lnGradXK struct {
+	noGrad
+	eps float64
+}
 
-func (k lnGradXK) name() string                      { return fmt.Sprintf("LayerNormGradX{%g}", k.eps) }
-func (lnGradXK) arity() int                          { return 3 }
-func (lnGradXK) typ() hm.Type                        { return fnType(ft(2), ft(1), ft(2), ft(2)) }
-func (lnGradXK) diff() []bool                        { return []bool{false, false, false} }
-func (lnGradXK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k lnGradXK) name() string { return fmt.Sprintf("LayerNormGradX{%g}", k.eps) }
+func (lnGradXK) typ() hm.Type   { return fnType(ft(2), ft(1), ft(2), ft(2)) }
 func (k lnGradXK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[2]) {
-		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[2])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "x and gradient", in, 0, 2)
 }
 
 func (k lnGradXK) forward(in []*tensor.Dense, out *tensor.Dense) error {
@@ -182,16 +178,16 @@ func layerNormGradXRow[T float](out, x, gamma, g []T, eps float64) {
 }
 
 // lnGradGammaK: (x, g) -> dgamma = Σ_rows g*xhat.
-type lnGradGammaK struct{ eps float64 }
+type lnGradGammaK struct {
+	noGrad
+	eps float64
+}
 
-func (k lnGradGammaK) name() string                      { return fmt.Sprintf("LayerNormGradGamma{%g}", k.eps) }
-func (lnGradGammaK) arity() int                          { return 2 }
-func (lnGradGammaK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(1)) }
-func (lnGradGammaK) diff() []bool                        { return []bool{false, false} }
-func (lnGradGammaK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k lnGradGammaK) name() string { return fmt.Sprintf("LayerNormGradGamma{%g}", k.eps) }
+func (lnGradGammaK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(1)) }
 func (k lnGradGammaK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[1])
+	if _, err := sameShape(k.name(), "x and gradient", in); err != nil {
+		return nil, err
 	}
 	return tensor.Shape{in[0][1]}, nil
 }
@@ -243,7 +239,6 @@ func GELU(x *gorgonia.Node) (*gorgonia.Node, error) {
 type geluK struct{}
 
 func (geluK) name() string { return "GELU" }
-func (geluK) arity() int   { return 1 }
 func (geluK) typ() hm.Type { return fnType(tvA, tvA) }
 func (geluK) diff() []bool { return []bool{true} }
 func (geluK) grads(in []tensor.Shape) []*gradTerm {
@@ -251,13 +246,7 @@ func (geluK) grads(in []tensor.Shape) []*gradTerm {
 }
 func (geluK) shape(in []tensor.Shape) (tensor.Shape, error) { return in[0].Clone(), nil }
 func (geluK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		gelu(o, data[float32](in[0]))
-	case []float64:
-		gelu(o, data[float64](in[0]))
-	}
-	return nil
+	return forward1(out, in, gelu[float32], gelu[float64])
 }
 
 func gelu[T float](out, x []T) {
@@ -312,27 +301,15 @@ func expNeg32(x float64) float64 {
 }
 
 // geluGradK: (x, g) -> g * (Φ(x) + x·φ(x)).
-type geluGradK struct{}
+type geluGradK struct{ noGrad }
 
-func (geluGradK) name() string                        { return "GELUGrad" }
-func (geluGradK) arity() int                          { return 2 }
-func (geluGradK) typ() hm.Type                        { return fnType(tvA, tvA, tvA) }
-func (geluGradK) diff() []bool                        { return []bool{false, false} }
-func (geluGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (geluGradK) name() string { return "GELUGrad" }
+func (geluGradK) typ() hm.Type { return fnType(tvA, tvA, tvA) }
 func (k geluGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
-	if !in[0].Eq(in[1]) {
-		return nil, fmt.Errorf("model: %s: x %v and gradient %v differ", k.name(), in[0], in[1])
-	}
-	return in[0].Clone(), nil
+	return sameShape(k.name(), "x and gradient", in)
 }
 func (geluGradK) forward(in []*tensor.Dense, out *tensor.Dense) error {
-	switch o := out.Data().(type) {
-	case []float32:
-		geluGrad(o, data[float32](in[0]), data[float32](in[1]))
-	case []float64:
-		geluGrad(o, data[float64](in[0]), data[float64](in[1]))
-	}
-	return nil
+	return forward2(out, in, geluGrad[float32], geluGrad[float64])
 }
 
 func geluGrad[T float](out, x, g []T) {

@@ -22,7 +22,6 @@ func MeanPool(x, mask *gorgonia.Node) (*gorgonia.Node, error) {
 type meanPoolK struct{}
 
 func (meanPoolK) name() string { return "MeanPool" }
-func (meanPoolK) arity() int   { return 2 }
 func (meanPoolK) typ() hm.Type { return fnType(ft(2), ft(2), ft(2)) }
 func (meanPoolK) diff() []bool { return []bool{true, false} }
 func (meanPoolK) grads(in []tensor.Shape) []*gradTerm {
@@ -82,13 +81,10 @@ func meanPool[T float](out, x, mask []T, h int) {
 
 // meanPoolGradK: (mask [B,L], g [B,H]) -> [B*L,H], row b*L+l being
 // mask[b,l]/count_b · g[b].
-type meanPoolGradK struct{}
+type meanPoolGradK struct{ noGrad }
 
-func (meanPoolGradK) name() string                        { return "MeanPoolGrad" }
-func (meanPoolGradK) arity() int                          { return 2 }
-func (meanPoolGradK) typ() hm.Type                        { return fnType(ft(2), ft(2), ft(2)) }
-func (meanPoolGradK) diff() []bool                        { return []bool{false, false} }
-func (meanPoolGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (meanPoolGradK) name() string { return "MeanPoolGrad" }
+func (meanPoolGradK) typ() hm.Type { return fnType(ft(2), ft(2), ft(2)) }
 func (k meanPoolGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if len(in[0]) != 2 || len(in[1]) != 2 || in[0][0] != in[1][0] {
 		return nil, fmt.Errorf("model: %s: mask %v and gradient %v", k.name(), in[0], in[1])
@@ -139,7 +135,6 @@ func FirstToken(x *gorgonia.Node, L int) (*gorgonia.Node, error) {
 type firstTokenK struct{ l int }
 
 func (k firstTokenK) name() string { return fmt.Sprintf("FirstToken{L=%d}", k.l) }
-func (firstTokenK) arity() int     { return 1 }
 func (firstTokenK) typ() hm.Type   { return fnType(ft(2), ft(2)) }
 func (firstTokenK) diff() []bool   { return []bool{true} }
 func (k firstTokenK) grads(in []tensor.Shape) []*gradTerm {
@@ -172,13 +167,13 @@ func firstToken[T float](out, x []T, l, h int) {
 }
 
 // firstTokenGradK: g [B,H] -> [B*L,H], zero except rows b*L = g[b].
-type firstTokenGradK struct{ l int }
+type firstTokenGradK struct {
+	noGrad
+	l int
+}
 
-func (k firstTokenGradK) name() string                      { return fmt.Sprintf("FirstTokenGrad{L=%d}", k.l) }
-func (firstTokenGradK) arity() int                          { return 1 }
-func (firstTokenGradK) typ() hm.Type                        { return fnType(ft(2), ft(2)) }
-func (firstTokenGradK) diff() []bool                        { return []bool{false} }
-func (firstTokenGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
+func (k firstTokenGradK) name() string { return fmt.Sprintf("FirstTokenGrad{L=%d}", k.l) }
+func (firstTokenGradK) typ() hm.Type   { return fnType(ft(2), ft(2)) }
 func (k firstTokenGradK) shape(in []tensor.Shape) (tensor.Shape, error) {
 	if err := want2D(k.name(), 0, in[0]); err != nil {
 		return nil, err

@@ -41,7 +41,6 @@ type spladeK struct {
 }
 
 func (k *spladeK) name() string { return fmt.Sprintf("SpladeMax#%d", k.id) }
-func (*spladeK) arity() int     { return 4 }
 func (*spladeK) typ() hm.Type   { return fnType(ft(2), ft(2), ft(1), ft(2), ft(2)) }
 func (*spladeK) diff() []bool   { return []bool{true, true, true, false} }
 func (k *spladeK) grads(in []tensor.Shape) []*gradTerm {
@@ -119,6 +118,7 @@ func spladeForward[T float](out []T, arg []int32, h, w, bias, mask []T, B, L, H,
 // (h, w, out, g): coef[b,v] = g[b,v]·exp(-out[b,v]) at the argmax row r of (b, v) recorded by
 // the forward; dh[r] += coef·w[v], dw[v] += coef·h[r], dbias[v] += coef.
 type spladeGradK struct {
+	noGrad
 	src *spladeK
 	wrt int
 }
@@ -126,9 +126,6 @@ type spladeGradK struct {
 func (k *spladeGradK) name() string {
 	return fmt.Sprintf("SpladeMaxGrad#%d/%d", k.src.id, k.wrt)
 }
-func (*spladeGradK) arity() int                          { return 4 }
-func (*spladeGradK) diff() []bool                        { return []bool{false, false, false, false} }
-func (*spladeGradK) grads(in []tensor.Shape) []*gradTerm { return nil }
 func (k *spladeGradK) typ() hm.Type {
 	if k.wrt == 2 {
 		return fnType(ft(2), ft(2), ft(2), ft(2), ft(1))

@@ -117,3 +117,13 @@ func checkUnique(ps []*Param) error {
 	}
 	return nil
 }
+
+// paramNamed returns the parameter of ps called name, or nil.
+func paramNamed(ps []*Param, name string) *Param {
+	for _, p := range ps {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}

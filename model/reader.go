@@ -61,14 +61,7 @@ func newReader(cfg EncoderConfig, seed uint64, dt tensor.Dtype) (*Reader, error)
 func (r *Reader) Params() []*Param { return r.Tower.Params() }
 
 // Param returns the parameter of that checkpoint name, or nil.
-func (r *Reader) Param(name string) *Param {
-	for _, p := range r.Params() {
-		if p.Name == name {
-			return p
-		}
-	}
-	return nil
-}
+func (r *Reader) Param(name string) *Param { return paramNamed(r.Params(), name) }
 
 // SetRNG makes dropout draw its masks from rr in every graph of the reader.
 func (r *Reader) SetRNG(rr *rand.Rand) { r.rng.R = rr }

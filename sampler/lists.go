@@ -110,14 +110,11 @@ func NewLists(c Collection, ranking map[string][]string, o ListOptions) (*Lists,
 	case len(c.DocIDs) != len(c.DocTexts):
 		return nil, st, fmt.Errorf("sampler: %d document ids but %d texts", len(c.DocIDs), len(c.DocTexts))
 	}
-	l := &Lists{c: c, o: o, docIndex: make(map[string]int, len(c.DocIDs)),
-		pos: map[string][]string{}, negs: map[string][]string{}}
-	for i, id := range c.DocIDs {
-		if _, dup := l.docIndex[id]; dup {
-			return nil, st, fmt.Errorf("sampler: corpus id %q appears twice", id)
-		}
-		l.docIndex[id] = i
+	docIndex, err := indexDocs(c.DocIDs)
+	if err != nil {
+		return nil, st, err
 	}
+	l := &Lists{c: c, o: o, docIndex: docIndex, pos: map[string][]string{}, negs: map[string][]string{}}
 	for q, rel := range c.Qrels {
 		var pos []string
 		for d, s := range rel {
@@ -252,17 +249,23 @@ func (l *Lists) Batch(step int) (ListBatch, error) {
 			list = append(list, d)
 			b.RandomFills++
 		}
-		for j, d := range list {
-			b.DocIDs = append(b.DocIDs, d)
-			b.Passages = append(b.Passages, l.c.DocTexts[l.docIndex[d]])
-			label := 0
-			if j == 0 {
-				label = l.c.Qrels[q][d]
-			}
-			b.Labels = append(b.Labels, label)
-		}
+		b.appendList(list, l.c.DocTexts, l.docIndex, l.c.Qrels[q][p])
 	}
 	return b, nil
+}
+
+// appendList appends one list of passages to the batch: their ids, their texts (texts[docIndex[id]])
+// and their labels, label0 on slot 0 (the positive) and 0 on the negatives.
+func (b *ListBatch) appendList(list, texts []string, docIndex map[string]int, label0 int) {
+	for j, d := range list {
+		b.DocIDs = append(b.DocIDs, d)
+		b.Passages = append(b.Passages, texts[docIndex[d]])
+		label := 0
+		if j == 0 {
+			label = label0
+		}
+		b.Labels = append(b.Labels, label)
+	}
 }
 
 // ValidateLists checks the invariants of a batch of lists under qrels: B lists of K distinct

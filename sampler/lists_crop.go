@@ -68,12 +68,12 @@ func NewCropLists(c Collection, search func(query string, n int) ([]string, erro
 	case search == nil:
 		return nil, fmt.Errorf("sampler: crop lists need a first stage to draw negatives from")
 	}
-	l := &CropLists{c: c, o: o, search: search, docIndex: make(map[string]int, len(c.DocIDs))}
-	for i, id := range c.DocIDs {
-		if _, dup := l.docIndex[id]; dup {
-			return nil, fmt.Errorf("sampler: corpus id %q appears twice", id)
-		}
-		l.docIndex[id] = i
+	docIndex, err := indexDocs(c.DocIDs)
+	if err != nil {
+		return nil, err
+	}
+	l := &CropLists{c: c, o: o, search: search, docIndex: docIndex}
+	for i := range c.DocIDs {
 		if strings.TrimSpace(c.DocTexts[i]) != "" {
 			l.withText = append(l.withText, i)
 		}
@@ -133,15 +133,7 @@ func (l *CropLists) Batch(step int) (ListBatch, error) {
 				b.RandomFills++
 			}
 		}
-		for k, h := range list {
-			b.DocIDs = append(b.DocIDs, h)
-			b.Passages = append(b.Passages, l.c.DocTexts[l.docIndex[h]])
-			label := 0
-			if k == 0 {
-				label = 1
-			}
-			b.Labels = append(b.Labels, label)
-		}
+		b.appendList(list, l.c.DocTexts, l.docIndex, 1)
 	}
 	return b, nil
 }

@@ -104,6 +104,18 @@ type Sampler struct {
 	cache map[int]*epochPlan // at most two epochs
 }
 
+// indexDocs maps each corpus id to its position in ids; an id that appears twice is an error.
+func indexDocs(ids []string) (map[string]int, error) {
+	m := make(map[string]int, len(ids))
+	for i, id := range ids {
+		if _, dup := m[id]; dup {
+			return nil, fmt.Errorf("sampler: corpus id %q appears twice", id)
+		}
+		m[id] = i
+	}
+	return m, nil
+}
+
 // New checks the examples against the collection, packs epoch 0 and returns a Sampler. Errors:
 // B < 1, N < 0, fewer distinct queries than B, epoch 0 not packing into batches of B compatible
 // examples (judgements overlapping too much for B; the error names the largest B that packs and
@@ -121,13 +133,11 @@ func New(c Collection, examples []Example, opts Options) (*Sampler, error) {
 	case len(examples) == 0:
 		return nil, errors.New("sampler: no training examples")
 	}
-	s := &Sampler{c: c, examples: examples, opts: opts, docIndex: make(map[string]int, len(c.DocIDs))}
-	for i, id := range c.DocIDs {
-		if _, dup := s.docIndex[id]; dup {
-			return nil, fmt.Errorf("sampler: corpus id %q appears twice", id)
-		}
-		s.docIndex[id] = i
+	docIndex, err := indexDocs(c.DocIDs)
+	if err != nil {
+		return nil, err
 	}
+	s := &Sampler{c: c, examples: examples, opts: opts, docIndex: docIndex}
 	queries := map[string]bool{}
 	for i, ex := range examples {
 		if _, ok := c.Queries[ex.QueryID]; !ok {

@@ -463,23 +463,10 @@ type saveModel struct {
 }
 
 func (t *Tokenizer) marshal() ([]byte, error) {
-	// The vocab object lists tokens in id order, as Hugging Face writes it
-	// (encoding/json would sort map keys).
-	var vocab bytes.Buffer
-	vocab.WriteByte('{')
-	for id, tok := range t.tokens {
-		if id > 0 {
-			vocab.WriteByte(',')
-		}
-		key, err := marshalNoEscape(tok)
-		if err != nil {
-			return nil, err
-		}
-		vocab.Write(key)
-		vocab.WriteByte(':')
-		vocab.WriteString(strconv.Itoa(id))
+	vocab, err := idOrderVocab(t.tokens, func(tok string) string { return tok })
+	if err != nil {
+		return nil, err
 	}
-	vocab.WriteByte('}')
 
 	cls, sep := t.tokens[t.clsID], t.tokens[t.sepID]
 	special := func(tok string, typ int) pieceJSON { return pieceJSON{SpecialToken: &pieceRef{ID: tok, TypeID: typ}} }
@@ -510,7 +497,7 @@ func (t *Tokenizer) marshal() ([]byte, error) {
 			UnkToken:      t.unk,
 			Prefix:        t.prefix,
 			MaxInputChars: t.maxChars,
-			Vocab:         vocab.Bytes(),
+			Vocab:         vocab,
 		},
 	}
 	if pad := t.tokens[t.padID]; pad != padToken {

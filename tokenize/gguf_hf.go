@@ -46,7 +46,7 @@ func (t *GGUFTokenizer) WriteHF(dir string) error {
 			}
 		}
 	}
-	vocab, err := t.idOrderVocab()
+	vocab, err := idOrderVocab(t.tokens, hfSpelling)
 	if err != nil {
 		return fmt.Errorf("tokenize: %w", err)
 	}
@@ -108,16 +108,16 @@ func writeJSONFile(path string, v any) error {
 	return nil
 }
 
-// idOrderVocab is the vocab object with keys in id order (encoding/json
-// would sort map keys).
-func (t *GGUFTokenizer) idOrderVocab() (json.RawMessage, error) {
+// idOrderVocab is the vocab object {spell(tokens[0]): 0, ...} with keys in id order, as Hugging
+// Face writes it (encoding/json would sort map keys).
+func idOrderVocab(tokens []string, spell func(string) string) (json.RawMessage, error) {
 	var b bytes.Buffer
 	b.WriteByte('{')
-	for id := range t.tokens {
+	for id, tok := range tokens {
 		if id > 0 {
 			b.WriteByte(',')
 		}
-		key, err := marshalNoEscape(hfSpelling(t.tokens[id]))
+		key, err := marshalNoEscape(spell(tok))
 		if err != nil {
 			return nil, err
 		}

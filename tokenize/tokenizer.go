@@ -107,9 +107,7 @@ func (t *Tokenizer) AddSpecialTokens(tokens []string) ([]int, error) {
 
 // appendToken gives tok the next id.
 func (t *Tokenizer) appendToken(tok string) int {
-	id := len(t.tokens)
-	t.tokens = append(t.tokens, tok)
-	t.vocab[tok] = id
+	id := t.addTrained(tok)
 	if rest, ok := strings.CutPrefix(tok, t.prefix); ok && t.prefix != "" {
 		t.cont[rest] = id
 	}

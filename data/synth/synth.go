@@ -28,6 +28,7 @@
 package synth
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -130,24 +131,13 @@ type Collection struct {
 // New plans the collection of c: it draws every query, its key terms and its relevant and
 // distractor passages. It fails on sizes outside the documented ranges.
 func New(c Config) (*Collection, error) {
-	if c.Vocab == 0 {
-		c.Vocab = DefaultVocab
-	}
-	if c.ZipfS == 0 {
-		c.ZipfS = DefaultZipfS
-	}
-	if c.KeyRankMin == 0 {
-		c.KeyRankMin = DefaultKeyRankMin
-	}
-	if c.Topics == 0 {
-		c.Topics = DefaultTopics
-	}
-	if c.TopicWords == 0 {
-		c.TopicWords = DefaultTopicWords
-	}
-	if c.TopicShare == 0 {
-		c.TopicShare = DefaultTopicShare
-	}
+	// Zero fields take their defaults.
+	c.Vocab = cmp.Or(c.Vocab, DefaultVocab)
+	c.ZipfS = cmp.Or(c.ZipfS, DefaultZipfS)
+	c.KeyRankMin = cmp.Or(c.KeyRankMin, DefaultKeyRankMin)
+	c.Topics = cmp.Or(c.Topics, DefaultTopics)
+	c.TopicWords = cmp.Or(c.TopicWords, DefaultTopicWords)
+	c.TopicShare = cmp.Or(c.TopicShare, DefaultTopicShare)
 	switch {
 	case c.Passages < MinPassages:
 		return nil, fmt.Errorf("synth: passages = %d, want >= %d", c.Passages, MinPassages)
