@@ -1,14 +1,12 @@
 package retriever
 
 import (
-	"crypto/sha256"
-	"encoding/json"
-	"fmt"
 	"io"
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 )
 
 // The shipped retriever recipes that mine BM25 negatives deal, through the run's load stage
@@ -46,15 +44,5 @@ func loadSamplerHash(t *testing.T, path string, n int) string {
 	if err := r.load(); err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.New()
-	for step := range n {
-		b, _, err := r.smp.Batch(step)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := json.NewEncoder(h).Encode(b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return fmt.Sprintf("%x", h.Sum(nil))
+	return testkit.BatchHash(t, r.smp, n)
 }
