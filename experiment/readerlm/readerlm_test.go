@@ -34,19 +34,12 @@ func tinyRecipe(t *testing.T, mode string) *configs.Recipe {
 // tinyRecipeFrom is the tiny recipe starting from initFrom (a GGUF file or a directory).
 func tinyRecipeFrom(t *testing.T, dir, mode, initFrom string) *configs.Recipe {
 	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	data, err := filepath.Abs(filepath.Join("..", "..", "datasets", "scifact"))
-	if err != nil {
-		t.Fatal(err)
-	}
 	text := `kind = "reader_lm"
 name = "tiny-` + mode + `"
 seed = 7
 output_dir = "runs"
 [data]
-dir = "` + data + `"
+dir = "` + testkit.SciFactDir(t) + `"
 train_split = "train"
 dev_split = "dev"
 [train]
@@ -67,15 +60,7 @@ alpha = 4
 dropout = 0.1
 targets = ["q_proj", "v_proj", "up_proj", "down_proj"]
 `
-	path := filepath.Join(dir, "tiny.toml")
-	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
+	return testkit.WriteRecipe(t, dir, "tiny.toml", text)
 }
 
 // TestReaderLMResumesExactly: a tiny LLaMA fine-tuned on SciFact claims (LoRA with dropout,
@@ -87,45 +72,12 @@ func TestReaderLMResumesExactly(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	for _, mode := range []string{"lora", "full"} {
-		rec := tinyRecipe(t, mode)
-		full, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard})
-		if err != nil {
-			t.Fatal(err)
-		}
-		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: "reader_lm", InterruptAt: 5})
-		if err == nil || !strings.Contains(err.Error(), "interrupted") {
-			t.Fatalf("%s: interrupted run: err = %v", mode, err)
-		}
-		var out strings.Builder
-		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", mode, err, out.String())
-		}
-		if !strings.Contains(out.String(), "resume: ") {
-			t.Errorf("%s: the resumed run does not say where it resumed:\n%s", mode, out.String())
-		}
+		full, resumed, _ := testkit.Resume(t, tinyRecipe(t, mode), "reader_lm", 5)
 		testkit.SameMetrics(t, mode+": ", full, resumed, testkit.Untimed)
 		if w, g := testkit.LogSteps(t, full), testkit.LogSteps(t, resumed); len(w) != 8 || !slices.Equal(w, g) {
 			t.Errorf("%s: log steps resumed %v, uninterrupted %v", mode, g, w)
 		}
-		a, err := checkpoints.Load(full)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := checkpoints.Load(resumed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a.Params) != len(b.Params) || a.Trainer.Step != 8 || b.Trainer.Step != 8 {
-			t.Fatalf("%s: checkpoints of %d and %d tensors at steps %d, %d", mode, len(a.Params), len(b.Params), a.Trainer.Step, b.Trainer.Step)
-		}
-		for i := range a.Params {
-			for j, v := range a.Params[i].Data {
-				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
-					t.Fatalf("%s: %s[%d] = %v resumed, %v uninterrupted", mode, a.Params[i].Name, j, b.Params[i].Data[j], v)
-				}
-			}
-		}
+		a := testkit.SameCheckpoint(t, mode+": ", full, resumed, 8)
 		mt, err := experiment.ReadMetrics(full)
 		if err != nil {
 			t.Fatal(err)
@@ -234,22 +186,9 @@ func TestReaderLMFromHFDirectory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		testkit.SameMetrics(t, mode+" (GGUF vs HF directory): ", a, b, testkit.Untimed)
-		ca, err := checkpoints.Load(a)
-		if err != nil {
-			t.Fatal(err)
-		}
-		cb, err := checkpoints.Load(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range ca.Params {
-			for j, v := range ca.Params[i].Data {
-				if math.Float32bits(v) != math.Float32bits(cb.Params[i].Data[j]) {
-					t.Fatalf("%s: %s[%d] = %v from the HF directory, %v from the GGUF", mode, ca.Params[i].Name, j, cb.Params[i].Data[j], v)
-				}
-			}
-		}
+		where := mode + " (GGUF vs HF directory, \"resumed\" = from the HF directory): "
+		testkit.SameMetrics(t, where, a, b, testkit.Untimed)
+		testkit.SameCheckpoint(t, where, a, b, 8)
 	}
 
 	// transformers' own bfloat16 save, with a tokenizer of 64 byte-level tokens.
@@ -387,24 +326,7 @@ func TestReaderLMCheckpointingSameRun(t *testing.T) {
 				}
 			}
 		}
-		a, err := checkpoints.Load(plain)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := checkpoints.Load(ckpt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(a.Params) == 0 || len(a.Params) != len(b.Params) {
-			t.Fatalf("%s: %d and %d tensors", c.mode, len(a.Params), len(b.Params))
-		}
-		for i := range a.Params {
-			for j, v := range a.Params[i].Data {
-				if math.Float32bits(v) != math.Float32bits(b.Params[i].Data[j]) {
-					t.Fatalf("%s: %s[%d] = %v checkpointed, %v plain", c.mode, a.Params[i].Name, j, b.Params[i].Data[j], v)
-				}
-			}
-		}
+		testkit.SameCheckpoint(t, c.mode+" (\"resumed\" = checkpointed): ", plain, ckpt, 4)
 	}
 	rec := tinyRecipe(t, "full")
 	readerlm.Of(rec).GradientCheckpointing = true

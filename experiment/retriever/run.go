@@ -55,15 +55,12 @@ type retrieverRun struct {
 	seed     uint64
 	loss     biencoder.ContrastiveLoss
 
-	streamed bool // the corpus is streamed (index.stream_above), not loaded
-	nStream  int  // its passages
-	ds       *data.Dataset
-	passages []string        // every passage text, when the corpus is loaded
-	stream   *streamedCorpus // the corpus on disk, when streamed
-	bm25     *index.BM25
-	tok      *tokenize.Tokenizer
-	smp      *sampler.Sampler
-	stats    sampler.MineStats
+	corpus corpus // loaded, or streamed from disk (index.stream_above)
+	ds     *data.Dataset
+	bm25   *index.BM25
+	tok    *tokenize.Tokenizer
+	smp    *sampler.Sampler
+	stats  sampler.MineStats
 
 	dir, tokPath   string
 	cfg            model.BiEncoderConfig
@@ -92,8 +89,8 @@ func (r *retrieverRun) close() {
 	if r.lg != nil {
 		r.lg.Close()
 	}
-	if r.stream != nil {
-		r.stream.Close()
+	if r.corpus != nil {
+		r.corpus.Close()
 	}
 }
 
@@ -116,13 +113,17 @@ func (r *retrieverRun) check() error {
 		r.dir, r.finished = o.ResumeDir, true
 		return nil
 	}
-	// A corpus of more than index.stream_above passages is streamed: read once for BM25 and the
-	// ids, once more to train the tokenizer, and once after the run directory is made into its
-	// token store and texts on disk (stream), which training batches and the final index read.
-	if r.streamed, r.nStream, err = streaming(rec); err != nil || !r.streamed {
+	// A corpus of more than index.stream_above passages is streamed (streamedCorpus).
+	streamed, n, err := streaming(rec)
+	if err != nil {
 		return err
 	}
-	return checkStreamable(rec, o, r.nStream, r.loss.Teacher())
+	if !streamed {
+		r.corpus = &loadedCorpus{}
+		return nil
+	}
+	r.corpus = &streamedCorpus{}
+	return checkStreamable(rec, o, n, r.loss.Teacher())
 }
 
 // load reads the judged splits, prepares the tokenizer, indexes the corpus with BM25 and mines
@@ -130,46 +131,14 @@ func (r *retrieverRun) check() error {
 // batches cannot be dealt from these qrels fails before anything is written or trained.
 func (r *retrieverRun) load() error {
 	rec, o := r.rec, r.o
-	splits := []string{rec.Data.TrainSplit}
+	var dev []string // the dev split, for checkpoint selection
 	if rec.Eval.SelectMetric != "" {
-		splits = append(splits, rec.Data.DevSplit)
+		dev = append(dev, rec.Data.DevSplit)
 	}
-	for _, s := range rec.Eval.Splits {
-		if !slices.Contains(splits, s) {
-			splits = append(splits, s)
-		}
-	}
+	splits := experiment.JudgedSplits(rec, dev...)
 	var err error
-	bm25Params := index.BM25Params{K1: rec.Index.K1, B: rec.Index.B}
-	start := time.Now()
-	if r.streamed {
-		b := index.NewBM25Builder(bm25Params)
-		if r.ds, err = data.LoadStreamed(rec.Data.Dir, func(d data.Document) error { b.Add(d.ID, d.Passage(rec.Data.TitleField)); return nil }, splits...); err != nil {
-			return err
-		}
-		r.bm25 = b.Build()
-		fmt.Fprintf(o.Out, "bm25: streamed and indexed %d passages in %.2fs (index.stream_above = %d)\n", r.ds.Corpus.Len(), time.Since(start).Seconds(), rec.Index.StreamAbove)
-		texts, textErr := corpusTexts(filepath.Join(rec.Data.Dir, "corpus.jsonl"), rec.Data.TitleField)
-		if r.tok, err = experiment.PrepareTokenizerSeq(rec, o.ResumeDir, texts, o.Out); err == nil {
-			err = textErr()
-		}
-		if err != nil {
-			return err
-		}
-	} else {
-		if r.ds, err = data.LoadJudged(rec.Data.Dir, splits...); err != nil {
-			return err
-		}
-		r.passages = make([]string, r.ds.Corpus.Len())
-		for i := range r.passages {
-			r.passages[i] = r.ds.Corpus.Passage(i, rec.Data.TitleField)
-		}
-		if r.tok, err = experiment.PrepareTokenizer(rec, o.ResumeDir, r.passages, o.Out); err != nil {
-			return err
-		}
-		start = time.Now()
-		r.bm25 = index.NewBM25(r.ds.Corpus.IDs, r.passages, bm25Params)
-		fmt.Fprintf(o.Out, "bm25: indexed %d passages in %.2fs\n", r.ds.Corpus.Len(), time.Since(start).Seconds())
+	if r.ds, r.bm25, r.tok, err = r.corpus.load(rec, o, splits); err != nil {
+		return err
 	}
 	if corpus := r.ds.Corpus; len(corpus.Empty) > 0 {
 		fmt.Fprintf(o.Out, "data: %d passages with empty title and text kept (ids %s)\n", len(corpus.Empty), strings.Join(corpus.Empty, ", "))
@@ -177,25 +146,9 @@ func (r *retrieverRun) load() error {
 	// With dense negatives the same check runs on BM25's ranking first: the dense ranking
 	// needs the corpus encoded, and the qrels' faults show with either.
 	if rec.Train.Steps > 0 {
-		if r.smp, r.stats, err = retrieverSampler(rec, r.ds, r.bm25Ranking, r.passages, r.passageText, r.seed); err != nil {
-			return fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
-		}
+		r.smp, r.stats, err = experiment.MineSampler(rec, r.ds, experiment.BM25Rank(r.bm25), r.corpus.Texts(), r.corpus.Text, r.seed)
 	}
-	return nil
-}
-
-// passageText is the text of corpus passage i: from memory, or from the streamed corpus's
-// texts on disk (written once the run directory exists, before any batch is dealt).
-func (r *retrieverRun) passageText(i int) string {
-	if r.stream != nil {
-		return r.stream.Text(i)
-	}
-	return r.passages[i]
-}
-
-// bm25Ranking ranks the corpus for a query with BM25.
-func (r *retrieverRun) bm25Ranking(q, text string, n int) ([]string, error) {
-	return hitIDs(r.bm25.Search(text, n)), nil
+	return err
 }
 
 // open creates (or reopens) the run directory, saves the tokenizer there, writes a streamed
@@ -213,12 +166,8 @@ func (r *retrieverRun) open() error {
 	if r.tok, r.tokPath, err = experiment.SaveTokenizer(r.tok, r.dir, r.resume); err != nil {
 		return err
 	}
-	if r.streamed {
-		start := time.Now()
-		if r.stream, err = writeStreamedCorpus(rec, r.tok, r.ds.Corpus.IDs, r.dir); err != nil {
-			return err
-		}
-		fmt.Fprintf(o.Out, "stream: tokenized %d passages into %s in %.1fs\n", r.stream.Tokens.Len(), filepath.Join(r.dir, StreamDir), time.Since(start).Seconds())
+	if err = r.corpus.open(rec, r.tok, r.dir, o.Out); err != nil {
+		return err
 	}
 	r.cfg = model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: biencoder.EncoderConfig(rec, r.tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,
 		Similarity: rec.Loss.Similarity, Temperature: rec.Loss.Temperature, MaxLength: rec.Tokenizer.MaxLength}
@@ -258,7 +207,7 @@ func (r *retrieverRun) mine() error {
 	if r.smp != nil && !r.refreshing { // the same file on every resume (the mining is seeded)
 		text := func(id string) string {
 			i, _ := ds.Corpus.Index(id)
-			return r.passageText(i)
+			return r.corpus.Text(i)
 		}
 		if err := writeExamples(filepath.Join(r.dir, ExamplesFile), r.smp.Examples(), ds.Queries, text); err != nil {
 			return err
@@ -268,7 +217,7 @@ func (r *retrieverRun) mine() error {
 	// (or read back from the run's cache), before any step.
 	if r.smp != nil && r.loss.Teacher() {
 		var err error
-		r.teacher, err = prepareTeacher(rec, r.smp, ds, r.passages, r.bm25, r.dir, o)
+		r.teacher, err = prepareTeacher(rec, r.smp, ds, r.corpus.Texts(), r.bm25, r.dir, o)
 		return err
 	}
 	return nil
@@ -279,12 +228,12 @@ func (r *retrieverRun) mine() error {
 func (r *retrieverRun) rankBeforeTraining() error {
 	rec, o, ds := r.rec, r.o, r.ds
 	start := time.Now()
-	zeroShot, err := newSearcher(rec, r.m, r.tok, r.loss.Cosine(), ds.Corpus.IDs, r.passages, o.Progress)
+	zeroShot, err := newSearcher(rec, r.m, r.tok, r.loss.Cosine(), ds.Corpus.IDs, r.corpus.Texts(), o.Progress)
 	if err != nil {
 		return err
 	}
 	defer zeroShot.Close()
-	fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", len(r.passages), time.Since(start).Seconds())
+	fmt.Fprintf(o.Out, "zeroshot: encoded %d passages with the model before training in %.1fs\n", r.corpus.Len(), time.Since(start).Seconds())
 	reportSearch(o.Out, "zeroshot", zeroShot)
 	tokenize.ReportTruncation(o.Out, "zeroshot corpus", rec.Tokenizer.MaxLength, tokenize.TruncPart{Name: "passages", Count: &zeroShot.PassageCut})
 	r.zeroShotRuns = map[string]eval.Run{} // eval split -> ranking, queries encoded before training too
@@ -330,12 +279,10 @@ func (r *retrieverRun) mineDense(zeroShot *biencoder.Searcher) error {
 	}
 	ranking := denseRanking
 	if rec.Sampler.NegativeSource == "bm25+dense" {
-		ranking = interleave(r.bm25Ranking, denseRanking)
+		ranking = interleave(experiment.BM25Rank(r.bm25), denseRanking)
 	}
-	if r.smp, r.stats, err = retrieverSampler(rec, ds, ranking, r.passages, r.passageText, r.seed); err != nil {
-		return fmt.Errorf("[train]/[sampler] do not fit the %s qrels of %s: %w", rec.Data.TrainSplit, rec.Data.Dir, err)
-	}
-	return nil
+	r.smp, r.stats, err = experiment.MineSampler(rec, ds, ranking, r.corpus.Texts(), r.corpus.Text, r.seed)
+	return err
 }
 
 // queryTexts returns the texts of the queries qids.
@@ -408,7 +355,7 @@ func (r *retrieverRun) pretrain(ctx context.Context) error {
 		return err
 	}
 	task, err := biencoder.NewBiTask(r.m, r.tok, biencoder.TaskOptions{B: pt.BatchSize, N: pt.BatchSize, Lengths: r.lens, Loss: ptLoss, Seed: r.seed, Stream: biencoder.StreamPretrain, Next: func(step int) (biencoder.PairBatch, error) {
-		cb, err := sampler.CropPairsFunc(r.ds.Corpus.Len(), r.passageText, pt.BatchSize, pt.CropMin, pt.CropMax, step, r.seed)
+		cb, err := sampler.CropPairsFunc(r.ds.Corpus.Len(), r.corpus.Text, pt.BatchSize, pt.CropMin, pt.CropMax, step, r.seed)
 		return biencoder.PairBatch{Queries: cb.Queries, Passages: cb.Positives}, err
 	}})
 	if err != nil {
@@ -428,7 +375,7 @@ func (r *retrieverRun) pretrain(ctx context.Context) error {
 // is past it.
 func (r *retrieverRun) train(ctx context.Context) error {
 	rec, o, tr, state := r.rec, r.o, r.rec.Train, r.state
-	r.sel = newSelector(rec, r.ds, r.tok, r.m, r.loss.Cosine(), r.passages, r.env, r.cfg, state)
+	r.sel = newSelector(rec, r.ds, r.tok, r.m, r.loss.Cosine(), r.corpus.Texts(), r.env, r.cfg, state)
 	stoppedEarly := state.Phase == "train" && state.Counters[experiment.CounterStopped] > 0 // train.patience ran out before the checkpoint
 	if tr.Steps == 0 || phaseOrder[state.Phase] > 2 || (state.Phase == "train" && state.Step >= tr.Steps) || stoppedEarly {
 		return nil
@@ -446,7 +393,7 @@ func (r *retrieverRun) train(ctx context.Context) error {
 	masked := rec.Sampler.FalseNegatives == "mask"
 	deal := r.smp.Batch
 	if r.refreshing {
-		r.miner = newRefreshMiner(ctx, rec, r.ds, r.tok, r.m, r.loss.Cosine(), r.passages, r.dir, r.lg, o.Out)
+		r.miner = newRefreshMiner(ctx, rec, r.ds, r.tok, r.m, r.loss.Cosine(), r.corpus.Texts(), r.dir, r.lg, o.Out)
 		deal = r.miner.batch
 	}
 	next := func(step int) (biencoder.PairBatch, error) {
@@ -533,7 +480,7 @@ func (r *retrieverRun) evaluate() error {
 	if seconds > 0 {
 		metrics["train/examples_per_second"] = float64(examples) / seconds
 	}
-	if err := evaluateRetriever(rec, r.ds, r.tok, r.m, r.zeroShotRuns, sel, r.loss.Cosine(), r.bm25, r.passages, r.stream, r.dir, metrics, r.o.Out, r.o.Progress); err != nil {
+	if err := r.evaluateSplits(metrics); err != nil {
 		return err
 	}
 	return experiment.WriteMetrics(r.dir, metrics)

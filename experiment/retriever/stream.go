@@ -141,38 +141,40 @@ func corpusTexts(path string, title bool) (iter.Seq[string], func() error) {
 	return seq, func() error { return err }
 }
 
-// streamedCorpus is a corpus on disk: its tokenized passages and its texts, memory-mapped.
+// streamedCorpus is a corpus on disk: its ids (from load), then (from open) its tokenized
+// passages and its texts, memory-mapped.
 type streamedCorpus struct {
+	ids    []string
 	Tokens *tokstore.Store
 	text   mmap.MMap
 	f      *os.File
 	off    []int64 // passage i is text[off[i]:off[i+1]]
 }
 
-// writeStreamedCorpus streams corpus.jsonl of dir into <runDir>/corpus: the token store
-// (tok.Encode of each passage) and the texts. ids are the corpus ids LoadStreamed read, which
-// the file must still hold, in order.
-func writeStreamedCorpus(rec *configs.Recipe, tok *tokenize.Tokenizer, ids []string, runDir string) (*streamedCorpus, error) {
+// write streams corpus.jsonl of data.dir into <runDir>/corpus: the token store (tok.Encode of
+// each passage) and the texts. The file must still hold the ids load read, in order.
+func (c *streamedCorpus) write(rec *configs.Recipe, tok *tokenize.Tokenizer, runDir string) error {
+	ids := c.ids
 	dir := filepath.Join(runDir, StreamDir)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+		return err
 	}
 	path := filepath.Join(rec.Data.Dir, "corpus.jsonl")
 	tw, err := tokstore.Create(filepath.Join(dir, TokensFile), tok.VocabSize())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	textPath := filepath.Join(dir, PassagesFile)
 	tf, err := os.CreateTemp(dir, "."+PassagesFile+".tmp-*")
 	if err != nil {
 		tw.Abort()
-		return nil, err
+		return err
 	}
-	fail := func(err error) (*streamedCorpus, error) {
+	fail := func(err error) error {
 		tw.Abort()
 		tf.Close()
 		os.Remove(tf.Name())
-		return nil, err
+		return err
 	}
 	bw := bufio.NewWriterSize(tf, 1<<20)
 	off := make([]int64, 1, len(ids)+1)
@@ -215,29 +217,32 @@ func writeStreamedCorpus(rec *configs.Recipe, tok *tokenize.Tokenizer, ids []str
 	}
 	if err := tw.Close(); err != nil {
 		os.Remove(tf.Name())
-		return nil, err
+		return err
 	}
 	if err := os.Rename(tf.Name(), textPath); err != nil {
-		return nil, err
+		return err
 	}
+	return c.mapFiles(dir, off)
+}
+
+// mapFiles opens the token store and memory-maps the texts written into dir.
+func (c *streamedCorpus) mapFiles(dir string, off []int64) error {
 	store, err := tokstore.Open(filepath.Join(dir, TokensFile))
 	if err != nil {
-		return nil, err
+		return err
 	}
-	c := &streamedCorpus{Tokens: store, off: off}
+	c.Tokens, c.off = store, off
 	if off[len(off)-1] == 0 { // nothing to map: every passage is empty
-		return c, nil
+		return nil
 	}
+	textPath := filepath.Join(dir, PassagesFile)
 	if c.f, err = bounded.OpenRegular(textPath); err != nil {
-		store.Close()
-		return nil, err
+		return err // Close closes the store
 	}
 	if c.text, err = mmap.Map(c.f, mmap.RDONLY, 0); err != nil {
-		store.Close()
-		c.f.Close()
-		return nil, fmt.Errorf("%s: %w", textPath, err)
+		return fmt.Errorf("%s: %w", textPath, err)
 	}
-	return c, nil
+	return nil
 }
 
 // Text returns the text of passage i.
@@ -248,9 +253,13 @@ func (c *streamedCorpus) Text(i int) string {
 	return string(c.text[c.off[i]:c.off[i+1]])
 }
 
-// Close unmaps the texts and the token store.
+// Close unmaps the texts and closes the token store (what open opened).
 func (c *streamedCorpus) Close() error {
-	err := c.Tokens.Close()
+	var err error
+	if c.Tokens != nil {
+		err = c.Tokens.Close()
+		c.Tokens = nil
+	}
 	if c.text != nil {
 		if e := c.text.Unmap(); err == nil {
 			err = e

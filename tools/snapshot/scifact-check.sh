@@ -104,7 +104,7 @@ for check in "${checks[@]}"; do
 	*) echo "unknown check $check" >&2; exit 2 ;;
 	esac
 	secs=()
-	for side in old new; do
+	for side in ${SIDES:-old new}; do
 		bin=$old
 		[ $side = new ] && bin=$new
 		dir=$work/$check/$side
@@ -119,6 +119,7 @@ for check in "${checks[@]}"; do
 		fi
 		secs+=("$(run "$bin" "$rec" "$dir/runs" "$stop")")
 	done
+	[ ${#secs[@]} -eq 2 ] || secs=("${secs[0]}" "${secs[0]}")
 	o=$(find "$work/$check/old/runs" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 	n=$(find "$work/$check/new/runs" -mindepth 1 -maxdepth 1 -type d | head -n 1)
 	if [ $check = step50 ]; then

@@ -1,18 +1,11 @@
 package ragresume
 
 import (
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
 
-	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
-	"github.com/ragtrain/ragtrain/internal/atomicfile"
-	"github.com/ragtrain/ragtrain/internal/bounded"
 )
 
 // Resume of a rag run. The start every objective trains from (every parameter after the
@@ -27,21 +20,11 @@ import (
 // ProgressFile is the file of a run directory where Progress records the finished stages.
 const ProgressFile = "rag.json"
 
-// ragStage is one finished stage of a rag run, as rag.json keeps it: the metrics it set, the
-// table rows it added and its training seconds.
-type ragStage struct {
-	Name         string             `json:"name"`
-	Metrics      map[string]float64 `json:"metrics"`
-	Rows         []eval.Row         `json:"reader_rows"`
-	RetrRows     []eval.Row         `json:"retrieval_rows"`
-	TrainSeconds float64            `json:"train_seconds"`
-}
-
 // Progress records the stages of a rag run as they finish (kind selfrag records its stages
 // the same way: experiment/selfrag).
 type Progress struct {
-	Dir    string
-	stages []ragStage
+	Dir  string
+	done Stages
 	// what the results held when the current stage began
 	metrics        map[string]float64
 	nRows, nRetr   int
@@ -50,31 +33,18 @@ type Progress struct {
 
 // ReadProgress reads rag.json of a run directory (none: no stage finished).
 func ReadProgress(dir string) (*Progress, error) {
-	p := &Progress{Dir: dir}
-	b, err := bounded.ReadFile(filepath.Join(dir, ProgressFile), bounded.RunState)
-	if errors.Is(err, fs.ErrNotExist) {
-		return p, nil
-	}
+	st, err := ReadStages(dir, ProgressFile)
 	if err != nil {
 		return nil, err
 	}
-	if err := json.Unmarshal(b, &p.stages); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ProgressFile), err)
-	}
-	return p, nil
+	return &Progress{Dir: dir, done: *st}, nil
 }
 
 // Done returns the finished stage of that name.
-func (p *Progress) Done(name string) (ragStage, bool) {
-	i := slices.IndexFunc(p.stages, func(s ragStage) bool { return s.Name == name })
-	if i < 0 {
-		return ragStage{}, false
-	}
-	return p.stages[i], true
-}
+func (p *Progress) Done(name string) (Stage, bool) { return p.done.Done(name) }
 
 // Restore puts a finished stage's results back into the run.
-func (p *Progress) Restore(run *ragkit.GardenRun, ev *ragkit.Eval, s ragStage) {
+func (p *Progress) Restore(run *ragkit.GardenRun, ev *ragkit.Eval, s Stage) {
 	maps.Copy(run.Metrics, s.Metrics)
 	ev.Rows = append(ev.Rows, s.Rows...)
 	ev.RetrRows = append(ev.RetrRows, s.RetrRows...)
@@ -88,17 +58,7 @@ func (p *Progress) Begin(run *ragkit.GardenRun, ev *ragkit.Eval) {
 
 // Finish records the stage that began at begin and rewrites rag.json.
 func (p *Progress) Finish(name string, run *ragkit.GardenRun, ev *ragkit.Eval) error {
-	s := ragStage{Name: name, Metrics: map[string]float64{},
-		Rows: slices.Clone(ev.Rows[p.nRows:]), RetrRows: slices.Clone(ev.RetrRows[p.nRetr:]), TrainSeconds: run.TrainSec - p.trainSecBefore}
-	for k, v := range run.Metrics {
-		if old, ok := p.metrics[k]; !ok || old != v {
-			s.Metrics[k] = v
-		}
-	}
-	p.stages = append(p.stages, s)
-	b, err := json.MarshalIndent(p.stages, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(p.Dir, ProgressFile), b)
+	p.done.Path = filepath.Join(p.Dir, ProgressFile)
+	return p.done.Add(Stage{Name: name, Metrics: Changed(p.metrics, run.Metrics),
+		Rows: slices.Clone(ev.Rows[p.nRows:]), RetrRows: slices.Clone(ev.RetrRows[p.nRetr:]), TrainSeconds: run.TrainSec - p.trainSecBefore})
 }

@@ -2,10 +2,7 @@ package study
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"path/filepath"
 	"slices"
@@ -18,10 +15,9 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/ragresume"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/internal/atomicfile"
-	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/ragjoint"
 	"github.com/ragtrain/ragtrain/ragreader"
@@ -44,16 +40,6 @@ import (
 // studyFile holds the results of the finished systems.
 const studyFile = "study.json"
 
-// studySystem is one finished system's results, as study.json keeps them.
-type studySystem struct {
-	Name      string             `json:"name"`
-	Metrics   map[string]float64 `json:"metrics"`
-	Rows      []eval.Row         `json:"reader_rows"`
-	RetrRows  []eval.Row         `json:"retrieval_rows"`
-	TrainRows []eval.Row         `json:"train_rows"`
-	DevRows   []eval.Row         `json:"dev_retrieval_rows,omitempty"`
-}
-
 // Study is a prepared retriever study.
 type Study struct {
 	*ragkit.GardenRun
@@ -63,7 +49,7 @@ type Study struct {
 	bm25   *index.BM25
 	start  ragkit.SavedParams
 	t0     time.Time
-	done   []studySystem
+	done   *ragresume.Stages       // the finished systems (study.json)
 	resume *checkpoints.Checkpoint // the latest checkpoint of an interrupted system phase
 	// trainRows is the training-time table: seconds, encoding, waiting, refreshes, staleness.
 	trainRows []eval.Row
@@ -186,7 +172,7 @@ func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error
 	if run.Log, err = experiment.OpenRunLog(dir, resume, filepath.Join(dir, ragkit.StudyStartDir)); err != nil {
 		return nil, dir, err
 	}
-	s := &Study{GardenRun: run, d: d, t0: t0}
+	s := &Study{GardenRun: run, d: d, t0: t0, done: &ragresume.Stages{Path: filepath.Join(dir, studyFile)}}
 	if resume {
 		err = s.RestoreTokenizer("")
 	} else {
@@ -315,26 +301,16 @@ func (s *Study) freshIndex() (*ragjoint.Index, error) {
 }
 
 // readDone reads study.json, if any: the systems an earlier segment finished.
-func (s *Study) readDone() error {
-	b, err := bounded.ReadFile(filepath.Join(s.Dir, studyFile), bounded.RunState)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, &s.done); err != nil {
-		return fmt.Errorf("%s: %w", filepath.Join(s.Dir, studyFile), err)
-	}
-	return nil
+func (s *Study) readDone() (err error) {
+	s.done, err = ragresume.ReadStages(s.Dir, studyFile)
+	return err
 }
 
 // systems runs every system in order from the start: done ones are restored from study.json,
 // the others trained by train(name, phase, startStep, optimizer state) and evaluated.
 func (s *Study) systems(names []string, train func(name, phase string, startStep int, opt *checkpoints.OptimizerState, before float64) error) error {
 	for _, name := range names {
-		if i := slices.IndexFunc(s.done, func(d studySystem) bool { return d.Name == name }); i >= 0 {
-			d := s.done[i]
+		if d, ok := s.done.Done(name); ok {
 			for k, v := range d.Metrics {
 				s.Metrics[k] = v
 			}
@@ -367,22 +343,12 @@ func (s *Study) systems(names []string, train func(name, phase string, startStep
 		if err := train(name, phase, startStep, opt, before); err != nil {
 			return err
 		}
-		d := studySystem{Name: name, Metrics: map[string]float64{},
+		d := ragresume.Stage{Name: name, Metrics: ragresume.Changed(metricsBefore, s.Metrics),
 			Rows: s.ev.Rows[nRows:], RetrRows: s.ev.RetrRows[nRetr:], TrainRows: s.trainRows[nTrain:]}
 		if s.dev != nil {
 			d.DevRows = s.dev.rows[nDev:]
 		}
-		for k, v := range s.Metrics {
-			if old, ok := metricsBefore[k]; !ok || old != v {
-				d.Metrics[k] = v
-			}
-		}
-		s.done = append(s.done, d)
-		b, err := json.MarshalIndent(s.done, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := atomicfile.WriteFile(filepath.Join(s.Dir, studyFile), b); err != nil {
+		if err := s.done.Add(d); err != nil {
 			return err
 		}
 	}
@@ -530,8 +496,8 @@ func (s *Study) devRecall(x *ragjoint.Index, name string) error {
 // SystemMetrics returns the metrics the finished system name wrote (its entry of study.json,
 // restored on resume); nil when it has not finished.
 func (s *Study) SystemMetrics(name string) map[string]float64 {
-	if i := slices.IndexFunc(s.done, func(d studySystem) bool { return d.Name == name }); i >= 0 {
-		return s.done[i].Metrics
+	if d, ok := s.done.Done(name); ok {
+		return d.Metrics
 	}
 	return nil
 }
@@ -598,7 +564,7 @@ func (s *Study) printSummary() {
 		return r
 	}
 	rows := []eval.Row{row("closed-book reader", "", "closed_book", ""), row("dense at the start", "dense", "dense_top1", "")}
-	for _, d := range s.done {
+	for _, d := range s.done.List {
 		p := SystemPhase(d.Name)
 		rows = append(rows, row(d.Name, "dense+"+p, p+"_top1", p))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/sampler"
 )
 
 // SamplerHash loads the recipe at path (skipping t when it or its data.dir cannot be read),
@@ -34,6 +35,12 @@ func SamplerHash(t *testing.T, path string, kind func(*configs.Recipe) *configs.
 	if err != nil {
 		t.Fatal(err)
 	}
+	return BatchHash(t, smp, n)
+}
+
+// BatchHash is the sha256 (hex) of the first n batches of smp, each written as JSON.
+func BatchHash(t *testing.T, smp *sampler.Sampler, n int) string {
+	t.Helper()
 	h := sha256.New()
 	for step := range n {
 		b, _, err := smp.Batch(step)
