@@ -326,3 +326,6 @@ func TestRecipeBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestDocTable: doc.go documents every key of [replug_lm] with its default.
+func TestDocTable(t *testing.T) { testkit.DocTable(t, "replug_lm.", defaultConfig()) }
