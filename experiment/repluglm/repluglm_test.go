@@ -329,3 +329,44 @@ func TestRecipeBounds(t *testing.T) {
 
 // TestDocTable: doc.go documents every key of [replug_lm] with its default.
 func TestDocTable(t *testing.T) { testkit.DocTable(t, "replug_lm.", defaultConfig()) }
+
+// TestPartialCache: a cache holding only some claims' scores (an interrupted scoring) is taken
+// as it is and the LM scores the rest: the scores equal, bit for bit, those of a run that scored
+// every claim, and the rewritten file is the same file.
+func TestPartialCache(t *testing.T) {
+	r := prepared(t, tinyRecipe(t, ""))
+	path := filepath.Join(r.dir, CacheFile)
+	whole, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := r.lmLL
+	h := teachercache.Header{TeacherSHA256: cacheKey(r.lmSHA, r.c), MaxLength: r.c.AbstractTokens, Teacher: r.c.LM}
+	part := map[teachercache.Pair]float32{}
+	for i := range 3 {
+		for k, row := range r.cands[i] {
+			part[teachercache.Pair{r.claims[i], r.ids[row]}] = want[i][k]
+		}
+	}
+	if err := teachercache.Write(path, h, part); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	r.o.Out = &out
+	if err := r.score(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "lm: 15 (claim, abstract) pairs scored by the LM, 9 from "+CacheFile) {
+		t.Errorf("scoring over a partial cache said:\n%s", out.String())
+	}
+	for i := range want {
+		for k := range want[i] {
+			if math.Float32bits(r.lmLL[i][k]) != math.Float32bits(want[i][k]) {
+				t.Errorf("claim %d candidate %d: %v, the whole run scored %v", i, k, r.lmLL[i][k], want[i][k])
+			}
+		}
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != string(whole) {
+		t.Errorf("the completed cache differs from the one scored at once (err %v)", err)
+	}
+}
