@@ -16,7 +16,7 @@ import (
 // refused when it is of another LM or layout, cut short or edited), else from the LM, one claim
 // (its k abstracts in one batch) at a time, with a progress bar; the file is rewritten
 // atomically every replug_lm.cache_every scored claims and at the end, so an interrupted run
-// keeps what it scored.
+// keeps what it scored. replug_lm.lm_cache, when set, is read first (verified the same way).
 func (r *lmRun) score(ctx context.Context) error {
 	if len(r.qs) == 0 {
 		return nil
@@ -25,8 +25,13 @@ func (r *lmRun) score(ctx context.Context) error {
 	path := filepath.Join(r.dir, CacheFile)
 	h := teachercache.Header{TeacherSHA256: cacheKey(r.lmSHA, c), MaxLength: c.AbstractTokens, Teacher: c.LM}
 	cache := map[teachercache.Pair]float32{}
-	if _, err := teachercache.Read(path, h.TeacherSHA256, cache); err != nil {
-		return fmt.Errorf("replug_lm: the LM score cache (of replug_lm.lm, abstract_tokens, claim_tokens, instruction): %w", err)
+	for _, p := range []string{c.LMCache, path} { // another run's scores, then this run's own
+		if p == "" {
+			continue
+		}
+		if _, err := teachercache.Read(p, h.TeacherSHA256, cache); err != nil {
+			return fmt.Errorf("replug_lm: the LM score cache (of replug_lm.lm, abstract_tokens, claim_tokens, instruction): %w", err)
+		}
 	}
 	sc, err := newScorer(r.lm, r.lmTok, c)
 	if err != nil {

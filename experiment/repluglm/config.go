@@ -51,6 +51,11 @@ type Config struct {
 	// CacheEvery is the claims the LM scores between two writes of the score cache (a resumed
 	// run keeps what was written); >= 1. Default 16.
 	CacheEvery int `toml:"cache_every"`
+	// LMCache, when set, is another run's lm_scores.tsv whose scores this run starts from
+	// (verified as the run's own: same LM file, layout, instruction and token bounds, else
+	// refused): choices on dev (tau_lm, tau_r, lr, steps) without scoring the pairs again.
+	// Relative to the recipe's directory. Default "" (none).
+	LMCache string `toml:"lm_cache"`
 }
 
 func defaultConfig() Config {
@@ -82,4 +87,7 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 	configs.AtLeast(v, "replug_lm.train_claims", c.TrainClaims, 0)
 	configs.AtLeast(v, "replug_lm.corpus_sample", c.CorpusSample, 0)
 	configs.AtLeast(v, "replug_lm.cache_every", c.CacheEvery, 1)
+	if c.LMCache != "" {
+		v.File("replug_lm.lm_cache", &c.LMCache)
+	}
 }

@@ -47,4 +47,5 @@
 //	replug_lm.train_claims       0           the first n train claims (by id); 0: all
 //	replug_lm.corpus_sample      0           retrieve from the eval splits' judged passages and n others; 0: the whole corpus
 //	replug_lm.cache_every        16          claims scored between two writes of <run>/lm_scores.tsv; >= 1
+//	replug_lm.lm_cache           ""          another run's lm_scores.tsv to start from (same LM and layout, else refused)
 package repluglm

@@ -21,7 +21,7 @@ import (
 
 // tinyRecipe is a kind = "replug_lm" recipe over the 200-passage Cranfield slice with a tiny
 // random BERT (1 layer, H 16) and the tiny random LLaMA of testkit (context 256): the machinery
-// in seconds. 8 training claims, k = 3, 6 steps of 4.
+// in seconds. 8 training claims, k = 3, 6 steps of 4; extra goes into [replug_lm].
 func tinyRecipe(t *testing.T, extra string) *configs.Recipe {
 	t.Helper()
 	dir := testkit.NewSlice(t)
@@ -52,6 +52,7 @@ abstract_tokens = 40
 claim_tokens = 16
 train_claims = 8
 cache_every = 3
+%s
 [train]
 steps = 6
 batch_size = 4
@@ -64,7 +65,7 @@ splits = ["test"]
 systems = ["bm25", "zeroshot", "finetuned"]
 depth = 100
 metrics = ["nDCG@10", "Recall@100"]
-%s`, filepath.Join(dir, "runs"), filepath.Join(dir, "data"), testkit.TinyLlamaGGUF(t, dir, 256), extra)
+`, filepath.Join(dir, "runs"), filepath.Join(dir, "data"), testkit.TinyLlamaGGUF(t, dir, 256), extra)
 	return testkit.WriteRecipe(t, dir, "recipe.toml", text)
 }
 
@@ -368,5 +369,21 @@ func TestPartialCache(t *testing.T) {
 	}
 	if got, err := os.ReadFile(path); err != nil || string(got) != string(whole) {
 		t.Errorf("the completed cache differs from the one scored at once (err %v)", err)
+	}
+
+	// replug_lm.lm_cache: another run starts from this run's scores and scores nothing
+	other := tinyRecipe(t, "lm_cache = \""+path+"\"\n")
+	if Of(other).LMCache != path {
+		t.Fatalf("lm_cache = %q", Of(other).LMCache)
+	}
+	r2 := &lmRun{rec: other, c: Of(other), o: experiment.Options{Out: &out, Progress: io.Discard}, seed: uint64(other.Seed)}
+	out.Reset()
+	for _, stage := range []func() error{r2.load, r2.open, r2.datastore, r2.candidates, func() error { return r2.score(context.Background()) }} {
+		if err := stage(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !strings.Contains(out.String(), "lm: 0 (claim, abstract) pairs scored by the LM, 24 from") {
+		t.Errorf("a run from lm_cache said:\n%s", out.String())
 	}
 }
