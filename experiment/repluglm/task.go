@@ -46,22 +46,10 @@ func newTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragjoint.Index, qs 
 			}
 			return out, nil
 		}, B: B, K: K}}
-	g := gorgonia.NewGraph()
-	b := model.NewBinder(g)
-	s, err := t.Logits(g, b, false, losses.Cosine)
-	if err != nil {
+	var err error
+	if t.lm, t.loss, t.GraphParams, err = t.RePlugGraph(false, losses.Cosine, tauLM); err != nil {
 		return nil, err
 	}
-	t.lm = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
-	lm := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, K), gorgonia.WithValue(t.lm), gorgonia.WithName("replug_lm.lm_loglik"))
-	// s already holds cos / gamma, so the retriever's temperature in RePlugKL is 1.
-	if t.loss, err = losses.RePlugKL(s, lm, 1, tauLM); err != nil {
-		return nil, err
-	}
-	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
-		return nil, fmt.Errorf("replug_lm gradient graph: %w", err)
-	}
-	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	return t, nil
 }
 
