@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/ragtrain/ragtrain/biencoder"
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
@@ -243,16 +242,10 @@ func (r *lmRun) train(ctx context.Context) error {
 	rec, o, tr := r.rec, r.o, r.rec.Train
 	ph := experiment.Phase{Name: PhaseName, Steps: tr.Steps, LR: tr.LR, Warmup: tr.WarmupSteps, CheckpointEvery: tr.CheckpointEvery,
 		Params: r.m.Params(), Config: r.cfg}
-	if o.ResumeDir != "" && experiment.HasCheckpoint(r.dir) {
-		ck, err := checkpoints.Load(r.dir)
-		if err != nil {
+	if o.ResumeDir != "" {
+		if err := experiment.ResumeAt(r.dir, &ph, o.Out); err != nil {
 			return err
 		}
-		if err := experiment.SetParams(r.m.Params(), ck.Params); err != nil {
-			return fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
-		fmt.Fprintf(o.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
 	}
 	lg, err := experiment.OpenRunLog(r.dir, o.ResumeDir != "")
 	if err != nil {
