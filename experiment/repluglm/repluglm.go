@@ -6,7 +6,6 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/configs"
@@ -153,14 +152,11 @@ func (r *lmRun) datastore() error {
 		fmt.Fprintf(o.Out, "datastore: %d of %d passages (every judged passage of %v and %d drawn with the seed; replug_lm.corpus_sample): not comparable with the whole corpus\n",
 			len(r.ids), r.ds.Corpus.Len(), rec.Eval.Splits, r.c.CorpusSample)
 	}
-	start := time.Now()
-	var cut tokenize.TruncCount
-	vecs, err := biencoder.EncodeTexts(r.m.Passage, r.tok, r.texts, rec.Tokenizer.MaxLength, &cut)
+	vecs, cut, err := r.encodeDatastore()
 	if err != nil {
 		return err
 	}
 	dim := r.m.Passage.Dim()
-	biencoder.NormalizeRows(vecs, dim)
 	flat, err := index.NewFlat(r.ids, vecs, dim)
 	if err != nil {
 		return err
@@ -170,8 +166,6 @@ func (r *lmRun) datastore() error {
 	for i, id := range r.ids {
 		r.x.Row[id] = i
 	}
-	tokenize.ReportTruncation(o.Out, "datastore", rec.Tokenizer.MaxLength, tokenize.TruncPart{Name: "passages", Count: &cut})
-	fmt.Fprintf(o.Out, "datastore: %d passages encoded by the frozen passage tower in %.1fs\n", len(r.ids), time.Since(start).Seconds())
 	if slices.Contains(rec.Eval.Systems, "zeroshot") {
 		if r.zero, err = r.rank(); err != nil {
 			return err

@@ -246,6 +246,9 @@ func TestResumesExactly(t *testing.T) {
 	if !strings.Contains(out, "lm: 0 (claim, abstract) pairs scored by the LM, 24 from "+CacheFile) {
 		t.Errorf("the resumed run does not take the 8 x 3 scores from the cache:\n%s", out)
 	}
+	if !strings.Contains(out, "datastore: 200 passage vectors read from "+filepath.Join(resumed, DatastoreDir)+" (verified)") {
+		t.Errorf("the resumed run does not read its datastore:\n%s", out)
+	}
 	cache := map[teachercache.Pair]float32{}
 	n, err := teachercache.Read(filepath.Join(full, CacheFile), cacheKey(mustSHA(t, Of(rec).LM), Of(rec)), cache)
 	if err != nil || n != 24 {
@@ -287,6 +290,35 @@ func TestResumesExactly(t *testing.T) {
 			t.Errorf("%s: resumed with err = %v", name, err)
 		}
 		os.WriteFile(path, b, 0o644)
+	}
+	// a changed datastore shard: refused, naming the directory
+	shards, err := filepath.Glob(filepath.Join(resumed, DatastoreDir, "*v1*"))
+	if err != nil || len(shards) == 0 {
+		t.Fatalf("no datastore shard (%v)", err)
+	}
+	tested := false
+	for _, f := range shards {
+		if strings.Contains(filepath.Base(f), "manifest") {
+			continue
+		}
+		tested = true
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := append([]byte(nil), b...)
+		c[len(c)-1] ^= 1
+		os.WriteFile(f, c, 0o644)
+		os.Remove(filepath.Join(resumed, experiment.MetricsFile))
+		_, err = experiment.Run(context.Background(), rec, experiment.Options{ResumeDir: resumed, Out: io.Discard, Progress: io.Discard})
+		if err == nil || !strings.Contains(err.Error(), DatastoreDir) {
+			t.Errorf("a changed shard %s: resumed with err = %v", f, err)
+		}
+		os.WriteFile(f, b, 0o644)
+		break
+	}
+	if !tested {
+		t.Errorf("no shard file among %v", shards)
 	}
 	damage("cut short", func(s string) string { return s[:len(s)-10] })
 	damage("edited", func(s string) string {
