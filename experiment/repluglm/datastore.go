@@ -59,7 +59,13 @@ func (r *lmRun) encodeDatastore() ([]float32, tokenize.TruncCount, error) {
 		return nil, cut, err
 	}
 	start := time.Now()
-	vecs, err := biencoder.EncodeTexts(r.m.Passage, r.tok, r.texts, r.rec.Tokenizer.MaxLength, &cut)
+	enc, err := biencoder.NewEncoder(r.m.Passage, r.tok, r.rec.Tokenizer.MaxLength, true) // dynamic padding, with a progress bar
+	if err != nil {
+		return nil, cut, err
+	}
+	defer enc.Close()
+	enc.Progress, enc.Name = r.o.Progress, "datastore"
+	vecs, err := enc.Encode(r.texts, &cut)
 	if err != nil {
 		return nil, cut, err
 	}
