@@ -100,3 +100,26 @@ func (r *ReaderRetrieval) RunStep(cands [][]int, gp *trainer.GraphParams, loss *
 	}
 	return trainer.ScalarValue(loss), r.B, nil
 }
+
+// RePlugGraph builds the graph of a RePlug LSR task (Shi et al. 2023, eq. 2-4): the retrieval
+// logits s [B,K] of Logits (both: the passage tower too) and losses.RePlugKL between them and
+// the reader's log-likelihoods lm [B,K], a constant the task fills before each step (beta =
+// tauLM; s already holds sim / tau, so the retriever's temperature in RePlugKL is 1), with its
+// gradients and the machine that runs them.
+func (r *ReaderRetrieval) RePlugGraph(both bool, sim losses.Similarity, tauLM float64) (lm *tensor.Dense, loss *gorgonia.Node, gp trainer.GraphParams, err error) {
+	g := gorgonia.NewGraph()
+	b := model.NewBinder(g)
+	s, err := r.Logits(g, b, both, sim)
+	if err != nil {
+		return nil, nil, gp, err
+	}
+	lm = tensor.New(tensor.WithShape(r.B, r.K), tensor.Of(tensor.Float32))
+	lmN := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(r.B, r.K), gorgonia.WithValue(lm), gorgonia.WithName(r.Name+".lm_loglik"))
+	if loss, err = losses.RePlugKL(s, lmN, 1, tauLM); err != nil {
+		return nil, nil, gp, err
+	}
+	if _, err := gorgonia.Grad(loss, b.Nodes()...); err != nil {
+		return nil, nil, gp, fmt.Errorf("%s gradient graph: %w", r.Name, err)
+	}
+	return lm, loss, trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))), nil
+}

@@ -18,6 +18,7 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/readerlm"
 	_ "github.com/ragtrain/ragtrain/experiment/realm"
 	_ "github.com/ragtrain/ragtrain/experiment/replug"
+	_ "github.com/ragtrain/ragtrain/experiment/repluglm"
 	_ "github.com/ragtrain/ragtrain/experiment/reranker"
 	_ "github.com/ragtrain/ragtrain/experiment/retriever"
 	_ "github.com/ragtrain/ragtrain/experiment/scifactverify"

@@ -76,7 +76,7 @@ func TestShippedRecipesLoad(t *testing.T) {
 
 // TestKindsAreRegistered: the kinds Run implements are registered.
 func TestKindsAreRegistered(t *testing.T) {
-	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
+	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "replug_lm", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
 	if got := configs.Kinds(); !reflect.DeepEqual(got, want) {
 		t.Errorf("registered kinds %v, want %v", got, want)
 	}

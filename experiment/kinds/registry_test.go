@@ -11,7 +11,7 @@ import (
 )
 
 func TestKindsRegister(t *testing.T) {
-	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
+	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "replug_lm", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
 	if got := experiment.Kinds(); !slices.Equal(got, want) {
 		t.Errorf("Kinds() = %v, want %v", got, want)
 	}

@@ -129,22 +129,10 @@ func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragjoint.Inde
 	B, K := o.B, o.K
 	t := &replugTask{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
 		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, hash: hash, cache: map[replugKey]float64{}}
-	g := gorgonia.NewGraph()
-	b := model.NewBinder(g)
-	s, err := t.Logits(g, b, o.Both, o.Similarity)
-	if err != nil {
+	var err error
+	if t.lm, t.loss, t.GraphParams, err = t.RePlugGraph(o.Both, o.Similarity, o.TauLM); err != nil {
 		return nil, err
 	}
-	t.lm = tensor.New(tensor.WithShape(B, K), tensor.Of(tensor.Float32))
-	lm := gorgonia.NewMatrix(g, tensor.Float32, gorgonia.WithShape(B, K), gorgonia.WithValue(t.lm), gorgonia.WithName("replug.lm_loglik"))
-	// s already holds sim / tau, so the retriever's temperature in RePlugKL is 1.
-	if t.loss, err = losses.RePlugKL(s, lm, 1, o.TauLM); err != nil {
-		return nil, err
-	}
-	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
-		return nil, fmt.Errorf("replug gradient graph: %w", err)
-	}
-	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
 	return t, nil
 }
 
