@@ -121,7 +121,9 @@ func retrieverSampler(rec *configs.Recipe, ds *data.Dataset, rank rankFunc, pass
 // the weights m now holds) serves instead of encoding the corpus again. A non-nil stream (the
 // corpus on disk; passages is then nil) is encoded into embedding shards in the run directory
 // and searched shard by shard, or, from index.ann_threshold passages on, read back into an HNSW
-// graph in memory (biencoder.NewShardSearcher).
+// graph in memory (biencoder.NewShardSearcher). A loaded corpus's vectors are searched in
+// memory and written as the same shards (biencoder.Searcher.WriteShards), so `train search`
+// serves either run's <run>/corpus/shards.
 func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Tokenizer, m *model.BiEncoder, zeroShot map[string]eval.Run, sel *selector, cosine bool,
 	bm25 *index.BM25, passages []string, stream *streamedCorpus, dir string, metrics map[string]float64, out, progress io.Writer) error {
 	var searcher *biencoder.Searcher
@@ -145,6 +147,11 @@ func evaluateRetriever(rec *configs.Recipe, ds *data.Dataset, tok *tokenize.Toke
 		encodeSeconds = time.Since(start).Seconds()
 	}
 	defer searcher.Close()
+	if stream == nil { // a loaded corpus: its vectors saved as a streamed run's shards, for train search
+		if _, err := searcher.WriteShards(filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize); err != nil {
+			return err
+		}
+	}
 	tokenize.ReportTruncation(out, "eval corpus", searcher.Len.Passage, tokenize.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	reportSearch(out, "dense", searcher)
 	if h := searcher.HNSW(); h != nil { // only then, so an exact run's metrics.json is unchanged
