@@ -50,3 +50,22 @@ func EncodeStore(enc *Encoder, s *tokstore.Store, dir string, meta shard.Meta, s
 	}
 	return shard.CommitManifest(dir, meta, nShards)
 }
+
+// WriteShards writes the passage vectors of a searcher built in memory (NewSearcher: the
+// N×H rows its index holds, L2-normalised with Cosine, in corpus order) as the embedding shards
+// of meta in dir, shardSize passages a shard, and commits them (shard.WriteAll; meta.Dim is
+// set to the passage tower's H). OpenShardSearcher of dir with the same model and options then
+// ranks every query as d does, hit for hit: exact search over the same float32 rows gives
+// index.Flat's hits (package shard, Exactness), and from opt.ANNThreshold passages on the
+// HNSW graph is rebuilt from the same rows in the same order with the same parameters. It
+// fails for a searcher that searches its shards on disk (NewShardSearcher or
+// OpenShardSearcher below opt.ANNThreshold: its vectors are in shards already) and as WriteAll
+// does.
+func (d *Searcher) WriteShards(dir string, meta shard.Meta, shardSize int) (*shard.Manifest, error) {
+	if d.flat == nil {
+		return nil, fmt.Errorf("dense: write shards to %s: the searcher's vectors are in shards already", dir)
+	}
+	meta.Dim = d.m.Passage.Dim()
+	ids, vecs := d.flat.Rows()
+	return shard.WriteAll(dir, meta, ids, vecs, shardSize)
+}

@@ -183,3 +183,56 @@ func TestShardSearcherHNSW(t *testing.T) {
 		t.Errorf("ANNThreshold 301 over 300 passages: %s", exact.Describe())
 	}
 }
+
+// A searcher built in memory writes its vectors as shards (WriteShards) that OpenShardSearcher
+// serves with the same hits, exact (Flat's rows) and through an HNSW graph rebuilt from them;
+// the manifest holds the N passages of H = 32 in shards of 128; a shard searcher refuses.
+func TestWriteShardsServesTheSameHits(t *testing.T) {
+	tok := bertTokenizer(t)
+	store, ids, texts, m := cranfieldStore(t, tok, 300)
+	for _, threshold := range []int{0, 300} {
+		opt := SearchOptions{Len: Lengths{Query: 32, Passage: 128}, Cosine: true, ANNThreshold: threshold,
+			ANN: ann.Params{M: 8, EfConstruction: 40, EfSearch: 16, Seed: 3}}
+		loaded, err := NewSearcher(m, tok, opt, ids, texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer loaded.Close()
+		dir := t.TempDir()
+		man, err := loaded.WriteShards(dir, shard.Meta{ModelHash: "test", Version: "1", DType: shard.Float32}, 128)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if man.Count != 300 || man.Dim != 32 || len(man.Shards) != 3 {
+			t.Fatalf("threshold %d: manifest of %d passages of %d in %d shards, want 300 of 32 in 3", threshold, man.Count, man.Dim, len(man.Shards))
+		}
+		served, err := OpenShardSearcher(m, tok, opt, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer served.Close()
+		if (served.HNSW() != nil) != (threshold > 0) || (loaded.HNSW() != nil) != (threshold > 0) {
+			t.Fatalf("threshold %d: HNSW graphs %v (loaded) and %v (served)", threshold, loaded.HNSW() != nil, served.HNSW() != nil)
+		}
+		a, err := loaded.Search(texts[:40], 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := served.Search(texts[:40], 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !sameHits(a, b) || len(b[0]) != 100 {
+			t.Errorf("threshold %d: the written shards rank differently from the searcher that wrote them", threshold)
+		}
+	}
+	opt := SearchOptions{Len: Lengths{Query: 32, Passage: 128}, Cosine: true}
+	sharded, err := NewShardSearcher(m, tok, opt, store, t.TempDir(), shard.Meta{ModelHash: "test", Version: "1", DType: shard.Float32}, 128)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sharded.Close()
+	if _, err := sharded.WriteShards(t.TempDir(), shard.Meta{ModelHash: "test", Version: "1", DType: shard.Float32}, 128); err == nil || !strings.Contains(err.Error(), "in shards already") {
+		t.Errorf("WriteShards of a shard searcher: err = %v", err)
+	}
+}

@@ -37,6 +37,10 @@ func (f *Flat) Len() int { return len(f.ids) }
 // Dim returns the embedding dimension.
 func (f *Flat) Dim() int { return f.dim }
 
+// Rows returns the indexed ids and their N×dim vectors (row-major), in the order NewFlat was
+// given them: the index's own slices, to be read, not changed.
+func (f *Flat) Rows() ([]string, []float32) { return f.ids, f.vecs }
+
 // Search returns the k passages with the largest inner product with q (length dim), all of
 // them when k >= Len, none when k < 1. Ties are broken by DocID ascending. It panics when
 // len(q) != dim.

@@ -43,7 +43,7 @@ Usage:
                                    (BM25 over the run's corpus); SciFact-format predictions in -out
   train search -index DIR -queries FILE -out RUN.trec [-k N]
                                    rank every query of a BEIR queries.jsonl with a saved index (a SPLADE run's index/splade,
-                                   a ColBERT run's plaid, a streamed retriever run's corpus/shards) or, given a run
+                                   a ColBERT run's plaid, a retriever run's corpus/shards) or, given a run
                                    directory, BM25 over its corpus; write a TREC run
   train help                       print this help (also -h, --help; train export -h, train generate -h for one subcommand's flags)
 `

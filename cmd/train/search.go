@@ -16,7 +16,7 @@ type searchArgs struct {
 
 func searchFlags(a *searchArgs) *flag.FlagSet {
 	fs := flag.NewFlagSet("train search", flag.ContinueOnError)
-	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade, a ColBERT run's plaid (PLAID-style), a streamed retriever run's corpus/shards, or a run directory (BM25 over its recipe's corpus); an index's run encodes the queries")
+	fs.StringVar(&a.index, "index", "", "a saved index: a SPLADE run's index/splade, a ColBERT run's plaid (PLAID-style), a retriever run's corpus/shards, or a run directory (BM25 over its recipe's corpus); an index's run encodes the queries")
 	fs.StringVar(&a.queries, "queries", "", "BEIR queries.jsonl: one {\"_id\", \"text\"} object per line")
 	fs.IntVar(&a.k, "k", 1000, "passages per query")
 	fs.StringVar(&a.out, "out", "", "TREC run file to write (atomically)")

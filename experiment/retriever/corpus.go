@@ -35,6 +35,10 @@ type corpus interface {
 	// index encodes the corpus with the trained model m for the final evaluation: from memory,
 	// or from the token store into embedding shards in the run directory dir.
 	index(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, dir string, progress io.Writer) (*biencoder.Searcher, error)
+	// keep leaves the final index s of model m in the run directory dir as embedding shards
+	// (<dir>/corpus/shards, a manifest with m's hash), which `train search` serves: a loaded
+	// corpus writes them (biencoder.Searcher.WriteShards); a streamed corpus's index wrote them.
+	keep(s *biencoder.Searcher, m *model.BiEncoder, dir string) error
 	Close() error
 }
 
@@ -69,6 +73,11 @@ func (c *loadedCorpus) Len() int          { return len(c.passages) }
 func (c *loadedCorpus) Text(i int) string { return c.passages[i] }
 func (c *loadedCorpus) Texts() []string   { return c.passages }
 func (c *loadedCorpus) Close() error      { return nil }
+
+func (c *loadedCorpus) keep(s *biencoder.Searcher, m *model.BiEncoder, dir string) error {
+	_, err := s.WriteShards(filepath.Join(dir, StreamDir, ShardsDir), shardMeta(m), StreamShardSize)
+	return err
+}
 
 func (c *loadedCorpus) index(rec *configs.Recipe, m *model.BiEncoder, tok *tokenize.Tokenizer, cosine bool, _ string, progress io.Writer) (*biencoder.Searcher, error) {
 	return newEvalSearcher(rec, m, tok, cosine, c.ids, c.passages, progress)
@@ -107,8 +116,9 @@ func (c *streamedCorpus) open(rec *configs.Recipe, tok *tokenize.Tokenizer, dir 
 	return nil
 }
 
-func (c *streamedCorpus) Len() int        { return len(c.ids) }
-func (c *streamedCorpus) Texts() []string { return nil }
+func (c *streamedCorpus) keep(*biencoder.Searcher, *model.BiEncoder, string) error { return nil }
+func (c *streamedCorpus) Len() int                                                 { return len(c.ids) }
+func (c *streamedCorpus) Texts() []string                                          { return nil }
 
 // index encodes the token store into embedding shards in the run directory and searches them
 // shard by shard, or, from index.ann_threshold passages on, reads them back into an HNSW graph

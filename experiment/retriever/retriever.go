@@ -89,6 +89,9 @@ func (r *retrieverRun) evaluateSplits(metrics map[string]float64) error {
 		return err
 	}
 	defer searcher.Close()
+	if err := r.corpus.keep(searcher, r.m, r.dir); err != nil { // the vectors as shards, for train search
+		return err
+	}
 	tokenize.ReportTruncation(out, "eval corpus", searcher.Len.Passage, tokenize.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	reportSearch(out, "dense", searcher)
 	if h := searcher.HNSW(); h != nil { // only then, so an exact run's metrics.json is unchanged

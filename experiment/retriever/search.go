@@ -9,7 +9,7 @@ import (
 	"github.com/ragtrain/ragtrain/index/shard"
 )
 
-// Searcher serves the embedding shards a streamed run wrote (<run>/corpus/shards) with that
+// Searcher serves the embedding shards a run wrote (<run>/corpus/shards) with that
 // run's bi-encoder: the queries encoded as the run's dense evaluation encoded them
 // (tokenizer.query_max_length, the similarity of its loss), searched shard by shard, or from
 // index.ann_threshold passages on with the HNSW graph the run built (the same parameters and

@@ -77,8 +77,8 @@ func TestStreamedCorpusGivesTheLoadedRun(t *testing.T) {
 		t.Errorf("shards hold %d vectors of %d, want %d of 64", r.Len(), r.Dim(), n)
 	}
 	r.Close()
-	if _, err := os.Stat(filepath.Join(loaded, StreamDir)); err == nil {
-		t.Errorf("the loaded run (stream_above = 0) wrote %s", StreamDir)
+	if _, err := os.Stat(filepath.Join(loaded, StreamDir, TokensFile)); err == nil {
+		t.Errorf("the loaded run (stream_above = 0) wrote %s", TokensFile)
 	}
 
 	ml, err := experiment.ReadMetrics(loaded)

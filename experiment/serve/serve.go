@@ -1,8 +1,9 @@
 // Package serve answers queries from the indexes runs save, without re-running their recipes:
 // a SPLADE run's inverted index (index/splade), a ColBERT run's PLAID-style index (plaid/), a
-// streamed retriever run's embedding shards (corpus/shards; exact or HNSW, as the run searched
-// them), and BM25 over a run's corpus. Each encodes the queries with the run's own model and settings, so
-// that Search of a split's queries at k = eval.depth writes the run's own TREC file for that
+// retriever run's embedding shards (corpus/shards, which a streamed run encodes and a loaded
+// run writes from the vectors it searched; exact or HNSW, as the run searched them), and BM25
+// over a run's corpus. Each encodes the queries with the run's own model and settings, so that
+// Search of a split's queries at k = eval.depth writes the run's own TREC file for that
 // system, byte for byte (`train search`).
 package serve
 
@@ -132,7 +133,7 @@ func (s spladeSearcher) report(w io.Writer, n int) {
 	}
 }
 
-// denseSearcher serves a streamed retriever run's embedding shards (tag dense).
+// denseSearcher serves a retriever run's embedding shards (tag dense).
 type denseSearcher struct{ *retriever.Searcher }
 
 func (s denseSearcher) searchAll(texts []string, k int) ([][]index.Hit, error) {

@@ -15,9 +15,11 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/serve"
 )
 
-// train search of a streamed retriever run's embedding shards writes the run's own
-// test.dense.trec byte for byte, searched shard by shard and (index.ann_threshold) through the
-// HNSW graph the run built; BM25 over the run's corpus its test.bm25.trec.
+// train search of a retriever run's embedding shards writes the run's own test.dense.trec
+// byte for byte, searched shard by shard and (index.ann_threshold) through the HNSW graph the
+// run built: a streamed run's shards, and those a loaded run writes of the vectors it searched
+// in memory (also when checkpoint selection's index of the chosen model served the final
+// evaluation); BM25 over the run's corpus its test.bm25.trec.
 func TestDenseShardsReproduceTheRunsTREC(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
@@ -25,6 +27,9 @@ func TestDenseShardsReproduceTheRunsTREC(t *testing.T) {
 	for _, c := range []struct{ name, index, how string }{
 		{"exact", "[index]\nstream_above = 10\n", "exact, shard by shard"},
 		{"hnsw", "[index]\nstream_above = 10\nann_threshold = 10\n", "HNSW"},
+		{"loaded", "", "exact, shard by shard"},
+		{"loaded_hnsw", "[index]\nann_threshold = 10\n", "HNSW"},
+		{"loaded_selected", "select_metric = \"nDCG@10\"\n", "exact, shard by shard"}, // appended to [eval]
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := testkit.NewSlice(t)
@@ -32,6 +37,9 @@ func TestDenseShardsReproduceTheRunsTREC(t *testing.T) {
 			run, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if m, err := experiment.ReadMetrics(run); err != nil || (strings.Contains(c.index, "select_metric") != (m["select/step"] > 0)) {
+				t.Fatalf("select/step = %v (err %v): selection must run in the loaded_selected case only", m["select/step"], err)
 			}
 			queries := filepath.Join(t.TempDir(), "queries.jsonl")
 			testkit.SplitQueries(t, rec.Data.Dir, rec.Data.TestSplit, queries)

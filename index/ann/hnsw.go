@@ -387,6 +387,10 @@ func (h *HNSW) Params() Params { return h.params }
 // Dim returns the embedding dimension.
 func (h *HNSW) Dim() int { return h.dim }
 
+// Rows returns the indexed ids and their N×dim vectors (row-major), in insertion order (the
+// order NewHNSW was given them): the graph's own slices, to be read, not changed.
+func (h *HNSW) Rows() ([]string, []float32) { return h.ids, h.vecs }
+
 // Bytes returns the memory the index holds, in bytes: vectors (4·N·dim), layer-0 links
 // (4·N·2M plus a count byte), upper-layer links, levels and ids, without search scratch
 // (4·N bytes per concurrent search).

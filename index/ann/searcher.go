@@ -14,6 +14,8 @@ type Searcher interface {
 	// Score is the inner product of q with passage id as Search scores it; false when id is
 	// not indexed.
 	Score(q []float32, id string) (float64, bool)
+	// Rows are the indexed ids and N×dim vectors in the order given (read only).
+	Rows() ([]string, []float32)
 }
 
 var (
