@@ -1,0 +1,158 @@
+package fusion
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
+	"github.com/ragtrain/ragtrain/experiment/ragkit"
+)
+
+// tinyRetroRecipe is a retro.only run over the rag tests' small garden world with tiny models:
+// it checks the machinery (training, neighbours, evaluation, the swap, resume), not accuracy.
+func tinyRetroRecipe(t *testing.T) *configs.Recipe {
+	return tinyFusionRecipe(t, "[retro]\nonly = true\nseq_length = 32\nchunk = 4\nneighbour_length = 8\npretrain_steps = 8\npretrain_batch_size = 4\nfinetune_steps = 6\nfinetune_batch_size = 4\nreplay = 1\ncheckpoint_every = 3\n")
+}
+
+// TestRetroResumeExact interrupts RETRO's pretraining at step 5 (after its checkpoint at step
+// 3) and the closed-book twin's fine-tuning at step 2 (before its first) and resumes: every
+// phase's parameters are the uninterrupted run's bit for bit, and so are the metrics.
+func TestRetroResumeExact(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyRetroRecipe(t)
+	var out strings.Builder
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	m, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"retro/EM", "retro_closedbook/EM", "retro/EM.0", "retro_closedbook/EM.>=30", "retro/moved_new_town", "retro_closedbook/moved_new_town", "retro/moved_old_town", "cost/retro_bytes", "cost/retro/searches_per_question"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if m["cost/retro/searches_per_question"] < 1 || m["cost/retro_closedbook/searches_per_question"] != 0 {
+		t.Errorf("searches per question: retro %g, closed-book %g", m["cost/retro/searches_per_question"], m["cost/retro_closedbook/searches_per_question"])
+	}
+	if !strings.Contains(out.String(), "retro_closedbook") {
+		t.Errorf("no table:\n%s", out.String())
+	}
+	for _, stop := range []struct {
+		phase string
+		at    int
+	}{{"retro_pretrain", 5}, {"retro_closedbook_finetune", 2}} {
+		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: stop.phase, InterruptAt: stop.at})
+		if err == nil || !strings.Contains(err.Error(), "interrupted") {
+			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
+		}
+		var out strings.Builder
+		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", stop.phase, err, out.String())
+		}
+		if !strings.Contains(out.String(), "resume: ") {
+			t.Errorf("%s: the resumed run does not say it resumed:\n%s", stop.phase, out.String())
+		}
+		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
+		for _, dir := range []string{"retro/pretrain", "retro/finetune", "retro_closedbook/pretrain", "retro_closedbook/finetune"} {
+			a, err := checkpoints.Load(filepath.Join(full, "retro", dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b, err := checkpoints.Load(filepath.Join(resumed, "retro", dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if a.Trainer.Step != b.Trainer.Step || a.Trainer.Step < 6 || len(a.Params) != len(b.Params) {
+				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, dir, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
+			}
+			for i := range a.Params {
+				if !slices.Equal(a.Params[i].Data, b.Params[i].Data) {
+					t.Errorf("%s: %s %s differs after resuming", stop.phase, dir, a.Params[i].Name)
+				}
+			}
+		}
+	}
+}
+
+// TestRetroNeighbours: a corpus row's chunks never get a neighbour from the row's own documents
+// (the paper's leakage rule), while the same search without the rule does find chunks of them
+// (so the rule removes something); a neighbour is a database chunk with its continuation, at most
+// retro.neighbour_length tokens, and the rows hold every document once, in order.
+func TestRetroNeighbours(t *testing.T) {
+	rec := tinyRetroRecipe(t)
+	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
+	if run != nil && run.Log != nil {
+		defer run.Log.Close()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := newRetroStudy(run, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []int
+	for _, docs := range s.rowDocs {
+		all = append(all, docs...)
+	}
+	if len(all) != len(s.docs) || !slices.IsSorted(all) || all[len(all)-1] != len(s.docs)-1 {
+		t.Fatalf("rows hold %d documents, corpus %d", len(all), len(s.docs))
+	}
+	m, own := s.rc.Chunk, 0
+	for i := 0; i < 60; i++ {
+		row := s.rows[i]
+		for c := 0; c < len(row)/m; c++ {
+			for _, j := range s.db.search(row[c*m:(c+1)*m], s.rowDocs[i]) {
+				if slices.Contains(s.rowDocs[i], s.db.doc[j]) {
+					t.Fatalf("row %d chunk %d: neighbour from its own document %d", i, c, s.db.doc[j])
+				}
+				if n := s.db.nbr[j]; len(n) > s.rc.NeighbourLength || len(n) == 0 {
+					t.Fatalf("neighbour of %d tokens", len(n))
+				}
+			}
+			for _, j := range s.db.search(row[c*m:(c+1)*m], nil) {
+				if slices.Contains(s.rowDocs[i], s.db.doc[j]) {
+					own++
+				}
+			}
+		}
+	}
+	if own == 0 {
+		t.Error("no search without the rule found a chunk of the row's own documents")
+	}
+	nb := s.neighboursOf(0, s.rows[0], s.rowDocs[0])
+	if len(nb) != len(s.rows[0])/m {
+		t.Errorf("row 0: neighbours for %d chunks, want %d complete chunks", len(nb), len(s.rows[0])/m)
+	}
+	d0 := s.docs[0]
+	if j := s.db.doc[0]; j != 0 || !slices.Equal(s.db.nbr[0], d0[:min(len(d0), s.rc.NeighbourLength)]) {
+		t.Errorf("the first database chunk is %v of document %d, want document 0's first %d tokens", s.db.nbr[0], j, s.rc.NeighbourLength)
+	}
+}
+
+func TestRetroConfigErrors(t *testing.T) {
+	for _, extra := range []string{"chunk = 5", "neighbours = 0", "neighbour_length = 2", "seq_length = 4096", "replay = 64", "cca_from = -2"} {
+		text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1) + "\n[retro]\n" + extra + "\n"
+		if _, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "bad.toml"), text); err == nil || !strings.Contains(err.Error(), "retro.") {
+			t.Errorf("%s: err = %v, want one naming the retro key", extra, err)
+		}
+	}
+	rec := tinyFusionRecipe(t, "only = true\n[retro]\nonly = true\n")
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard}); err == nil || !strings.Contains(err.Error(), "retro.only") {
+		t.Errorf("fid.only and retro.only: err = %v", err)
+	}
+}
