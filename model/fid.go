@@ -71,16 +71,8 @@ func newFiD(cfg FiDConfig, seed uint64, dt tensor.Dtype) (*FiD, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	f := &FiD{Cfg: cfg, rng: &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}}
-	r := rand.New(rand.NewPCG(seed, streamInit))
-	f.Dec = newTower(PrefixFiD+".decoder", cfg.tower(cfg.DecLen), r, f.rng, dt)
-	for i := 0; i < cfg.Layers; i++ {
-		f.Dec.crossParams(r, fmt.Sprintf("layer.%d.", i), cfg.Hidden, cfg.Layers)
-	}
-	ec := cfg.tower(cfg.EncLen)
-	ec.Causal = false
-	f.Enc = newTower(PrefixFiD+".encoder", ec, r, f.rng, dt)
-	f.Enc.shareWord(f.Dec)
+	f := &FiD{Cfg: cfg}
+	f.Dec, f.Enc, f.rng = newEncDec(PrefixFiD, cfg.tower(cfg.DecLen), cfg.tower(cfg.EncLen), 0, seed, dt)
 	return f, checkUnique(f.Params())
 }
 
@@ -260,10 +252,6 @@ func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation
 		if err := r.in.Let(batch[:len(seqs)], pad); err != nil {
 			return nil, err
 		}
-		r.vm.Reset()
-		if err := r.vm.RunAll(); err != nil {
-			return nil, err
-		}
-		return r.states.Value(), nil
+		return rerun(r.vm, r.states)
 	})
 }

@@ -90,22 +90,16 @@ type Retro struct {
 
 // NewRetro validates cfg and initialises float32 parameters from seed (decoder, its
 // cross-attention, then the encoder; one PCG stream).
-func NewRetro(cfg RetroConfig, seed uint64) (*Retro, error) { return newRetro(cfg, seed, tensor.Float32) }
+func NewRetro(cfg RetroConfig, seed uint64) (*Retro, error) {
+	return newRetro(cfg, seed, tensor.Float32)
+}
 
 func newRetro(cfg RetroConfig, seed uint64, dt tensor.Dtype) (*Retro, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Retro{Cfg: cfg, rng: &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}}
-	r := rand.New(rand.NewPCG(seed, streamInit))
-	m.Dec = newTower(PrefixRetro+".decoder", cfg.tower(cfg.SeqLen, cfg.Layers), r, m.rng, dt)
-	for i := cfg.CCAFrom; i < cfg.Layers; i++ {
-		m.Dec.crossParams(r, fmt.Sprintf("layer.%d.", i), cfg.Hidden, cfg.Layers)
-	}
-	ec := cfg.tower(cfg.NeighbourLen, cfg.EncoderLayers)
-	ec.Causal = false
-	m.Enc = newTower(PrefixRetro+".encoder", ec, r, m.rng, dt)
-	m.Enc.shareWord(m.Dec)
+	m := &Retro{Cfg: cfg}
+	m.Dec, m.Enc, m.rng = newEncDec(PrefixRetro, cfg.tower(cfg.SeqLen, cfg.Layers), cfg.tower(cfg.NeighbourLen, cfg.EncoderLayers), cfg.CCAFrom, seed, dt)
 	return m, checkUnique(m.Params())
 }
 
@@ -160,16 +154,15 @@ func (m *Retro) BuildStates(b *Binder, in *RetroInputs, train bool) (*gorgonia.N
 	xo := CrossAttentionOptions{Lq: c.Chunk, Lk: c.Neighbours * c.NeighbourLen, Heads: c.Heads, Scale: 1 / math.Sqrt(float64(c.Hidden/c.Heads))}
 	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("layer.%d.", i)
-		if i < c.CCAFrom {
-			x, err = t.gpt2Block(b, in.Dec, x, p, train)
-		} else {
-			x, err = t.crossBlock(b, in.Dec, x, p, train, func(h *gorgonia.Node) (*gorgonia.Node, error) {
+		var cca func(h *gorgonia.Node) (*gorgonia.Node, error)
+		if i >= c.CCAFrom {
+			cca = func(h *gorgonia.Node) (*gorgonia.Node, error) {
 				return chunked(h, c.SeqLen, c.Chunk, func(s *gorgonia.Node) (*gorgonia.Node, error) {
 					return t.crossAttend(b, s, mem, in.MemMask, p, xo)
 				})
-			})
+			}
 		}
-		if err != nil {
+		if x, err = t.crossBlock(b, in.Dec, x, p, train, cca); err != nil {
 			return nil, fmt.Errorf("model: retro decoder layer %d: %w", i, err)
 		}
 	}
@@ -333,10 +326,6 @@ func (r *RetroRunner) Greedy(prompts [][]int, maxNew, stop, pad int, retrieve fu
 		if err := r.in.Let(batch[:len(seqs)], pad); err != nil {
 			return nil, err
 		}
-		r.vm.Reset()
-		if err := r.vm.RunAll(); err != nil {
-			return nil, err
-		}
-		return r.states.Value(), nil
+		return rerun(r.vm, r.states)
 	})
 }

@@ -23,6 +23,32 @@ func (t *Tower) crossParams(r *rand.Rand, p string, hidden, layers int) {
 	t.param(p+"xattn.out.bias", hidden).constant(0)
 }
 
+// newEncDec builds an encoder-decoder pair's towers from one init stream of seed: the decoder
+// (prefix+".decoder", dec) with a cross-attention sublayer (crossParams) in layers from.., then
+// the encoder (prefix+".encoder", enc made bidirectional) reading the decoder's word embedding;
+// rng is their dropout source, seeded from seed until SetRNG.
+func newEncDec(prefix string, dec, enc EncoderConfig, from int, seed uint64, dt tensor.Dtype) (d, e *Tower, rng *RNG) {
+	rng = &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}
+	r := rand.New(rand.NewPCG(seed, streamInit))
+	d = newTower(prefix+".decoder", dec, r, rng, dt)
+	for i := from; i < dec.Layers; i++ {
+		d.crossParams(r, fmt.Sprintf("layer.%d.", i), dec.Hidden, dec.Layers)
+	}
+	enc.Causal = false
+	e = newTower(prefix+".encoder", enc, r, rng, dt)
+	e.shareWord(d)
+	return d, e, rng
+}
+
+// rerun lets the machine run the graph again and returns the value of states.
+func rerun(vm gorgonia.VM, states *gorgonia.Node) (gorgonia.Value, error) {
+	vm.Reset()
+	if err := vm.RunAll(); err != nil {
+		return nil, err
+	}
+	return states.Value(), nil
+}
+
 // shareWord makes t read its word embedding from dec's (removing its own from its parameters).
 func (t *Tower) shareWord(dec *Tower) {
 	word := t.byName["embeddings.word"]
@@ -63,6 +89,8 @@ func (t *Tower) crossAttend(b *Binder, h, mem, memMask *gorgonia.Node, p string,
 //	a = x + Dropout(SelfAttention(LN₁(x)))
 //	c = a + Dropout(cross(LN_x(a)))
 //	x = c + Dropout(FFN(LN₂(c)))
+//
+// With cross nil it is GPT-2's block (c = a; gpt2Block).
 func (t *Tower) crossBlock(b *Binder, in *Inputs, x *gorgonia.Node, p string, train bool, cross func(h *gorgonia.Node) (*gorgonia.Node, error)) (*gorgonia.Node, error) {
 	h, err := t.gpt2LayerNorm(b, x, p+"ln_1")
 	if err != nil {
@@ -75,20 +103,25 @@ func (t *Tower) crossBlock(b *Binder, in *Inputs, x *gorgonia.Node, p string, tr
 	if x, err = Add(x, a); err != nil {
 		return nil, err
 	}
-	if h, err = t.gpt2LayerNorm(b, x, p+"ln_x"); err != nil {
-		return nil, err
-	}
-	if a, err = cross(h); err != nil {
-		return nil, err
-	}
-	if a, err = t.dropout(a, train); err != nil {
-		return nil, err
-	}
-	if x, err = Add(x, a); err != nil {
-		return nil, err
+	if cross != nil {
+		if h, err = t.gpt2LayerNorm(b, x, p+"ln_x"); err != nil {
+			return nil, err
+		}
+		if a, err = cross(h); err != nil {
+			return nil, err
+		}
+		if a, err = t.dropout(a, train); err != nil {
+			return nil, err
+		}
+		if x, err = Add(x, a); err != nil {
+			return nil, err
+		}
 	}
 	if h, err = t.gpt2LayerNorm(b, x, p+"ln_2"); err != nil {
 		return nil, err
+	}
+	if t.ffnIn != nil && !train {
+		*t.ffnIn = append(*t.ffnIn, h)
 	}
 	if h, err = t.feedForward(b, h, p, train); err != nil {
 		return nil, err

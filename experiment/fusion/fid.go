@@ -17,7 +17,6 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -282,16 +281,8 @@ func newFiDTask(s *fidStudy, next func(int) []fidExample) (*fidTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.mask = tensor.New(tensor.WithShape(B*S), tensor.Of(tensor.Float32))
-	mn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(B*S), gorgonia.WithValue(t.mask), gorgonia.WithName("fid.targetmask"))
-	if t.loss, err = losses.TokenNLL(lp, mn); err != nil {
-		return nil, err
-	}
-	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
-		return nil, fmt.Errorf("fid gradient graph: %w", err)
-	}
-	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
-	return t, nil
+	t.mask, t.loss, t.GraphParams, err = nllGraph(g, b, lp, B*S, "fid")
+	return t, err
 }
 
 func (t *fidTask) Step(step int) (float64, int, error) {

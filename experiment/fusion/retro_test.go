@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
@@ -18,10 +17,10 @@ import (
 // tinyRetroRecipe is a retro.only run over the rag tests' small garden world with tiny models:
 // it checks the machinery (training, neighbours, evaluation, the swap, resume), not accuracy.
 func tinyRetroRecipe(t *testing.T) *configs.Recipe {
-	return tinyFusionRecipe(t, "[retro]\nonly = true\nseq_length = 32\nchunk = 4\nneighbour_length = 8\npretrain_steps = 8\npretrain_batch_size = 4\nfinetune_steps = 6\nfinetune_batch_size = 4\nreplay = 1\ncheckpoint_every = 3\n")
+	return tinyFusionRecipe(t, "[retro]\nonly = true\nseq_length = 32\nchunk = 4\nneighbour_length = 8\npretrain_steps = 6\npretrain_batch_size = 4\nfinetune_steps = 6\nfinetune_batch_size = 4\nreplay = 1\ncheckpoint_every = 3\n")
 }
 
-// TestRetroResumeExact interrupts RETRO's pretraining at step 5 (after its checkpoint at step
+// TestRetroResumeExact interrupts RETRO's pretraining at step 4 (after its checkpoint at step
 // 3) and the closed-book twin's fine-tuning at step 2 (before its first) and resumes: every
 // phase's parameters are the uninterrupted run's bit for bit, and so are the metrics.
 func TestRetroResumeExact(t *testing.T) {
@@ -29,16 +28,8 @@ func TestRetroResumeExact(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
-	rec := tinyRetroRecipe(t)
-	var out strings.Builder
-	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, out.String())
-	}
-	m, err := experiment.ReadMetrics(full)
-	if err != nil {
-		t.Fatal(err)
-	}
+	m, out := checkResumeExact(t, tinyRetroRecipe(t), []phaseStop{{"retro_pretrain", 4}, {"retro_closedbook_finetune", 2}},
+		[]string{"retro/retro/pretrain", "retro/retro/finetune", "retro/retro_closedbook/pretrain", "retro/retro_closedbook/finetune"}, 6)
 	for _, k := range []string{"retro/EM", "retro_closedbook/EM", "retro/EM.0", "retro_closedbook/EM.>=30", "retro/moved_new_town", "retro_closedbook/moved_new_town", "retro/moved_old_town", "cost/retro_bytes", "cost/retro/searches_per_question"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("metrics lack %s", k)
@@ -47,44 +38,8 @@ func TestRetroResumeExact(t *testing.T) {
 	if m["cost/retro/searches_per_question"] < 1 || m["cost/retro_closedbook/searches_per_question"] != 0 {
 		t.Errorf("searches per question: retro %g, closed-book %g", m["cost/retro/searches_per_question"], m["cost/retro_closedbook/searches_per_question"])
 	}
-	if !strings.Contains(out.String(), "retro_closedbook") {
-		t.Errorf("no table:\n%s", out.String())
-	}
-	for _, stop := range []struct {
-		phase string
-		at    int
-	}{{"retro_pretrain", 5}, {"retro_closedbook_finetune", 2}} {
-		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: stop.phase, InterruptAt: stop.at})
-		if err == nil || !strings.Contains(err.Error(), "interrupted") {
-			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
-		}
-		var out strings.Builder
-		resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: broken})
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", stop.phase, err, out.String())
-		}
-		if !strings.Contains(out.String(), "resume: ") {
-			t.Errorf("%s: the resumed run does not say it resumed:\n%s", stop.phase, out.String())
-		}
-		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
-		for _, dir := range []string{"retro/pretrain", "retro/finetune", "retro_closedbook/pretrain", "retro_closedbook/finetune"} {
-			a, err := checkpoints.Load(filepath.Join(full, "retro", dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			b, err := checkpoints.Load(filepath.Join(resumed, "retro", dir))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if a.Trainer.Step != b.Trainer.Step || a.Trainer.Step < 6 || len(a.Params) != len(b.Params) {
-				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, dir, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
-			}
-			for i := range a.Params {
-				if !slices.Equal(a.Params[i].Data, b.Params[i].Data) {
-					t.Errorf("%s: %s %s differs after resuming", stop.phase, dir, a.Params[i].Name)
-				}
-			}
-		}
+	if !strings.Contains(out, "retro_closedbook") {
+		t.Errorf("no table:\n%s", out)
 	}
 }
 

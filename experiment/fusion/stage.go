@@ -12,6 +12,11 @@ import (
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
+	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/trainer"
+	"gorgonia.org/gorgonia"
+	"gorgonia.org/tensor"
 )
 
 // What the trained stages (fid.go, retro.go) share: a resumable training phase, the moved
@@ -52,6 +57,22 @@ func resumablePhase(ctx context.Context, run *ragkit.GardenRun, ph experiment.Ph
 	}
 	run.Metrics["time/"+ph.Name+"_seconds"] = sec
 	return nil
+}
+
+// nllGraph finishes a training graph g (parameters bound by b) whose log-probabilities lp [n]
+// the loss averages over the targets its mask keeps (losses.TokenNLL): the mask, the loss and
+// the graph's parameters with their machine.
+func nllGraph(g *gorgonia.ExprGraph, b *model.Binder, lp *gorgonia.Node, n int, name string) (*tensor.Dense, *gorgonia.Node, trainer.GraphParams, error) {
+	mask := tensor.New(tensor.WithShape(n), tensor.Of(tensor.Float32))
+	mn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(n), gorgonia.WithValue(mask), gorgonia.WithName(name+".targetmask"))
+	loss, err := losses.TokenNLL(lp, mn)
+	if err != nil {
+		return nil, nil, trainer.GraphParams{}, err
+	}
+	if _, err := gorgonia.Grad(loss, b.Nodes()...); err != nil {
+		return nil, nil, trainer.GraphParams{}, fmt.Errorf("%s gradient graph: %w", name, err)
+	}
+	return mask, loss, trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))), nil
 }
 
 // movedQuestions returns the updated world (world.updated_fraction, seed) and its moved test
