@@ -175,18 +175,7 @@ func (in *FiDInputs) Let(ex []FiDExample, pad int) error {
 			decMask[b*Ld+t] = 1
 		}
 	}
-	switch d := in.memMask.Data().(type) {
-	case []float32:
-		for i, v := range mm {
-			d[i] = float32(v)
-		}
-	case []float64:
-		copy(d, mm)
-	}
-	if err := in.Enc.Let(encIDs, encMask, nil); err != nil {
-		return err
-	}
-	return in.Dec.Let(decIDs, decMask, nil)
+	return letEncDec(in.memMask, mm, in.Enc, encIDs, encMask, in.Dec, decIDs, decMask)
 }
 
 // BuildLogProbs adds FiD to the binder's graph for the inputs in and returns the

@@ -16,7 +16,9 @@ import (
 // s > 0 moves rows up (earlier), s < 0 down. Its gradient is ShiftRows(g, L, -s). RETRO's
 // chunked cross-attention (retro.go) uses it to line the attending chunks up with the chunks
 // whose neighbours they read (s = m-1) and to move the result back (s = 1-m).
-func ShiftRows(x *gorgonia.Node, L, s int) (*gorgonia.Node, error) { return apply(shiftK{l: L, s: s}, x) }
+func ShiftRows(x *gorgonia.Node, L, s int) (*gorgonia.Node, error) {
+	return apply(shiftK{l: L, s: s}, x)
+}
 
 type shiftK struct{ l, s int }
 

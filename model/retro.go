@@ -264,18 +264,7 @@ func (in *RetroInputs) Let(ex []RetroExample, pad int) error {
 			}
 		}
 	}
-	switch d := in.memMask.Data().(type) {
-	case []float32:
-		for i, v := range mm {
-			d[i] = float32(v)
-		}
-	case []float64:
-		copy(d, mm)
-	}
-	if err := in.Nbr.Let(nbrIDs, nbrMask, nil); err != nil {
-		return err
-	}
-	return in.Dec.Let(decIDs, decMask, nil)
+	return letEncDec(in.memMask, mm, in.Nbr, nbrIDs, nbrMask, in.Dec, decIDs, decMask)
 }
 
 // RetroRunner decodes greedily with RETRO: the inference graph for B sequences, run whole once

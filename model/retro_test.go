@@ -96,31 +96,11 @@ func TestRetroGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr := rand.New(rand.NewPCG(3, 3))
-	for _, p := range m.Params() {
-		if strings.Contains(p.Name, "ln_") || strings.HasSuffix(p.Name, ".bias") {
-			for i, d := 0, p.Value.Data().([]float64); i < len(d); i++ {
-				d[i] += 0.3 * pr.NormFloat64()
-			}
-		}
-	}
-	_, b, _, lp := retroGraph(t, m, retroExamples, true)
-	loss, err := weightedSum(lp, 5)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wrt []*gorgonia.Node
-	var vals []*tensor.Dense
-	var names []string
-	for _, bd := range b.Bound() {
-		wrt, vals, names = append(wrt, bd.Node), append(vals, bd.Param.Value), append(names, bd.Param.Name)
-	}
 	// decoder: 2 embeddings + 2·16 of two GPT-2 blocks + 10 of one CCA + 2 ln_f; encoder: 1 + 16 + 2.
-	if want := 2 + 32 + 10 + 2 + 1 + 16 + 2; len(wrt) != want || len(m.Params()) != want {
-		t.Fatalf("graph binds %d parameters, model has %d, want %d", len(wrt), len(m.Params()), want)
-	}
-	before := func() { m.SetRNG(rand.New(rand.NewPCG(8, 8))) }
-	fdCheck(t, "retro", loss, wrt, vals, names, before, 6, 1e-5)
+	checkModelGradients(t, "retro", m.Params(), func() (*Binder, *gorgonia.Node) {
+		_, b, _, lp := retroGraph(t, m, retroExamples, true)
+		return b, lp
+	}, 2+32+10+2+1+16+2, func() { m.SetRNG(rand.New(rand.NewPCG(8, 8))) })
 }
 
 // TestRetroCausality: the neighbours of chunk c are read from position c·m+m-1 on, so changing

@@ -49,6 +49,23 @@ func rerun(vm gorgonia.VM, states *gorgonia.Node) (gorgonia.Value, error) {
 	return states.Value(), nil
 }
 
+// letEncDec writes the memory mask mm into memMask and lets in the encoder's and the decoder's
+// ids and masks.
+func letEncDec(memMask *tensor.Dense, mm []float64, enc *Inputs, encIDs []int, encMask []float32, dec *Inputs, decIDs []int, decMask []float32) error {
+	switch d := memMask.Data().(type) {
+	case []float32:
+		for i, v := range mm {
+			d[i] = float32(v)
+		}
+	case []float64:
+		copy(d, mm)
+	}
+	if err := enc.Let(encIDs, encMask, nil); err != nil {
+		return err
+	}
+	return dec.Let(decIDs, decMask, nil)
+}
+
 // shareWord makes t read its word embedding from dec's (removing its own from its parameters).
 func (t *Tower) shareWord(dec *Tower) {
 	word := t.byName["embeddings.word"]

@@ -111,18 +111,25 @@ func TestFiDResumeExact(t *testing.T) {
 	}
 }
 
+// gardenRun opens rec's garden world and run (closed when the test ends).
+func gardenRun(t *testing.T, rec *configs.Recipe) (*ragkit.GardenRun, *ragkit.Data) {
+	t.Helper()
+	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
+	if run != nil && run.Log != nil {
+		t.Cleanup(func() { run.Log.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, d
+}
+
 // TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
 // counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
 // state the new answer, which differs from the gardener's and is a value of the relation.
 func TestFiDExamples(t *testing.T) {
 	rec := tinyFiDRecipe(t, "")
-	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, d := gardenRun(t, rec)
 	s, err := newFiDStudy(run, d)
 	if err != nil {
 		t.Fatal(err)

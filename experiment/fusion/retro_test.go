@@ -11,7 +11,6 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
-	"github.com/ragtrain/ragtrain/experiment/ragkit"
 )
 
 // tinyRetroRecipe is a retro.only run over the rag tests' small garden world with tiny models:
@@ -48,15 +47,7 @@ func TestRetroResumeExact(t *testing.T) {
 // (so the rule removes something); a neighbour is a database chunk with its continuation, at most
 // retro.neighbour_length tokens, and the rows hold every document once, in order.
 func TestRetroNeighbours(t *testing.T) {
-	rec := tinyRetroRecipe(t)
-	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := newRetroStudy(run, d)
+	s, err := newRetroStudy(gardenRun(t, tinyRetroRecipe(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
