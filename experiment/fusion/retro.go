@@ -202,6 +202,7 @@ type retroStudy struct {
 	rowDocs [][]int // their documents, sorted
 	db      *retroDB
 	cache   map[int][][][]int // neighbours of rows (>= 0) and questions (-1-question)
+	noNbr   bool              // rows without neighbours (the twin's training)
 }
 
 func newRetroStudy(run *ragkit.GardenRun, d *ragkit.Data) (*retroStudy, error) {
@@ -268,8 +269,11 @@ func (s *retroStudy) database(w *garden.World) (*retroDB, error) {
 }
 
 // neighboursOf returns (cached under key) the neighbours of every complete chunk of ids from db,
-// excluding the documents exclude.
+// excluding the documents exclude; nil when the study trains the closed-book twin (s.noNbr).
 func (s *retroStudy) neighboursOf(key int, ids, exclude []int) [][][]int {
+	if s.noNbr {
+		return nil
+	}
 	if nb, ok := s.cache[key]; ok {
 		return nb
 	}
@@ -398,6 +402,7 @@ func (s *retroStudy) train(ctx context.Context, system string) error {
 			continue
 		}
 		next := func(step int) ([]retroRow, error) { return s.batch(ph.name, step) }
+		s.noNbr = system != "retro"
 		var task interface {
 			trainer.Task
 			Close()
