@@ -318,14 +318,14 @@ func (t *fidTask) Step(step int) (float64, int, error) {
 func (t *fidTask) Close() { t.VM.Close() }
 
 // trainedQ are the training gardeners' questions (reader fine-tuning and joint halves).
-func (s *fidStudy) trainedQ() []int {
-	return append(slices.Clone(s.d.FinetuneQ), s.d.JointQ...)
+func trainedQ(d *ragkit.Data) []int {
+	return append(slices.Clone(d.FinetuneQ), d.JointQ...)
 }
 
 // train trains system ("fid" or "rag") for fid.steps, resuming from fid/<system>/ when it holds
 // a checkpoint of that phase.
 func (s *fidStudy) train(ctx context.Context, system string) error {
-	trainQ := s.trainedQ()
+	trainQ := trainedQ(s.d)
 	top, err := s.retrieve(s.World, trainQ)
 	if err != nil {
 		return err

@@ -134,7 +134,7 @@ func TestFiDExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trainQ := s.trainedQ()
+	trainQ := trainedQ(s.d)
 	top, err := s.retrieve(s.World, trainQ)
 	if err != nil {
 		t.Fatal(err)

@@ -310,7 +310,7 @@ func (s *retroStudy) batch(phase string, step int) ([]retroRow, error) {
 		corpus(rc.PretrainBatchSize, streamRetroRows)
 		return out, nil
 	}
-	trainQ := append(slices.Clone(s.d.FinetuneQ), s.d.JointQ...)
+	trainQ := trainedQ(s.d)
 	for _, i := range ragreader.Cycle(len(trainQ), rc.FinetuneBatchSize-rc.Replay, step, s.Seed^streamRetroRows^1) {
 		q := &s.World.Questions[trainQ[i]]
 		row := ragreader.QARow(s.prompt(q), s.Format.Answer(q.Answer))
