@@ -71,30 +71,8 @@ func newFiD(cfg FiDConfig, seed uint64, dt tensor.Dtype) (*FiD, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	f := &FiD{Cfg: cfg, rng: &RNG{R: rand.New(rand.NewPCG(seed, streamDropout))}}
-	r := rand.New(rand.NewPCG(seed, streamInit))
-	f.Dec = newTower(PrefixFiD+".decoder", cfg.tower(cfg.DecLen), r, f.rng, dt)
-	residual := 0.02 / math.Sqrt(2*float64(cfg.Layers))
-	for i := 0; i < cfg.Layers; i++ {
-		p := fmt.Sprintf("layer.%d.", i)
-		f.Dec.layerNormParams(p+"ln_x", cfg.Hidden)
-		for _, n := range []string{"q", "k", "v"} {
-			f.Dec.linearParams(r, p+"xattn."+n, cfg.Hidden, cfg.Hidden)
-		}
-		f.Dec.param(p+"xattn.out.weight", cfg.Hidden, cfg.Hidden).normal(r, residual)
-		f.Dec.param(p+"xattn.out.bias", cfg.Hidden).constant(0)
-	}
-	ec := cfg.tower(cfg.EncLen)
-	ec.Causal = false
-	f.Enc = newTower(PrefixFiD+".encoder", ec, r, f.rng, dt)
-	word := f.Enc.byName["embeddings.word"]
-	f.Enc.byName["embeddings.word"] = f.Dec.byName["embeddings.word"]
-	for i, p := range f.Enc.params {
-		if p == word {
-			f.Enc.params = append(f.Enc.params[:i], f.Enc.params[i+1:]...)
-			break
-		}
-	}
+	f := &FiD{Cfg: cfg}
+	f.Dec, f.Enc, f.rng = newEncDec(PrefixFiD, cfg.tower(cfg.DecLen), cfg.tower(cfg.EncLen), 0, seed, dt)
 	return f, checkUnique(f.Params())
 }
 
@@ -131,60 +109,12 @@ func (f *FiD) BuildDecoder(b *Binder, mem, memMask *gorgonia.Node, dec *Inputs, 
 	xo := CrossAttentionOptions{Lq: c.DecLen, Lk: c.K * c.EncLen, Heads: c.Heads, Scale: 1 / math.Sqrt(float64(c.Hidden/c.Heads))}
 	for i := 0; i < c.Layers; i++ {
 		p := fmt.Sprintf("layer.%d.", i)
-		if x, err = f.decoderBlock(b, dec, x, mem, memMask, p, xo, train); err != nil {
+		cross := func(h *gorgonia.Node) (*gorgonia.Node, error) { return t.crossAttend(b, h, mem, memMask, p, xo) }
+		if x, err = t.crossBlock(b, dec, x, p, train, cross); err != nil {
 			return nil, fmt.Errorf("model: fid decoder layer %d: %w", i, err)
 		}
 	}
 	return t.gpt2LayerNorm(b, x, "ln_f")
-}
-
-func (f *FiD) decoderBlock(b *Binder, dec *Inputs, x, mem, memMask *gorgonia.Node, p string, xo CrossAttentionOptions, train bool) (*gorgonia.Node, error) {
-	t := f.Dec
-	h, err := t.gpt2LayerNorm(b, x, p+"ln_1")
-	if err != nil {
-		return nil, err
-	}
-	a, err := t.selfAttention(b, dec, h, p, train)
-	if err != nil {
-		return nil, err
-	}
-	if x, err = Add(x, a); err != nil {
-		return nil, err
-	}
-	if h, err = t.gpt2LayerNorm(b, x, p+"ln_x"); err != nil {
-		return nil, err
-	}
-	q, err := t.linear(b, h, p+"xattn.q")
-	if err != nil {
-		return nil, err
-	}
-	k, err := t.linear(b, mem, p+"xattn.k")
-	if err != nil {
-		return nil, err
-	}
-	v, err := t.linear(b, mem, p+"xattn.v")
-	if err != nil {
-		return nil, err
-	}
-	if a, err = CrossAttention(q, k, v, memMask, xo); err != nil {
-		return nil, err
-	}
-	if a, err = t.linear(b, a, p+"xattn.out"); err != nil {
-		return nil, err
-	}
-	if a, err = t.dropout(a, train); err != nil {
-		return nil, err
-	}
-	if x, err = Add(x, a); err != nil {
-		return nil, err
-	}
-	if h, err = t.gpt2LayerNorm(b, x, p+"ln_2"); err != nil {
-		return nil, err
-	}
-	if h, err = t.feedForward(b, h, p, train); err != nil {
-		return nil, err
-	}
-	return Add(x, h)
 }
 
 // FiDInputs are the input nodes of a FiD graph for B questions: the encoder rows (B·K x Le),
@@ -245,18 +175,7 @@ func (in *FiDInputs) Let(ex []FiDExample, pad int) error {
 			decMask[b*Ld+t] = 1
 		}
 	}
-	switch d := in.memMask.Data().(type) {
-	case []float32:
-		for i, v := range mm {
-			d[i] = float32(v)
-		}
-	case []float64:
-		copy(d, mm)
-	}
-	if err := in.Enc.Let(encIDs, encMask, nil); err != nil {
-		return err
-	}
-	return in.Dec.Let(decIDs, decMask, nil)
+	return letEncDec(in.memMask, mm, in.Enc, encIDs, encMask, in.Dec, decIDs, decMask)
 }
 
 // BuildLogProbs adds FiD to the binder's graph for the inputs in and returns the
@@ -310,49 +229,18 @@ func (r *FiDRunner) Close() error { return r.vm.Close() }
 // until stop or until maxNew tokens or Ld are reached; the example's Decoder slice is not
 // modified. Examples may number more than B (batches of B).
 func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation, error) {
-	res := make([]Generation, len(ex))
-	B, Ld, h := r.in.B, r.f.Cfg.DecLen, r.f.Cfg.Hidden
-	sel := make([]float64, h)
-	logits := make([]float64, r.f.Cfg.Vocab)
-	emb := r.f.Dec.byName["embeddings.word"].Value
-	for lo := 0; lo < len(ex); lo += B {
-		batch := make([]FiDExample, min(B, len(ex)-lo))
-		active := make([]bool, len(batch))
-		for i := range batch {
-			batch[i] = FiDExample{Passages: ex[lo+i].Passages, Decoder: append([]int(nil), ex[lo+i].Decoder...)}
-			active[i] = len(batch[i].Decoder) < Ld
-		}
-		for step := 0; step < maxNew; step++ {
-			if err := r.in.Let(batch, pad); err != nil {
-				return nil, err
-			}
-			r.vm.Reset()
-			if err := r.vm.RunAll(); err != nil {
-				return nil, err
-			}
-			running := false
-			for i := range batch {
-				if !active[i] {
-					continue
-				}
-				row := (i*Ld + len(batch[i].Decoder) - 1) * h
-				rowLogits(logits, sel, r.states.Value(), row, emb)
-				best, lp := argmaxLogSoftmax(logits)
-				g := &res[lo+i]
-				g.LogProb += lp
-				if best == stop {
-					g.Stopped, active[i] = true, false
-					continue
-				}
-				g.Tokens = append(g.Tokens, best)
-				batch[i].Decoder = append(batch[i].Decoder, best)
-				active[i] = len(batch[i].Decoder) < Ld
-				running = running || active[i]
-			}
-			if !running {
-				break
-			}
-		}
+	prompts := make([][]int, len(ex))
+	for i, e := range ex {
+		prompts[i] = e.Decoder
 	}
-	return res, nil
+	batch := make([]FiDExample, r.in.B)
+	return greedyRerun(prompts, r.in.B, r.f.Cfg.DecLen, maxNew, stop, r.f.Dec.byName["embeddings.word"].Value, func(lo int, seqs [][]int) (gorgonia.Value, error) {
+		for i, s := range seqs {
+			batch[i] = FiDExample{Passages: ex[lo+i].Passages, Decoder: s}
+		}
+		if err := r.in.Let(batch[:len(seqs)], pad); err != nil {
+			return nil, err
+		}
+		return rerun(r.vm, r.states)
+	})
 }

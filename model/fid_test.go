@@ -55,15 +55,28 @@ func TestFiDGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// decoder: 2 embeddings + 16 of a GPT-2 block + 10 cross-attention + 2 ln_f; encoder: the same less the word embedding.
+	checkModelGradients(t, "fid", f.Params(), func() (*Binder, *gorgonia.Node) {
+		_, b, lp := fidLogProbs(t, f, fidExamples, true)
+		return b, lp
+	}, 2+16+10+2+1+16+2, func() { f.SetRNG(rand.New(rand.NewPCG(8, 8))) })
+}
+
+// checkModelGradients moves every LayerNorm parameter and bias of params off its initial value
+// (N(0, 0.3²)), builds the graph (its binder and log-probabilities) and checks the gradient of a
+// weighted sum of the log-probabilities with respect to every bound parameter, want of them,
+// against central differences in float64; before runs before every run (dropout reseeding).
+func checkModelGradients(t *testing.T, name string, params []*Param, build func() (*Binder, *gorgonia.Node), want int, before func()) {
+	t.Helper()
 	pr := rand.New(rand.NewPCG(3, 3))
-	for _, p := range f.Params() {
+	for _, p := range params {
 		if strings.Contains(p.Name, "ln_") || strings.HasSuffix(p.Name, ".bias") {
 			for i, d := 0, p.Value.Data().([]float64); i < len(d); i++ {
 				d[i] += 0.3 * pr.NormFloat64()
 			}
 		}
 	}
-	_, b, lp := fidLogProbs(t, f, fidExamples, true)
+	b, lp := build()
 	loss, err := weightedSum(lp, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -74,12 +87,10 @@ func TestFiDGradients(t *testing.T) {
 	for _, bd := range b.Bound() {
 		wrt, vals, names = append(wrt, bd.Node), append(vals, bd.Param.Value), append(names, bd.Param.Name)
 	}
-	// decoder: 2 embeddings + 16 of a GPT-2 block + 10 cross-attention + 2 ln_f; encoder: the same less the word embedding.
-	if want := 2 + 16 + 10 + 2 + 1 + 16 + 2; len(wrt) != want || len(f.Params()) != want {
-		t.Fatalf("graph binds %d parameters, model has %d, want %d", len(wrt), len(f.Params()), want)
+	if len(wrt) != want || len(params) != want {
+		t.Fatalf("%s: graph binds %d parameters, model has %d, want %d", name, len(wrt), len(params), want)
 	}
-	before := func() { f.SetRNG(rand.New(rand.NewPCG(8, 8))) }
-	fdCheck(t, "fid", loss, wrt, vals, names, before, 6, 1e-5)
+	fdCheck(t, name, loss, wrt, vals, names, before, 6, 1e-5)
 }
 
 // TestFiDPassageOrderAndPadding: the passages meet only in the decoder's cross-attention, whose

@@ -97,29 +97,9 @@ func (t *Tower) gpt2Tokens(b *Binder, in *Inputs, train bool) (*gorgonia.Node, e
 	return t.gpt2LayerNorm(b, x, "ln_f")
 }
 
-// gpt2Block is one pre-LN GPT-2 layer on x [B*L,H].
+// gpt2Block is one pre-LN GPT-2 layer on x [B*L,H] (crossBlock without the cross sublayer).
 func (t *Tower) gpt2Block(b *Binder, in *Inputs, x *gorgonia.Node, p string, train bool) (*gorgonia.Node, error) {
-	h, err := t.gpt2LayerNorm(b, x, p+"ln_1")
-	if err != nil {
-		return nil, err
-	}
-	a, err := t.selfAttention(b, in, h, p, train)
-	if err != nil {
-		return nil, err
-	}
-	if a, err = Add(x, a); err != nil {
-		return nil, err
-	}
-	if h, err = t.gpt2LayerNorm(b, a, p+"ln_2"); err != nil {
-		return nil, err
-	}
-	if t.ffnIn != nil && !train {
-		*t.ffnIn = append(*t.ffnIn, h)
-	}
-	if h, err = t.feedForward(b, h, p, train); err != nil {
-		return nil, err
-	}
-	return Add(a, h)
+	return t.crossBlock(b, in, x, p, train, nil)
 }
 
 // EmbedWordPosition sums GPT-2's two input embeddings:

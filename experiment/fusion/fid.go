@@ -12,13 +12,11 @@ import (
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
 
-	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data/garden"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/experiment/ragkit"
 	"github.com/ragtrain/ragtrain/index"
-	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -283,16 +281,8 @@ func newFiDTask(s *fidStudy, next func(int) []fidExample) (*fidTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.mask = tensor.New(tensor.WithShape(B*S), tensor.Of(tensor.Float32))
-	mn := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(B*S), gorgonia.WithValue(t.mask), gorgonia.WithName("fid.targetmask"))
-	if t.loss, err = losses.TokenNLL(lp, mn); err != nil {
-		return nil, err
-	}
-	if _, err := gorgonia.Grad(t.loss, b.Nodes()...); err != nil {
-		return nil, fmt.Errorf("fid gradient graph: %w", err)
-	}
-	t.GraphParams = trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...)))
-	return t, nil
+	t.mask, t.loss, t.GraphParams, err = nllGraph(g, b, lp, B*S, "fid")
+	return t, err
 }
 
 func (t *fidTask) Step(step int) (float64, int, error) {
@@ -328,14 +318,14 @@ func (t *fidTask) Step(step int) (float64, int, error) {
 func (t *fidTask) Close() { t.VM.Close() }
 
 // trainedQ are the training gardeners' questions (reader fine-tuning and joint halves).
-func (s *fidStudy) trainedQ() []int {
-	return append(slices.Clone(s.d.FinetuneQ), s.d.JointQ...)
+func trainedQ(d *ragkit.Data) []int {
+	return append(slices.Clone(d.FinetuneQ), d.JointQ...)
 }
 
 // train trains system ("fid" or "rag") for fid.steps, resuming from fid/<system>/ when it holds
 // a checkpoint of that phase.
 func (s *fidStudy) train(ctx context.Context, system string) error {
-	trainQ := s.trainedQ()
+	trainQ := trainedQ(s.d)
 	top, err := s.retrieve(s.World, trainQ)
 	if err != nil {
 		return err
@@ -375,32 +365,12 @@ func (s *fidStudy) train(ctx context.Context, system string) error {
 	}
 	defer task.Close()
 	phase := "fid_" + system
-	dir := filepath.Join(s.Dir, "fid", system)
 	ph := experiment.Phase{Name: phase, Steps: s.fc.Steps, Task: task, LR: s.fc.LR, Warmup: experiment.ShortWarmup(s.Rec.Train.WarmupSteps, s.fc.Steps),
-		CheckpointEvery: s.fc.CheckpointEvery, Dir: dir, Params: params, Config: map[string]any{"system": system, "fid": s.fid.Cfg, "reader": s.reader.Cfg},
-		State: func(_ int, ts *checkpoints.TrainerState) { ts.Counters = map[string]int{"cut": *cut} }}
-	if experiment.HasCheckpoint(dir) {
-		ck, err := checkpoints.Load(dir)
-		if err != nil {
-			return err
-		}
-		if err := experiment.SetParams(params, ck.Params); err != nil {
-			return fmt.Errorf("%s: %w", ck.Dir, err)
-		}
-		ph.Start, ph.Optimizer, ph.SecondsBefore, *cut = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds, ck.Trainer.Counters["cut"]
-		fmt.Fprintf(s.Opts.Out, "resume: %s at step %d of %d\n", ck.Dir, ck.Trainer.Step, s.fc.Steps)
-		if ck.Trainer.Step >= s.fc.Steps {
-			s.Metrics["time/"+phase+"_seconds"] = ck.Trainer.TrainSeconds
-			s.Metrics[phase+"/train_contexts_cut"] = float64(*cut)
-			return nil
-		}
-	}
-	fmt.Fprintf(s.Opts.Out, "%s: %d parameters, %d training questions, %d steps of %d, k from %v\n", phase, ragkit.CountParams(params), len(trainQ), s.fc.Steps, s.fc.BatchSize, s.fc.Ks)
-	_, sec, err := s.RunPhase(ctx, ph)
-	if err != nil {
+		CheckpointEvery: s.fc.CheckpointEvery, Dir: filepath.Join(s.Dir, "fid", system), Params: params, Config: map[string]any{"system": system, "fid": s.fid.Cfg, "reader": s.reader.Cfg}}
+	what := fmt.Sprintf("%d training questions, %d steps of %d, k from %v", len(trainQ), s.fc.Steps, s.fc.BatchSize, s.fc.Ks)
+	if err := resumablePhase(ctx, s.GardenRun, ph, map[string]*int{"cut": cut}, what); err != nil {
 		return err
 	}
-	s.Metrics["time/"+phase+"_seconds"] = sec
 	s.Metrics[phase+"/train_contexts_cut"] = float64(*cut)
 	return nil
 }
@@ -467,7 +437,7 @@ func (s *fidStudy) evaluate() error {
 	if err != nil {
 		return err
 	}
-	upd, moved, err := s.moved()
+	upd, moved, err := movedQuestions(s.GardenRun, s.d)
 	if err != nil {
 		return err
 	}
@@ -475,12 +445,7 @@ func (s *fidStudy) evaluate() error {
 	if err != nil {
 		return err
 	}
-	old := s.World
-	dd := *s.d
-	dd.TestQ = moved
-	s.World = upd
-	movedEv := s.NewEval(&dd)
-	s.World = old
+	movedEv := movedEval(s.GardenRun, s.d, upd, moved)
 	m := s.Metrics
 	for _, system := range fidSystems {
 		for _, k := range s.fc.Ks {
@@ -497,15 +462,7 @@ func (s *fidStudy) evaluate() error {
 			if correct, _, err = s.answer(system, testExamples(movedEv, updTop, k)); err != nil {
 				return err
 			}
-			movedEv.AddRow(name+"/moved", correct, nil, movedEv.All)
-			m[name+"/moved_new_town"] = m[name+"/moved/EM"]
-			delete(m, name+"/moved/EM")
-			for _, b := range garden.Buckets {
-				if v, ok := m[name+"/moved/EM."+b]; ok {
-					m[name+"/moved_new_town."+b] = v
-					delete(m, name+"/moved/EM."+b)
-				}
-			}
+			addMoved(m, movedEv, name, correct)
 			fmt.Fprintf(s.Opts.Out, "%s: EM %.3f (cut %d); moved gardeners' new town %.3f\n", name, m[name+"/EM"], cut, m[name+"/moved_new_town"])
 		}
 	}
@@ -513,27 +470,6 @@ func (s *fidStudy) evaluate() error {
 	m["cost/rag_long_reader_bytes"] = float64(4 * ragkit.CountParams(s.reader.Params()))
 	m["swap/fid_moved_questions"] = float64(len(moved))
 	return nil
-}
-
-// moved returns the updated world (world.updated_fraction, seed) and its moved test questions.
-func (s *fidStudy) moved() (*garden.World, []int, error) {
-	upd, err := s.World.Updated(s.Rec.World.UpdatedFraction, uint64(s.Rec.Seed))
-	if err != nil {
-		return nil, nil, err
-	}
-	var moved []int
-	for _, i := range s.d.TestQ {
-		if upd.Questions[i].ID != s.World.Questions[i].ID {
-			return nil, nil, fmt.Errorf("updated world: question %d is %s, was %s", i, upd.Questions[i].ID, s.World.Questions[i].ID)
-		}
-		if upd.Questions[i].Previous != "" {
-			moved = append(moved, i)
-		}
-	}
-	if len(moved) == 0 {
-		return nil, nil, fmt.Errorf("no test gardener moved (world.updated_fraction = %g)", s.Rec.World.UpdatedFraction)
-	}
-	return upd, moved, nil
 }
 
 // fidStage trains FiD and the in-context reader and evaluates both (the stage "fid").
@@ -554,58 +490,13 @@ func fidStage(ctx context.Context, run *ragkit.GardenRun, d *ragkit.Data) error 
 	return nil
 }
 
-// runFiDOnly is the run of a recipe with fid.only: the fid stage alone.
-func runFiDOnly(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	start := time.Now()
-	run, d, dir, err := ragkit.NewGardenRun(rec, o, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
-	}
-	if err != nil {
-		return dir, err
-	}
-	prog, err := readProgress(dir)
-	if err != nil {
-		return dir, err
-	}
-	if prog.done("fid") {
-		fidReport(o, prog.Metrics, FiDOf(rec))
-	} else {
-		t0 := time.Now()
-		if err := fidStage(ctx, run, d); err != nil {
-			return dir, fmt.Errorf("fid: %w", err)
-		}
-		run.Metrics["time/fid_seconds"] = time.Since(t0).Seconds()
-		if err := prog.finish(dir, "fid", run.Metrics); err != nil {
-			return dir, err
-		}
-	}
-	run.Metrics = prog.Metrics
-	run.Metrics["run/seconds"] = time.Since(start).Seconds()
-	return dir, experiment.WriteMetrics(dir, run.Metrics)
-}
-
 // fidReport prints EM per bucket of every fid@k and rag@k.
 func fidReport(o experiment.Options, m map[string]float64, fc *FiDConfig) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%-10s", "system")
-	for _, c := range append(slices.Clone(garden.Buckets), "all", "moved→new", "s/question") {
-		fmt.Fprintf(&b, " %10s", c)
-	}
-	b.WriteString("\n")
+	var names []string
 	for _, system := range fidSystems {
 		for _, k := range fc.Ks {
-			name := fc.systemName(system, k)
-			fmt.Fprintf(&b, "%-10s", name)
-			for _, c := range append(slices.Clone(garden.Buckets), "") {
-				key := name + "/EM"
-				if c != "" {
-					key += "." + c
-				}
-				fmt.Fprintf(&b, " %10.3f", m[key])
-			}
-			fmt.Fprintf(&b, " %10.3f %10.4f\n", m[name+"/moved_new_town"], m["cost/"+name+"/seconds_per_question"])
+			names = append(names, fc.systemName(system, k))
 		}
 	}
-	fmt.Fprintf(o.Out, "\nFusion-in-Decoder and in-context RAG by k, exact match on the test questions by pretraining mentions of the fact:\n%s", b.String())
+	emTable(o, "Fusion-in-Decoder and in-context RAG by k, exact match on the test questions by pretraining mentions of the fact", names, m)
 }

@@ -35,15 +35,18 @@ func tinyFusionRecipe(t *testing.T, extra string) *configs.Recipe {
 	return rec
 }
 
-// TestFiDResumeExact interrupts each reader's training mid-phase (FiD at step 7, after its
-// checkpoint at step 5; the in-context reader at step 3, before its first) and resumes: the
-// trained parameters are the uninterrupted run's bit for bit, and so are the metrics.
-func TestFiDResumeExact(t *testing.T) {
-	testkit.SkipUnderRace(t)
-	if testing.Short() {
-		t.Skip("end-to-end runs")
-	}
-	rec := tinyFiDRecipe(t, "")
+// phaseStop interrupts a run in phase at step at.
+type phaseStop struct {
+	phase string
+	at    int
+}
+
+// checkResumeExact runs rec whole, then once per stop interrupted there and resumed: the resumed
+// run says it resumed, its metrics are the uninterrupted run's and so are the parameters of the
+// checkpoints dirs (in the run directory, each at step steps), bit for bit. It returns the
+// uninterrupted run's metrics and output.
+func checkResumeExact(t *testing.T, rec *configs.Recipe, stops []phaseStop, dirs []string, steps int) (map[string]float64, string) {
+	t.Helper()
 	var out strings.Builder
 	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
 	if err != nil {
@@ -53,18 +56,7 @@ func TestFiDResumeExact(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"fid@1/EM", "fid@3/EM", "rag@1/EM", "rag@3/EM", "fid@3/moved_new_town", "rag@1/moved_new_town", "cost/fid_bytes"} {
-		if _, ok := m[k]; !ok {
-			t.Errorf("metrics lack %s", k)
-		}
-	}
-	if !strings.Contains(out.String(), "fid@3") {
-		t.Errorf("no table:\n%s", out.String())
-	}
-	for _, stop := range []struct {
-		phase string
-		at    int
-	}{{"fid_fid", 7}, {"fid_rag", 3}} {
+	for _, stop := range stops {
 		broken, err := experiment.Run(context.Background(), rec, experiment.Options{Progress: io.Discard, InterruptPhase: stop.phase, InterruptAt: stop.at})
 		if err == nil || !strings.Contains(err.Error(), "interrupted") {
 			t.Fatalf("%s: interrupted run: err = %v", stop.phase, err)
@@ -78,25 +70,58 @@ func TestFiDResumeExact(t *testing.T) {
 			t.Errorf("%s: the resumed run does not say it resumed:\n%s", stop.phase, out.String())
 		}
 		testkit.SameMetrics(t, stop.phase+": ", full, resumed, testkit.Untimed)
-		for _, system := range fidSystems {
-			a, err := checkpoints.Load(filepath.Join(full, "fid", system))
+		for _, dir := range dirs {
+			a, err := checkpoints.Load(filepath.Join(full, dir))
 			if err != nil {
 				t.Fatal(err)
 			}
-			b, err := checkpoints.Load(filepath.Join(resumed, "fid", system))
+			b, err := checkpoints.Load(filepath.Join(resumed, dir))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if a.Trainer.Step != 12 || b.Trainer.Step != 12 || len(a.Params) != len(b.Params) {
-				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, system, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
+			if a.Trainer.Step != steps || b.Trainer.Step != steps || len(a.Params) != len(b.Params) {
+				t.Fatalf("%s %s: steps %d and %d, %d and %d tensors", stop.phase, dir, a.Trainer.Step, b.Trainer.Step, len(a.Params), len(b.Params))
 			}
 			for i := range a.Params {
 				if !slices.Equal(a.Params[i].Data, b.Params[i].Data) {
-					t.Errorf("%s: %s %s differs after resuming", stop.phase, system, a.Params[i].Name)
+					t.Errorf("%s: %s %s differs after resuming", stop.phase, dir, a.Params[i].Name)
 				}
 			}
 		}
 	}
+	return m, out.String()
+}
+
+// TestFiDResumeExact interrupts each reader's training mid-phase (FiD at step 7, after its
+// checkpoint at step 5; the in-context reader at step 3, before its first) and resumes: the
+// trained parameters are the uninterrupted run's bit for bit, and so are the metrics.
+func TestFiDResumeExact(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	m, out := checkResumeExact(t, tinyFiDRecipe(t, ""), []phaseStop{{"fid_fid", 7}, {"fid_rag", 3}}, []string{"fid/fid", "fid/rag"}, 12)
+	for _, k := range []string{"fid@1/EM", "fid@3/EM", "rag@1/EM", "rag@3/EM", "fid@3/moved_new_town", "rag@1/moved_new_town", "cost/fid_bytes"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
+	}
+	if !strings.Contains(out, "fid@3") {
+		t.Errorf("no table:\n%s", out)
+	}
+}
+
+// gardenRun opens rec's garden world and run (closed when the test ends).
+func gardenRun(t *testing.T, rec *configs.Recipe) (*ragkit.GardenRun, *ragkit.Data) {
+	t.Helper()
+	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
+	if run != nil && run.Log != nil {
+		t.Cleanup(func() { run.Log.Close() })
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run, d
 }
 
 // TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
@@ -104,18 +129,12 @@ func TestFiDResumeExact(t *testing.T) {
 // state the new answer, which differs from the gardener's and is a value of the relation.
 func TestFiDExamples(t *testing.T) {
 	rec := tinyFiDRecipe(t, "")
-	run, d, _, err := ragkit.NewGardenRun(rec, experiment.Options{Out: io.Discard, Progress: io.Discard}, rec.RAG.Chunking, rec.RAG.HeldOutQuestions, false, "")
-	if run != nil && run.Log != nil {
-		defer run.Log.Close()
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	run, d := gardenRun(t, rec)
 	s, err := newFiDStudy(run, d)
 	if err != nil {
 		t.Fatal(err)
 	}
-	trainQ := s.trainedQ()
+	trainQ := trainedQ(s.d)
 	top, err := s.retrieve(s.World, trainQ)
 	if err != nil {
 		t.Fatal(err)

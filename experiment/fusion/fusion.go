@@ -26,7 +26,7 @@ import (
 const Kind = "fusion"
 
 // kind = "fusion": where the garden reader meets the evidence, compared on the garden world
-// (issue 41; RETRO is not implemented yet).
+// (issue 41).
 //
 //  1. the world, tokenizer and GPT-2 reader of kind rag (ragkit.NewGardenRun): the reader is
 //     pretrained on the pretraining corpus less its last knnlm.held_out_docs documents (the
@@ -46,12 +46,14 @@ const Kind = "fusion"
 //     (the corpus, hence the corpus datastore, is unchanged), no weight changes, and each system
 //     is asked the moved test gardeners' town: <system>/moved_new_town, /moved_old_town;
 //  6. fid (fid.go): Fusion-in-Decoder and in-context RAG, each trained from scratch, at k = each
-//     of fid.ks (with fid.only, this stage alone).
+//     of fid.ks (with fid.only, this stage alone);
+//  7. retro (retro.go): a RETRO-style model and its closed-book twin, each trained from scratch
+//     (with retro.only, this stage alone).
 //
 // Every stage's metrics go to progress.json as it ends; a resumed run (-resume) loads start/
 // and skips the stages done. Everything goes to metrics.json and prints as a table.
 func init() {
-	experiment.Register(Kind, runFusion, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}, Own: []configs.Section{section, fidSection}})
+	experiment.Register(Kind, runFusion, configs.KindSpec{Sections: ragkit.Sections(), Losses: []string{"infonce"}, Own: []configs.Section{section, fidSection, retroSection}})
 }
 
 // progressFile holds the finished stages' metrics of a run.
@@ -118,8 +120,13 @@ func runFusion(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	if FiDOf(rec).Only {
-		return runFiDOnly(ctx, rec, o)
+	switch fid, retro := FiDOf(rec).Only, RetroOf(rec).Only; {
+	case fid && retro:
+		return "", fmt.Errorf("%s: fid.only and retro.only are both true: one stage alone at a time", rec.Path)
+	case retro:
+		return runOnly(ctx, rec, o, "retro", retroStage, func(m map[string]float64) { retroReport(o, m) })
+	case fid:
+		return runOnly(ctx, rec, o, "fid", fidStage, func(m map[string]float64) { fidReport(o, m, FiDOf(rec)) })
 	}
 	s := &study{rec: rec, o: o, start: time.Now(), kc: Of(rec)}
 	defer s.close()
@@ -215,7 +222,8 @@ func (s *study) studies(ctx context.Context) error {
 	stages := []struct {
 		name string
 		f    func() error
-	}{{"perplexity", s.perplexity}, {"qa", s.qa}, {"swap", s.swap}, {"fid", func() error { return fidStage(ctx, s.GardenRun, s.d) }}}
+	}{{"perplexity", s.perplexity}, {"qa", s.qa}, {"swap", s.swap}, {"fid", func() error { return fidStage(ctx, s.GardenRun, s.d) }},
+		{"retro", func() error { return retroStage(ctx, s.GardenRun, s.d) }}}
 	for _, st := range stages {
 		if s.prog.done(st.name) {
 			fmt.Fprintf(s.o.Out, "%s: done in an earlier segment\n", st.name)
