@@ -23,7 +23,6 @@ func ShiftRows(x *gorgonia.Node, L, s int) (*gorgonia.Node, error) {
 type shiftK struct{ l, s int }
 
 func (k shiftK) name() string { return fmt.Sprintf("ShiftRows{L=%d,s=%d}", k.l, k.s) }
-func (shiftK) arity() int     { return 1 }
 func (shiftK) typ() hm.Type   { return fnType(ft(2), ft(2)) }
 func (shiftK) diff() []bool   { return []bool{true} }
 func (k shiftK) grads(in []tensor.Shape) []*gradTerm {
