@@ -1,9 +1,14 @@
 package kinds
 
 import (
+	"go/parser"
+	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"slices"
 	"testing"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -76,8 +81,45 @@ func TestShippedRecipesLoad(t *testing.T) {
 
 // TestKindsAreRegistered: the kinds Run implements are registered.
 func TestKindsAreRegistered(t *testing.T) {
-	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "replug_lm", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
-	if got := configs.Kinds(); !reflect.DeepEqual(got, want) {
+	if got, want := configs.Kinds(), shippedKinds(t); !reflect.DeepEqual(got, want) {
 		t.Errorf("registered kinds %v, want %v", got, want)
 	}
+}
+
+// shippedKinds is the sorted set of the kinds the shipped recipes (recipes/*.toml) name: every
+// kind ships a recipe, and every blank import of kinds.go registers one kind, so a new kind is
+// its package, its import line and its recipe, and no list in a test.
+func shippedKinds(t *testing.T) []string {
+	t.Helper()
+	paths, err := filepath.Glob("../../recipes/*.toml")
+	if err != nil || len(paths) == 0 {
+		t.Fatalf("no recipes: %v", err)
+	}
+	line := regexp.MustCompile(`(?m)^kind = "([a-z_]+)"`)
+	set := map[string]bool{}
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := line.FindSubmatch(b)
+		if m == nil {
+			t.Fatalf("%s: no kind line", p)
+		}
+		set[string(m[1])] = true
+	}
+	f, err := parser.ParseFile(token.NewFileSet(), "kinds.go", nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	blank := 0
+	for _, imp := range f.Imports {
+		if imp.Name != nil && imp.Name.Name == "_" {
+			blank++
+		}
+	}
+	if blank != len(set) {
+		t.Errorf("kinds.go links %d kind packages, the shipped recipes name %d kinds", blank, len(set))
+	}
+	return slices.Sorted(maps.Keys(set))
 }

@@ -11,8 +11,7 @@ import (
 )
 
 func TestKindsRegister(t *testing.T) {
-	want := []string{"atlas", "colbert", "fusion", "rag", "reader_lm", "realm", "replug", "replug_lm", "reranker", "retriever", "scifact_verify", "selfrag", "splade"}
-	if got := experiment.Kinds(); !slices.Equal(got, want) {
+	if got, want := experiment.Kinds(), shippedKinds(t); !slices.Equal(got, want) {
 		t.Errorf("Kinds() = %v, want %v", got, want)
 	}
 	rec := &configs.Recipe{Kind: "colpali", OutputDir: t.TempDir()}
