@@ -50,7 +50,7 @@ type task struct {
 	teacher      *tensor.Dense
 	teacherScale float32
 	w            losses.FlopsWeights
-	loss *gorgonia.Node
+	loss         *gorgonia.Node
 	trainer.GraphParams
 }
 
