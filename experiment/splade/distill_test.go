@@ -142,7 +142,7 @@ func TestSpladeDistillsTheTeacher(t *testing.T) {
 		t.Fatalf("teacher cache: %v", err)
 	}
 	lines, ls := logLines(t, full)
-	if len(ls) != steps/2 || !falling(ls) {
+	if len(ls) != steps/2 || !falling(ls, 0.5) {
 		t.Errorf("splade_kl_distill losses %v: want %d (every 2 steps), falling", ls, steps/2)
 	}
 	t.Logf("splade_kl_distill: %d teacher pairs; losses %v", c[0], ls)
@@ -168,23 +168,33 @@ func TestSpladeDistillsTheTeacher(t *testing.T) {
 		testkit.SameFile(t, filepath.Join(full, f), filepath.Join(resumed, f))
 	}
 
-	// splade_margin_mse over one hard negative, the first run's cache read first: the pairs of
-	// other negatives are scored, the others read back.
-	mm := distillRecipe(t, "splade_margin_mse", teacher, 1, 8, fmt.Sprintf("teacher_cache = %q\n", cache))
-	b.Reset()
-	run, err := experiment.Run(context.Background(), mm, experiment.Options{Out: &b, Progress: io.Discard})
-	if err != nil {
-		t.Fatalf("%v\n%s", err, b.String())
+	// splade_margin_mse over one hard negative, the first run's cache read first (its pairs
+	// are a subset: nothing is scored); then the same with the labels' InfoNCE term, whose loss
+	// is larger by about that term (~log 8 for 8 candidates); then with BM25 added to the
+	// teacher's scores too (the shipped distillation recipe's keys).
+	var mmLosses [3][]float64
+	for i, keys := range []string{"", "infonce_weight = 1.0\n", "infonce_weight = 1.0\nteacher_bm25_weight = 0.5\n"} {
+		mm := distillRecipe(t, "splade_margin_mse", teacher, 1, 8, fmt.Sprintf("teacher_cache = %q\n%s", cache, keys))
+		b.Reset()
+		run, err := experiment.Run(context.Background(), mm, experiment.Options{Out: &b, Progress: io.Discard})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, b.String())
+		}
+		if c3 := counts(t, b.String()); c3[0] == 0 || c3[1] != 0 || c3[2] != c3[0] {
+			t.Errorf("splade_margin_mse with the cache: %d pairs, %d scored, %d cached; want all read from the cache", c3[0], c3[1], c3[2])
+		}
+		if i == 2 && (!strings.Contains(b.String(), "infonce_weight 1") || !strings.Contains(b.String(), "cross-encoder + 0.5 x BM25")) {
+			t.Errorf("the run with infonce_weight and teacher_bm25_weight does not say so:\n%s", b.String())
+		}
+		_, mmLosses[i] = logLines(t, run)
+		if ls := mmLosses[i]; len(ls) != 4 || !falling(ls, []float64{0.5, 0.8, 0.8}[i]) {
+			t.Errorf("splade_margin_mse (%q) losses %v: want 4, falling", keys, ls)
+		}
 	}
-	c3 := counts(t, b.String())
-	if c3[2] == 0 || c3[1]+c3[2] != c3[0] {
-		t.Errorf("splade_margin_mse with the cache: %d pairs, %d scored, %d cached; want some read from the cache", c3[0], c3[1], c3[2])
+	if d := mmLosses[1][0] - mmLosses[0][0]; !(d > 1 && d < 2.5) {
+		t.Errorf("splade_margin_mse + InfoNCE first loss %v, alone %v: want about log 8 = 2.08 more", mmLosses[1][0], mmLosses[0][0])
 	}
-	_, ls3 := logLines(t, run)
-	if len(ls3) != 4 || !falling(ls3) {
-		t.Errorf("splade_margin_mse losses %v: want 4, falling", ls3)
-	}
-	t.Logf("splade_margin_mse: teacher %v (pairs, scored, cached); losses %v", c3, ls3)
+	t.Logf("splade_margin_mse: losses %v; with infonce_weight 1 %v; and teacher_bm25_weight 0.5 %v", mmLosses[0], mmLosses[1], mmLosses[2])
 }
 
 // TestSpladeDistillRecipeErrors: a distillation recipe of the splade kind is refused, naming the
@@ -228,14 +238,14 @@ func TestSpladeDistillRecipeErrors(t *testing.T) {
 	}
 }
 
-// falling reports whether the last loss is below half the first and each is below the first.
-func falling(ls []float64) bool {
+// falling reports whether each loss is below the first and the last below frac times it.
+func falling(ls []float64, frac float64) bool {
 	for _, l := range ls[1:] {
 		if !(l < ls[0]) {
 			return false
 		}
 	}
-	return len(ls) > 1 && ls[len(ls)-1] < ls[0]/2
+	return len(ls) > 1 && ls[len(ls)-1] < frac*ls[0]
 }
 
 // recipeText is the text of rec's file.
