@@ -5,12 +5,14 @@
 // product, plus FLOPS on queries and passages with a quadratic warm-up) or, from a
 // cross-encoder teacher's scores (loss.teacher, computed once and cached as the retriever
 // caches them: retriever.PrepareTeacher), splade_margin_mse or splade_kl_distill with the same
-// FLOPS terms; checkpointed and resumed as every kind; evaluated through an inverted index of the top-k pruned passage
-// vectors (index.Sparse, written atomically with a manifest under <run>/index/splade) against
-// BM25 on the eval splits, with the vectors' sizes, the FLOPS and the query latency.
+// FLOPS terms; checkpointed and resumed as every kind; evaluated through an inverted index of
+// the top-k pruned passage vectors (index.Sparse, written atomically with a manifest under
+// <run>/index/splade) against BM25 on the eval splits, with the vectors' sizes, the FLOPS and
+// the query latency.
 //
-// Not here: the model (model.Splade), the loss (losses.SpladeLoss), the index (index.Sparse),
-// the sentence-transformers export (export).
+// Not here: the model (model.Splade), the losses (losses.SpladeLoss, SpladeMarginMSE,
+// SpladeKLDistill), the teacher's scores and their cache (retriever.PrepareTeacher), the index
+// (index.Sparse), the sentence-transformers export (export).
 package splade
 
 import (

@@ -34,9 +34,10 @@ type taskOptions struct {
 	InfoNCEWeight      float64
 }
 
-// task trains a SPLADE encoder with losses.SpladeLoss (or a SPLADE distillation loss): one graph for B queries of Lens.Query
-// tokens and N passages of Lens.Passage tokens, each side padded to its length, the encoder
-// shared by both sides (its parameters bound once, their gradients summed).
+// task trains a SPLADE encoder with losses.SpladeLoss or a SPLADE distillation loss: one graph
+// for B queries of Lens.Query tokens and N passages of Lens.Passage tokens, each side padded to
+// its length, the encoder shared by both sides (its parameters bound once, their gradients
+// summed).
 type task struct {
 	m    *model.BiEncoder
 	tok  *tokenize.Tokenizer
