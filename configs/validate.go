@@ -347,15 +347,22 @@ func quoteList(list []string) string {
 	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
 }
 
-// Losses whose [loss] keys the schema checks beyond loss.name (the retriever's; doc.go).
+// Losses whose [loss] keys the schema checks beyond loss.name (doc.go).
 const (
 	matryoshkaLoss = "matryoshka_infonce"
 	marginMSELoss  = "margin_mse"
 	klDistillLoss  = "kl_distill"
+	// the colbert and splade kinds' distillation losses
+	colbertKLDistillLoss = "colbert_kl_distill"
+	spladeMarginMSELoss  = "splade_margin_mse"
+	spladeKLDistillLoss  = "splade_kl_distill"
 )
 
+// distillationLosses learn from a teacher's scores (loss.teacher).
+var distillationLosses = []string{marginMSELoss, klDistillLoss, colbertKLDistillLoss, spladeMarginMSELoss, spladeKLDistillLoss}
+
 // IsDistillation reports whether loss learns from a teacher's scores (loss.teacher).
-func IsDistillation(loss string) bool { return loss == marginMSELoss || loss == klDistillLoss }
+func IsDistillation(loss string) bool { return slices.Contains(distillationLosses, loss) }
 
 // validateLossNeeds checks what loss.name needs and the [loss] keys only some losses read:
 // loss.dims and loss.dim_weights (matryoshka_infonce), loss.teacher, loss.teacher_cache and the
@@ -408,7 +415,7 @@ func validateLossNeeds(v *Checker, r *Recipe) {
 			set bool
 		}{{"loss.teacher", l.Teacher != ""}, {"loss.teacher_cache", l.TeacherCache != ""}, {"loss.teacher_temperature", l.TeacherTemperature != def.TeacherTemperature}, {"loss.infonce_weight", l.InfoNCEWeight != def.InfoNCEWeight}, {"loss.teacher_bm25_weight", l.TeacherBM25Weight != def.TeacherBM25Weight}} {
 			if k.set {
-				v.Fail(k.key, "is read only by the distillation losses %q and %q (loss.name is %q)", marginMSELoss, klDistillLoss, l.Name)
+				v.Fail(k.key, "is read only by the distillation losses %s (loss.name is %q)", quoteList(distillationLosses), l.Name)
 			}
 		}
 		return
@@ -417,10 +424,13 @@ func validateLossNeeds(v *Checker, r *Recipe) {
 		v.Fail(v.SetOf("loss.teacher", "loss.name"), "%s distils a cross-encoder teacher: set loss.teacher to a reranker's model directory (<run>/reranker-<loss>) or an exported cross-encoder", l.Name)
 	}
 	switch n := r.Sampler.HardNegatives; {
-	case l.Name == marginMSELoss && n != 1:
+	case (l.Name == marginMSELoss || l.Name == spladeMarginMSELoss) && n != 1:
 		v.Fail("loss.name", "%s compares each query's positive with one hard negative: it needs sampler.hard_negatives = 1, got %d", l.Name, n)
-	case l.Name == klDistillLoss && n < 1:
+	case n < 1:
 		v.Fail("loss.name", "%s matches the teacher's distribution over each query's positive and hard negatives: it needs sampler.hard_negatives >= 1, got %d", l.Name, n)
+	}
+	if l.Name == colbertKLDistillLoss && l.InfoNCEWeight != 0 {
+		v.Fail("loss.infonce_weight", "%s has no InfoNCE term (kind colbert trains colbert_kl_distill alone); drop the key", l.Name)
 	}
 }
 

@@ -23,6 +23,12 @@
 // (Khattab & Zaharia 2020, eq. 3) with token masks; ColBERTContrastive and ColBERTKLDistill,
 // registered as "colbert_contrastive" and "colbert_kl_distill" (Batch LateInteraction), are
 // PyLate's Contrastive and Distillation losses over them (testdata/colbert.json).
+// Learned sparse retrieval (SPLADE, Formal et al. 2021): FLOPS (Paria et al. 2020) with its
+// quadratic warm-up FlopsWarmup, SpladeLoss ("splade": InfoNCE on the sparse dot product plus
+// FLOPS on queries and passages), and its distillation from a teacher's scores with the same
+// FLOPS terms, SpladeMarginMSE ("splade_margin_mse", SPLADE++'s, Formal et al. 2022) and
+// SpladeKLDistill ("splade_kl_distill"), Contrastive losses reading Inputs.Teacher
+// (testdata/splade.json, testdata/splade_distill.json).
 // Language modelling: TokenNLL, the token cross-entropy with a target mask (a reader's
 // pretraining, and its fine-tuning with the loss on answer tokens only).
 //

@@ -9,7 +9,7 @@ import (
 )
 
 func TestRegistry(t *testing.T) {
-	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce", "splade"}) {
+	if got := Names(Contrastive); !slices.Equal(got, []string{"infonce", "margin_mse", "matryoshka_infonce", "splade", "splade_kl_distill", "splade_margin_mse"}) {
 		t.Errorf("contrastive losses %v", got)
 	}
 	if got := Names(LateInteraction); !slices.Equal(got, []string{"colbert_contrastive", "colbert_kl_distill"}) {
@@ -28,7 +28,7 @@ func TestRegistry(t *testing.T) {
 		s, _ := Lookup(name)
 		want := false
 		switch name {
-		case "margin_mse", "kl_distill", "colbert_kl_distill", "attention_distill", "emdr2", "loo_distill", "perplexity_distill":
+		case "margin_mse", "kl_distill", "colbert_kl_distill", "splade_kl_distill", "splade_margin_mse", "attention_distill", "emdr2", "loo_distill", "perplexity_distill":
 			want = true
 		}
 		if s.Teacher != want {

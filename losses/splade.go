@@ -138,19 +138,7 @@ func SpladeLoss(q, p, mask *G.Node, tau float64, w *FlopsWeights) (*G.Node, erro
 	if err != nil {
 		return nil, err
 	}
-	fq, err := FLOPS(q, &w.Query)
-	if err != nil {
-		return nil, err
-	}
-	fd, err := FLOPS(p, &w.Passage)
-	if err != nil {
-		return nil, err
-	}
-	sum, err := G.Add(nce, fq)
-	if err != nil {
-		return nil, err
-	}
-	return G.Add(sum, fd)
+	return addFlops(nce, q, p, w)
 }
 
 // splade: Contrastive inputs Q, P, Mask, Temperature (Similarity must be Dot) and Flops.

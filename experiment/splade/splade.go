@@ -2,13 +2,17 @@
 // SPLADE v2 / SPLADE++ max pooling) from a BERT checkpoint (model.init_from, e.g.
 // all-MiniLM-L6-v2) with an MLM head tied to its word embeddings (model.Splade), trained with
 // the splade loss (InfoNCE over in-batch and mined BM25 hard negatives on the sparse dot
-// product, plus FLOPS on queries and passages with a quadratic warm-up), checkpointed and
-// resumed as every kind; evaluated through an inverted index of the top-k pruned passage
-// vectors (index.Sparse, written atomically with a manifest under <run>/index/splade) against
-// BM25 on the eval splits, with the vectors' sizes, the FLOPS and the query latency.
+// product, plus FLOPS on queries and passages with a quadratic warm-up) or, from a
+// cross-encoder teacher's scores (loss.teacher, computed once and cached as the retriever
+// caches them: retriever.PrepareTeacher), splade_margin_mse or splade_kl_distill with the same
+// FLOPS terms; checkpointed and resumed as every kind; evaluated through an inverted index of
+// the top-k pruned passage vectors (index.Sparse, written atomically with a manifest under
+// <run>/index/splade) against BM25 on the eval splits, with the vectors' sizes, the FLOPS and
+// the query latency.
 //
-// Not here: the model (model.Splade), the loss (losses.SpladeLoss), the index (index.Sparse),
-// the sentence-transformers export (export).
+// Not here: the model (model.Splade), the losses (losses.SpladeLoss, SpladeMarginMSE,
+// SpladeKLDistill), the teacher's scores and their cache (retriever.PrepareTeacher), the index
+// (index.Sparse), the sentence-transformers export (export).
 package splade
 
 import (
@@ -23,8 +27,10 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/retriever"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
+	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -33,7 +39,7 @@ import (
 func init() {
 	experiment.Register(KindName, run, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "train", "index", "eval"},
-		Losses:   []string{"splade"},
+		Losses:   []string{"splade", "splade_margin_mse", "splade_kl_distill"},
 		Own:      []configs.Section{section},
 		Check:    configs.WarmupWithinSteps,
 	})
@@ -54,10 +60,12 @@ type spladeRun struct {
 	c    *Config
 	o    experiment.Options
 	seed uint64
+	loss losses.Spec // loss.name: splade, or a distillation loss (Teacher set)
 
 	ds       *data.Dataset
 	passages []string
 	tok      *tokenize.Tokenizer
+	bm25     *index.BM25 // the mining's, and the teacher's with loss.teacher_bm25_weight
 	smp      *sampler.Sampler
 	dir      string
 	m        *model.BiEncoder
@@ -88,22 +96,25 @@ func (r *spladeRun) load() error {
 	if rec.IsSet("loss.similarity") && rec.Loss.Similarity != "dot" {
 		return rec.KeyError("loss.similarity", "%q, but SPLADE scores sparse vectors by their dot product; set \"dot\" or drop the key", rec.Loss.Similarity)
 	}
+	var err error
+	if r.loss, err = losses.Lookup(rec.Loss.Name); err != nil {
+		return rec.KeyError("loss.name", "%v", err)
+	}
 	if err := experiment.ResolveInitFrom(rec, o.Out); err != nil {
 		return err
 	}
 	if rec.Model.Encoder != model.EncoderTransformer || !rec.Model.SharedTowers {
 		return rec.KeyError("model.init_from", "SPLADE needs one BERT transformer tower for queries and passages (encoder %q, shared towers %v)", rec.Model.Encoder, rec.Model.SharedTowers)
 	}
-	var err error
 	if r.ds, r.passages, err = experiment.LoadPassages(rec); err != nil {
 		return err
 	}
 	if r.tok, err = experiment.PrepareTokenizer(rec, o.ResumeDir, r.passages, o.Out); err != nil {
 		return err
 	}
-	bm25 := index.NewBM25(r.ds.Corpus.IDs, r.passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
+	r.bm25 = index.NewBM25(r.ds.Corpus.IDs, r.passages, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 	if rec.Train.Steps > 0 {
-		if r.smp, _, err = experiment.MineSampler(rec, r.ds, experiment.BM25Rank(bm25), r.passages, nil, r.seed); err != nil {
+		if r.smp, _, err = experiment.MineSampler(rec, r.ds, experiment.BM25Rank(r.bm25), r.passages, nil, r.seed); err != nil {
 			return err
 		}
 	}
@@ -170,9 +181,21 @@ func (r *spladeRun) train(ctx context.Context) error {
 	if ph.Start >= tr.Steps {
 		return nil
 	}
-	t, err := newTask(r.m, r.s, r.tok, taskOptions{B: tr.BatchSize, N: tr.BatchSize * (1 + rec.Sampler.HardNegatives), Lens: r.lens,
-		Temperature: rec.Loss.Temperature, LambdaQ: r.c.LambdaQ, LambdaD: r.c.LambdaD, FlopsWarmup: r.c.FlopsWarmup,
-		Masked: rec.Sampler.FalseNegatives == "mask", Seed: r.seed ^ streamTrain, Next: r.smp.Batch})
+	opts := taskOptions{B: tr.BatchSize, N: tr.BatchSize * (1 + rec.Sampler.HardNegatives), Lens: r.lens,
+		Loss: r.loss, Temperature: rec.Loss.Temperature, LambdaQ: r.c.LambdaQ, LambdaD: r.c.LambdaD, FlopsWarmup: r.c.FlopsWarmup,
+		Masked: rec.Sampler.FalseNegatives == "mask", Seed: r.seed ^ streamTrain, Next: r.smp.Batch}
+	if r.loss.Teacher {
+		teacher, err := retriever.PrepareTeacher(rec, r.smp, r.ds, r.passages, r.bm25, r.dir, o)
+		if err != nil {
+			return err
+		}
+		opts.Teacher, opts.TeacherTemperature, opts.InfoNCEWeight = teacher.BatchScores, rec.Loss.TeacherTemperature, rec.Loss.InfoNCEWeight
+		// a distillation loss compares each query with its own candidates: the false-negative
+		// mask is read only by its InfoNCE term
+		opts.Masked = opts.Masked && opts.InfoNCEWeight > 0
+		fmt.Fprintf(o.Out, "splade: loss %s from the teacher's scores (teacher temperature %g) + FLOPS; infonce_weight %g\n", r.loss.Name, opts.TeacherTemperature, opts.InfoNCEWeight)
+	}
+	t, err := newTask(r.m, r.s, r.tok, opts)
 	if err != nil {
 		return err
 	}

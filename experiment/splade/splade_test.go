@@ -19,7 +19,9 @@ import (
 
 // tinyRecipe is a kind = "splade" recipe over the 200-passage Cranfield slice with a tiny random
 // BERT (1 layer, H 16, a 600-word vocabulary trained on the slice): the machinery in seconds.
-func tinyRecipe(t *testing.T, extra string) *configs.Recipe {
+// extra is appended; replace holds (old, new) pairs replaced in the text first (keys of a table
+// the text already opens).
+func tinyRecipe(t *testing.T, extra string, replace ...string) *configs.Recipe {
 	t.Helper()
 	dir := testkit.NewSlice(t)
 	text := fmt.Sprintf(`kind = "splade"
@@ -69,6 +71,7 @@ systems = ["bm25", "zeroshot", "finetuned"]
 depth = 100
 metrics = ["nDCG@10", "Recall@100"]
 %s`, filepath.Join(dir, "runs"), filepath.Join(dir, "data"), extra)
+	text = strings.NewReplacer(replace...).Replace(text)
 	return testkit.WriteRecipe(t, dir, "recipe.toml", text)
 }
 
