@@ -65,12 +65,12 @@ const (
 
 // chunkGraphs are the forward-only (step 1) and training (step 3) graphs of M rows of L tokens.
 type chunkGraphs struct {
-	L            int
-	fwdVM, trVM  gorgonia.VM
-	fwdIn, trIn  *model.Inputs
-	fwd, tr      *gorgonia.Node // [M,L,Dim]
-	up           *tensor.Dense  // [M,L,Dim]: the cached dL/dT of the chunk
-	bound        []model.Bound
+	L           int
+	fwdVM, trVM gorgonia.VM
+	fwdIn, trIn *model.Inputs
+	fwd, tr     *gorgonia.Node // [M,L,Dim]
+	up          *tensor.Dense  // [M,L,Dim]: the cached dL/dT of the chunk
+	bound       []model.Bound
 }
 
 func newChunkGraphs(m *Model, M, L int) (*chunkGraphs, error) {
