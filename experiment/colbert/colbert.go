@@ -56,9 +56,9 @@ func init() {
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "train", "index", "eval"},
 		Losses:   []string{"colbert_contrastive", "colbert_kl_distill"},
 		// the bi-encoder's gradient caching and length buckets, read as the retriever reads them
-		Keys: []string{"train.mini_batch_size", "train.dynamic_padding"},
-		Own:      []configs.Section{section},
-		Check:    configs.WarmupWithinSteps,
+		Keys:  []string{"train.mini_batch_size", "train.dynamic_padding"},
+		Own:   []configs.Section{section},
+		Check: configs.WarmupWithinSteps,
 	})
 }
 
