@@ -113,16 +113,13 @@ func (e Encoded) rows(lo, hi int) Encoded {
 // Params is one list for every graph (the model's tensors by name, so AdamW's moments carry
 // across buckets); after Step each Grad points at the gradients of the graph that ran.
 type BucketedTask struct {
-	m          *Model
-	tok        *tokenize.Tokenizer
-	mk         Markers
-	o          TaskOptions
-	graphs     []*bucketGraph // cached, least recently used first
-	active     *bucketGraph
-	params     []trainer.Param
-	maxTokens  int
-	built      int
-	qCut, pCut tokenize.TruncCount
+	source
+	o         TaskOptions
+	graphs    []*bucketGraph // cached, least recently used first
+	active    *bucketGraph
+	params    []trainer.Param
+	maxTokens int
+	built     int
 }
 
 type bucketGraph struct {
@@ -134,14 +131,14 @@ type bucketGraph struct {
 // NewBucketedTask returns the bucketed task of m (float32) for o.B queries and o.N passages a
 // step; no graph is built before the first Step.
 func NewBucketedTask(m *Model, tok *tokenize.Tokenizer, o TaskOptions) (*BucketedTask, error) {
-	mk, err := MarkersOf(tok)
+	src, err := newSource(m, tok, o.B, o.N, o.Next)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := lossSpec(o.Loss, o.B, o.N); err != nil {
 		return nil, err
 	}
-	return &BucketedTask{m: m, tok: tok, mk: mk, o: o, maxTokens: o.B*m.Cfg.QueryLength + o.N*m.Cfg.DocumentLength}, nil
+	return &BucketedTask{source: src, o: o, maxTokens: o.B*m.Cfg.QueryLength + o.N*m.Cfg.DocumentLength}, nil
 }
 
 func (t *BucketedTask) tokens(L int) int { return t.o.B*t.m.Cfg.QueryLength + t.o.N*L }
@@ -204,11 +201,7 @@ func (t *BucketedTask) graph(L int) (*bucketGraph, error) {
 
 // Step encodes step's batch, picks its bucket and runs its graph forward and backward.
 func (t *BucketedTask) Step(step int) (float64, int, error) {
-	b, err := t.o.Next(step)
-	if err != nil {
-		return 0, 0, err
-	}
-	q, p, err := encodeBatch(t.m, t.tok, t.mk, b, t.o.B, t.o.N, &t.qCut, &t.pCut)
+	b, q, p, err := t.batch(step)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -251,16 +244,4 @@ func (t *BucketedTask) Close() {
 		g.VM.Close()
 	}
 	t.graphs, t.active = nil, nil
-}
-
-// Truncation reports what the cut to QueryLength and DocumentLength took over the steps run.
-func (t *BucketedTask) Truncation() (int, []tokenize.TruncPart) {
-	return truncation(t.m, &t.qCut, &t.pCut)
-}
-
-func truncation(m *Model, qCut, pCut *tokenize.TruncCount) (int, []tokenize.TruncPart) {
-	return m.Cfg.QueryLength, []tokenize.TruncPart{
-		{Name: "queries", Count: qCut, L: m.Cfg.QueryLength},
-		{Name: "passages", Count: pCut, L: m.Cfg.DocumentLength},
-	}
 }

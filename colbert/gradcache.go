@@ -41,20 +41,17 @@ import (
 // and unscored, so the loss is Task's. Queries are always QueryLength tokens (every one
 // scored); a bucket of QueryLength shares the queries' graphs.
 type CachedTask struct {
-	m          *Model
-	tok        *tokenize.Tokenizer
-	mk         Markers
-	o          TaskOptions
-	M          int
-	chunks     map[int]*chunkGraphs // by length
-	built      int
-	lossVM     gorgonia.VM
-	q, p       *gorgonia.Node // the cached token vectors [B,Lq,Dim], [N,Ld,Dim]
-	head       head
-	acc        map[*model.Param]*tensor.Dense // the summed gradients (the model's dtype)
-	order      []*model.Param
-	params     []trainer.Param // float32 models
-	qCut, pCut tokenize.TruncCount
+	source
+	o      TaskOptions
+	M      int
+	chunks map[int]*chunkGraphs // by length
+	built  int
+	lossVM gorgonia.VM
+	q, p   *gorgonia.Node // the cached token vectors [B,Lq,Dim], [N,Ld,Dim]
+	head   head
+	acc    map[*model.Param]*tensor.Dense // the summed gradients (the model's dtype)
+	order  []*model.Param
+	params []trainer.Param // float32 models
 }
 
 // Salts of the two sides' dropout streams, XORed into the seed.
@@ -120,7 +117,7 @@ func (c *chunkGraphs) close() {
 // o.B and o.N); with o.Dynamic each passage chunk is padded to its own bucket. The model may be
 // float64 (tests; Params is then empty).
 func NewCachedTask(m *Model, tok *tokenize.Tokenizer, o TaskOptions) (*CachedTask, error) {
-	mk, err := MarkersOf(tok)
+	src, err := newSource(m, tok, o.B, o.N, o.Next)
 	if err != nil {
 		return nil, err
 	}
@@ -132,7 +129,7 @@ func NewCachedTask(m *Model, tok *tokenize.Tokenizer, o TaskOptions) (*CachedTas
 	if M < 1 || o.B%M != 0 || o.N%M != 0 {
 		return nil, fmt.Errorf("colbert: mini-batches of %d rows do not divide %d queries and %d passages", M, o.B, o.N)
 	}
-	t := &CachedTask{m: m, tok: tok, mk: mk, o: o, M: M, chunks: map[int]*chunkGraphs{}, acc: map[*model.Param]*tensor.Dense{}}
+	t := &CachedTask{source: src, o: o, M: M, chunks: map[int]*chunkGraphs{}, acc: map[*model.Param]*tensor.Dense{}}
 	for _, L := range []int{m.Cfg.QueryLength, m.Cfg.DocumentLength} {
 		if _, err := t.graphs(L); err != nil {
 			return nil, err
@@ -188,11 +185,7 @@ func (t *CachedTask) Built() int { return t.built }
 // Step encodes step's batch as Task does and runs the three passes on it, leaving the batch's
 // gradient in Params.
 func (t *CachedTask) Step(step int) (float64, int, error) {
-	b, err := t.o.Next(step)
-	if err != nil {
-		return 0, 0, err
-	}
-	q, p, err := encodeBatch(t.m, t.tok, t.mk, b, t.o.B, t.o.N, &t.qCut, &t.pCut)
+	b, q, p, err := t.batch(step)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -245,7 +238,7 @@ func (t *CachedTask) stepEncoded(step int, b Batch, q, p Encoded) (float64, int,
 			if err := g.fwdVM.RunAll(); err != nil {
 				return 0, 0, err
 			}
-			pasteRows(s.node.Value().(*tensor.Dense), g.fwd.Value().(*tensor.Dense), c*t.M)
+			copyChunk(g.fwd.Value().(*tensor.Dense), s.node.Value().(*tensor.Dense), c*t.M, true)
 			g.fwdVM.Reset()
 		}
 	}
@@ -269,7 +262,7 @@ func (t *CachedTask) stepEncoded(step int, b Batch, q, p Encoded) (float64, int,
 			if err := t.let(g.trIn, e, s, step, c); err != nil {
 				return 0, 0, err
 			}
-			takeRows(g.up, grad, c*t.M)
+			copyChunk(g.up, grad, c*t.M, false)
 			if err := g.trVM.RunAll(); err != nil {
 				return 0, 0, err
 			}
@@ -286,12 +279,14 @@ func (t *CachedTask) stepEncoded(step int, b Batch, q, p Encoded) (float64, int,
 				if err != nil {
 					return 0, 0, fmt.Errorf("colbert: gradient of %s: %w", bd.Param.Name, err)
 				}
-				addDense(a, pg.(*tensor.Dense))
-				zeroDense(pg.(*tensor.Dense))
+				if _, err := a.Add(pg.(*tensor.Dense), tensor.UseUnsafe()); err != nil {
+					return 0, 0, fmt.Errorf("colbert: gradient of %s: %w", bd.Param.Name, err)
+				}
+				pg.(*tensor.Dense).Zero()
 			}
 			g.trVM.Reset()
 		}
-		zeroDense(grad)
+		grad.Zero()
 	}
 	t.lossVM.Reset()
 	return loss, t.o.B, nil
@@ -303,7 +298,7 @@ func (t *CachedTask) Params() []trainer.Param { return t.params }
 // AfterUpdate zeroes the summed gradients.
 func (t *CachedTask) AfterUpdate() {
 	for _, a := range t.acc {
-		zeroDense(a)
+		a.Zero()
 	}
 }
 
@@ -325,47 +320,30 @@ func (t *CachedTask) Close() {
 	t.lossVM.Close()
 }
 
-// Truncation reports what the cut to QueryLength and DocumentLength took over the steps run.
-func (t *CachedTask) Truncation() (int, []tokenize.TruncPart) {
-	return truncation(t.m, &t.qCut, &t.pCut)
-}
-
 // The token-vector tensors are [rows, L, Dim]; a chunk's [M, Lc, Dim] holds rows at..at+M-1 of
 // the batch's, cut to their first Lc <= L positions.
 
-// pasteRows writes the chunk src into rows at.. of dst, positions Lc.. of each row set to 0.
-func pasteRows(dst, src *tensor.Dense, at int) {
-	switch d := dst.Data().(type) {
+// copyChunk copies the chunk's positions of rows at.. between the batch tensor and the chunk:
+// into the batch (positions Lc.. of its rows set to 0) when toBatch, else into the chunk.
+func copyChunk(chunk, batch *tensor.Dense, at int, toBatch bool) {
+	switch c := chunk.Data().(type) {
 	case []float32:
-		paste(d, src.Data().([]float32), at, dst.Shape(), src.Shape())
+		copyRows(c, batch.Data().([]float32), at, chunk.Shape(), batch.Shape(), toBatch)
 	case []float64:
-		paste(d, src.Data().([]float64), at, dst.Shape(), src.Shape())
+		copyRows(c, batch.Data().([]float64), at, chunk.Shape(), batch.Shape(), toBatch)
 	}
 }
 
-func paste[T float32 | float64](dst, src []T, at int, ds, cs tensor.Shape) {
-	L, Lc, D := ds[1], cs[1], cs[2]
+func copyRows[T float32 | float64](chunk, batch []T, at int, cs, bs tensor.Shape, toBatch bool) {
+	L, Lc, D := bs[1], cs[1], cs[2]
 	for r := range cs[0] {
-		row := dst[(at+r)*L*D : (at+r+1)*L*D]
-		copy(row, src[r*Lc*D:(r+1)*Lc*D])
-		clear(row[Lc*D:])
-	}
-}
-
-// takeRows copies rows at.. of src, cut to the chunk's positions, into the chunk dst.
-func takeRows(dst, src *tensor.Dense, at int) {
-	switch d := dst.Data().(type) {
-	case []float32:
-		take(d, src.Data().([]float32), at, src.Shape(), dst.Shape())
-	case []float64:
-		take(d, src.Data().([]float64), at, src.Shape(), dst.Shape())
-	}
-}
-
-func take[T float32 | float64](dst, src []T, at int, ss, cs tensor.Shape) {
-	L, Lc, D := ss[1], cs[1], cs[2]
-	for r := range cs[0] {
-		copy(dst[r*Lc*D:(r+1)*Lc*D], src[(at+r)*L*D:])
+		row, part := batch[(at+r)*L*D:(at+r+1)*L*D], chunk[r*Lc*D:(r+1)*Lc*D]
+		if toBatch {
+			copy(row, part)
+			clear(row[Lc*D:])
+		} else {
+			copy(part, row)
+		}
 	}
 }
 
@@ -382,26 +360,4 @@ func firstDiffRow(a, b *tensor.Dense, at int) int {
 		}
 	}
 	return -1
-}
-
-func addDense(dst, src *tensor.Dense) {
-	switch d := dst.Data().(type) {
-	case []float32:
-		for i, v := range src.Data().([]float32) {
-			d[i] += v
-		}
-	case []float64:
-		for i, v := range src.Data().([]float64) {
-			d[i] += v
-		}
-	}
-}
-
-func zeroDense(t *tensor.Dense) {
-	switch d := t.Data().(type) {
-	case []float32:
-		clear(d)
-	case []float64:
-		clear(d)
-	}
 }

@@ -217,22 +217,52 @@ func setFloats(t *tensor.Dense, v []float32) {
 	}
 }
 
+// source gives a task its steps' batches (next), encoded as EncodeQueries and EncodeDocuments
+// encode them, and counts what truncation cut over the steps run.
+type source struct {
+	m          *Model
+	tok        *tokenize.Tokenizer
+	mk         Markers
+	B, N       int
+	next       func(step int) (Batch, error)
+	qCut, pCut tokenize.TruncCount
+}
+
+func newSource(m *Model, tok *tokenize.Tokenizer, B, N int, next func(step int) (Batch, error)) (source, error) {
+	mk, err := MarkersOf(tok)
+	return source{m: m, tok: tok, mk: mk, B: B, N: N, next: next}, err
+}
+
+// batch returns step's batch and its queries and passages encoded.
+func (s *source) batch(step int) (Batch, Encoded, Encoded, error) {
+	b, err := s.next(step)
+	if err != nil {
+		return b, Encoded{}, Encoded{}, err
+	}
+	q, p, err := encodeBatch(s.m, s.tok, s.mk, b, s.B, s.N, &s.qCut, &s.pCut)
+	return b, q, p, err
+}
+
+// Truncation reports what the cut to QueryLength and DocumentLength took over the steps run.
+func (s *source) Truncation() (int, []tokenize.TruncPart) {
+	return s.m.Cfg.QueryLength, []tokenize.TruncPart{
+		{Name: "queries", Count: &s.qCut, L: s.m.Cfg.QueryLength},
+		{Name: "passages", Count: &s.pCut, L: s.m.Cfg.DocumentLength},
+	}
+}
+
 // Task trains a ColBERT model (trainer.Task): each step's batch from Next, encoded, its
 // dropout masks drawn from (Seed, step), so a resumed run repeats every step exactly.
 type Task struct {
 	*Graph
 	trainer.GraphParams
-	m          *Model
-	tok        *tokenize.Tokenizer
-	mk         Markers
-	seed       uint64
-	next       func(step int) (Batch, error)
-	qCut, pCut tokenize.TruncCount
+	source
+	seed uint64
 }
 
 // NewTask builds the training task of m (float32) for batches of B queries and N passages.
 func NewTask(m *Model, tok *tokenize.Tokenizer, B, N int, loss Loss, seed uint64, next func(step int) (Batch, error)) (*Task, error) {
-	mk, err := MarkersOf(tok)
+	src, err := newSource(m, tok, B, N, next)
 	if err != nil {
 		return nil, err
 	}
@@ -240,27 +270,24 @@ func NewTask(m *Model, tok *tokenize.Tokenizer, B, N int, loss Loss, seed uint64
 	if err != nil {
 		return nil, err
 	}
-	return &Task{Graph: g, GraphParams: trainer.NewGraphParams(g.Binder, g.VM), m: m, tok: tok, mk: mk, seed: seed, next: next}, nil
+	return &Task{Graph: g, GraphParams: trainer.NewGraphParams(g.Binder, g.VM), source: src, seed: seed}, nil
 }
 
 // Step runs step's batch forward and backward and returns the loss and B.
 func (t *Task) Step(step int) (float64, int, error) {
-	b, err := t.next(step)
+	b, q, p, err := t.batch(step)
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := t.Fill(t.m, t.tok, t.mk, b, &t.qCut, &t.pCut); err != nil {
+	if err := t.fill(q, p, b); err != nil {
 		return 0, 0, err
 	}
 	t.m.Enc.SetRNG(rand.New(rand.NewPCG(t.seed, uint64(step))))
 	if err := t.GraphParams.Run(); err != nil {
 		return 0, 0, err
 	}
-	return trainer.ScalarValue(t.Loss), t.B, nil
+	return trainer.ScalarValue(t.Loss), t.Graph.B, nil
 }
 
 // Close releases the graph.
 func (t *Task) Close() { t.Graph.VM.Close() }
-
-// Truncation reports what the cut to QueryLength and DocumentLength took over the steps run.
-func (t *Task) Truncation() (int, []tokenize.TruncPart) { return truncation(t.m, &t.qCut, &t.pCut) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ragtrain/ragtrain/bench"
 	cb "github.com/ragtrain/ragtrain/colbert"
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/model"
@@ -106,7 +107,7 @@ func TestColBERTGradCacheMemory(t *testing.T) {
 	<-done
 	_, parts := task.Truncation()
 	t.Logf("%s: B = %d claims, N = %d abstracts (%s), chunks of %d rows (0 = plain): loss %.4f; peak Go heap %.0f MiB (%.0f MiB before the step: model, graphs); peak RSS %.0f MiB; %.0f s for the step",
-		spec[0], B, 2*B, parts[1].Count, M, loss, float64(peak.Load())/(1<<20), float64(base)/(1<<20), float64(vmHWM())/(1<<10), secs)
+		spec[0], B, 2*B, parts[1].Count, M, loss, float64(peak.Load())/(1<<20), float64(base)/(1<<20), float64(bench.PeakRSSKiB())/(1<<10), secs)
 }
 
 // heapBytes is the live heap's bytes (runtime/metrics).
@@ -139,19 +140,4 @@ func jsonlTexts(t *testing.T, path string, n int) []string {
 		t.Fatalf("%s: %d texts, want %d", path, len(out), n)
 	}
 	return out
-}
-
-// vmHWM is the process's peak resident set in KiB (Linux), 0 where unknown.
-func vmHWM() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb
-		}
-	}
-	return 0
 }
