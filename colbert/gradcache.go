@@ -192,31 +192,36 @@ func (t *CachedTask) Step(step int) (float64, int, error) {
 	return t.stepEncoded(step, b, q, p)
 }
 
-// cachedSide is one side of a step: its encoded texts, the loss graph's node of its token
+// cachedSide is one side of a step: its name, its encoded texts, the loss graph's node of its token
 // vectors, its dropout salt, whether its chunks take their own buckets.
 type cachedSide struct {
+	name   string
 	enc    Encoded
 	node   *gorgonia.Node
 	salt   uint64
 	bucket bool
 }
 
-// chunk returns chunk c of side s (cut to its bucket) and its graphs.
-func (t *CachedTask) chunk(s cachedSide, c int) (*chunkGraphs, Encoded, error) {
-	e := s.enc.rows(c*t.M, (c+1)*t.M)
-	if s.bucket {
-		e = cutEncoded(e, BucketLen(longest(e), e.L))
+// eachChunk runs f on every chunk of side s: its graphs, after the chunk is fed to the inputs
+// in(g) picks and dropout is seeded for (step, side, chunk), and its first row.
+func (t *CachedTask) eachChunk(s cachedSide, step int, in func(*chunkGraphs) *model.Inputs, f func(g *chunkGraphs, at int) error) error {
+	for c := 0; c < s.enc.B/t.M; c++ {
+		e := s.enc.rows(c*t.M, (c+1)*t.M)
+		if s.bucket {
+			e = cutEncoded(e, BucketLen(longest(e), e.L))
+		}
+		g, err := t.graphs(e.L)
+		if err != nil {
+			return err
+		}
+		if err := in(g).Let(e.IDs, e.Mask, e.Types); err != nil {
+			return err
+		}
+		t.m.Enc.SetRNG(rand.New(rand.NewPCG(t.o.Seed^s.salt, uint64(step)<<24|uint64(c))))
+		if err := f(g, c*t.M); err != nil {
+			return err
+		}
 	}
-	g, err := t.graphs(e.L)
-	return g, e, err
-}
-
-// let feeds chunk c (e) to in and seeds dropout for it.
-func (t *CachedTask) let(in *model.Inputs, e Encoded, s cachedSide, step, c int) error {
-	if err := in.Let(e.IDs, e.Mask, e.Types); err != nil {
-		return err
-	}
-	t.m.Enc.SetRNG(rand.New(rand.NewPCG(t.o.Seed^s.salt, uint64(step)<<24|uint64(c))))
 	return nil
 }
 
@@ -224,72 +229,70 @@ func (t *CachedTask) stepEncoded(step int, b Batch, q, p Encoded) (float64, int,
 	if err := t.head.fill(b, p.Score); err != nil {
 		return 0, 0, err
 	}
-	sides := []cachedSide{{q, t.q, saltQuery, false}, {p, t.p, saltPassage, t.o.Dynamic}}
+	sides := []cachedSide{{"query", q, t.q, saltQuery, false}, {"passage", p, t.p, saltPassage, t.o.Dynamic}}
 	// Step 1: the token vectors, without gradients.
 	for _, s := range sides {
-		for c := 0; c < s.enc.B/t.M; c++ {
-			g, e, err := t.chunk(s, c)
-			if err != nil {
-				return 0, 0, err
-			}
-			if err := t.let(g.fwdIn, e, s, step, c); err != nil {
-				return 0, 0, err
-			}
+		err := t.eachChunk(s, step, func(g *chunkGraphs) *model.Inputs { return g.fwdIn }, func(g *chunkGraphs, at int) error {
+			defer g.fwdVM.Reset()
 			if err := g.fwdVM.RunAll(); err != nil {
-				return 0, 0, err
+				return err
 			}
-			copyChunk(g.fwd.Value().(*tensor.Dense), s.node.Value().(*tensor.Dense), c*t.M, true)
-			g.fwdVM.Reset()
+			copyChunk(g.fwd.Value().(*tensor.Dense), s.node.Value().(*tensor.Dense), at, true)
+			return nil
+		})
+		if err != nil {
+			return 0, 0, err
 		}
 	}
 	// Step 2: the loss and its gradient with respect to every token vector.
 	if err := t.lossVM.RunAll(); err != nil {
 		return 0, 0, err
 	}
+	defer t.lossVM.Reset()
 	loss := trainer.ScalarValue(t.head.Loss)
 	// Step 3: each chunk again, back-propagating its rows of the cached gradient.
-	for k, s := range sides {
+	for _, s := range sides {
 		gv, err := s.node.Grad()
 		if err != nil {
 			return 0, 0, fmt.Errorf("colbert: gradient of the cached token vectors: %w", err)
 		}
 		grad := gv.(*tensor.Dense)
-		for c := 0; c < s.enc.B/t.M; c++ {
-			g, e, err := t.chunk(s, c)
-			if err != nil {
-				return 0, 0, err
-			}
-			if err := t.let(g.trIn, e, s, step, c); err != nil {
-				return 0, 0, err
-			}
-			copyChunk(g.up, grad, c*t.M, false)
+		err = t.eachChunk(s, step, func(g *chunkGraphs) *model.Inputs { return g.trIn }, func(g *chunkGraphs, at int) error {
+			defer g.trVM.Reset()
+			copyChunk(g.up, grad, at, false)
 			if err := g.trVM.RunAll(); err != nil {
-				return 0, 0, err
+				return err
 			}
-			if r := firstDiffRow(g.tr.Value().(*tensor.Dense), s.node.Value().(*tensor.Dense), c*t.M); r >= 0 {
-				return 0, 0, fmt.Errorf("colbert: cached task: step %d: the re-forward of %s row %d differs from its cached token vectors (dropout masks not replayed?)",
-					step, [2]string{"query", "passage"}[k], c*t.M+r)
+			if r := firstDiffRow(g.tr.Value().(*tensor.Dense), s.node.Value().(*tensor.Dense), at); r >= 0 {
+				return fmt.Errorf("colbert: cached task: step %d: the re-forward of %s row %d differs from its cached token vectors (dropout masks not replayed?)", step, s.name, at+r)
 			}
-			for _, bd := range g.bound {
-				a := t.acc[bd.Param]
-				if a == nil {
-					return 0, 0, fmt.Errorf("colbert: cached task: the %d-token chunk graph binds %s, which the first graphs did not", g.L, bd.Param.Name)
-				}
-				pg, err := bd.Node.Grad()
-				if err != nil {
-					return 0, 0, fmt.Errorf("colbert: gradient of %s: %w", bd.Param.Name, err)
-				}
-				if _, err := a.Add(pg.(*tensor.Dense), tensor.UseUnsafe()); err != nil {
-					return 0, 0, fmt.Errorf("colbert: gradient of %s: %w", bd.Param.Name, err)
-				}
-				pg.(*tensor.Dense).Zero()
-			}
-			g.trVM.Reset()
+			return t.accumulate(g)
+		})
+		if err != nil {
+			return 0, 0, err
 		}
 		grad.Zero()
 	}
-	t.lossVM.Reset()
 	return loss, t.o.B, nil
+}
+
+// accumulate adds the parameter gradients of g's last run to the step's sums and zeroes them.
+func (t *CachedTask) accumulate(g *chunkGraphs) error {
+	for _, bd := range g.bound {
+		a := t.acc[bd.Param]
+		if a == nil {
+			return fmt.Errorf("colbert: cached task: the %d-token chunk graph binds %s, which the first graphs did not", g.L, bd.Param.Name)
+		}
+		pg, err := bd.Node.Grad()
+		if err == nil {
+			_, err = a.Add(pg.(*tensor.Dense), tensor.UseUnsafe())
+		}
+		if err != nil {
+			return fmt.Errorf("colbert: gradient of %s: %w", bd.Param.Name, err)
+		}
+		pg.(*tensor.Dense).Zero()
+	}
+	return nil
 }
 
 // Params are the parameters with the summed gradients of the last step (float32 models).
