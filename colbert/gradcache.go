@@ -305,16 +305,6 @@ func (t *CachedTask) AfterUpdate() {
 	}
 }
 
-// gradient returns the summed gradient of the parameter named name (float64), nil if none.
-func (t *CachedTask) gradient(name string) []float64 {
-	for _, p := range t.order {
-		if p.Name == name {
-			return model.Float64s(t.acc[p])
-		}
-	}
-	return nil
-}
-
 // Close releases the machines.
 func (t *CachedTask) Close() {
 	for _, c := range t.chunks {

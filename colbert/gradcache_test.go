@@ -218,7 +218,7 @@ func TestCachedTaskMatchesPlainFloat64(t *testing.T) {
 			w := math.Abs(lc-lp) / (1 + math.Abs(lp))
 			for _, bd := range g.Binder.Bound() {
 				gv, _ := bd.Node.Grad()
-				want, got := gv.Data().([]float64), cached.gradient(bd.Param.Name)
+				want, got := gv.Data().([]float64), cached.acc[bd.Param].Data().([]float64)
 				if len(got) != len(want) {
 					t.Fatalf("%s: %s: %d values against %d", c.name, bd.Param.Name, len(got), len(want))
 				}
