@@ -14,8 +14,9 @@ import (
 
 // CachedTask trains a ColBERT model on Task's batch (B queries, N passages, the same loss over
 // the whole batch) with the memory of M-row graphs: gradient caching (GradCache; Gao et al.
-// 2021, "Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup"; PyLate's
-// CachedContrastive), train.mini_batch_size = M. Each step
+// 2021, "Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup"; PyLate 1.6's
+// losses.CachedContrastive, its mini_batch_size; here for colbert_kl_distill too),
+// train.mini_batch_size = M. Each step
 //
 //  1. encodes the queries and the passages M rows at a time with forward-only graphs, keeping
 //     only the projected token vectors Q [B,Lq,Dim] and P [N,Ld,Dim] (Lq = QueryLength, Ld =
@@ -36,9 +37,10 @@ import (
 //
 // With Dynamic (train.dynamic_padding), each passage chunk is padded only to BucketLen of its
 // longest passage and runs through that length's pair of graphs (built the first time the
-// length is seen, kept for the task's life: at most ceil(DocumentLength/PadMultiple) + 1
-// pairs, 7 at 180); its token vectors fill the first positions of its rows of P, the rest 0
-// and unscored, so the loss is Task's. Queries are always QueryLength tokens (every one
+// length is seen, kept for the task's life: at most ceil(DocumentLength/PadMultiple) lengths
+// besides QueryLength, 6 pairs at 180 and 32, each training graph holding one gradient per
+// parameter, 91 MB for MiniLM); its token vectors fill the first positions of its rows of P,
+// the rest 0 and unscored, so the loss is Task's. Queries are always QueryLength tokens (every one
 // scored); a bucket of QueryLength shares the queries' graphs.
 type CachedTask struct {
 	source
