@@ -145,7 +145,7 @@ func (t *Graph) Fill(m *Model, tok *tokenize.Tokenizer, mk Markers, b Batch, qCu
 	if err != nil {
 		return err
 	}
-	return t.fill(q, cutEncoded(p, t.P.L), b)
+	return t.fill(q, p, b)
 }
 
 // encodeBatch encodes b's B queries and N passages as EncodeQueries and EncodeDocuments do,
