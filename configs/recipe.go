@@ -291,7 +291,8 @@ type Train struct {
 	// 2021): the queries and passages are encoded MiniBatchSize rows at a time, the loss is
 	// taken over the whole batch, and each chunk is run again to back-propagate its share, so
 	// memory follows the chunk and the gradient is the full batch's. Must divide batch_size;
-	// kind retriever only. 0 (off) trains the batch in one graph. Default 0.
+	// kinds retriever and colbert (colbert.CachedTask). 0 (off) trains the batch in one graph.
+	// Default 0.
 	MiniBatchSize int `toml:"mini_batch_size"`
 	// DynamicPadding pads each training batch's queries and passages only to their longest
 	// text, rounded up to a multiple of 32 tokens and at most the side's max length
@@ -303,8 +304,9 @@ type Train struct {
 	// gives the same numbers, and a resumed run continues exactly. With mini_batch_size, each
 	// chunk is padded to its own bucket instead (biencoder.CachedBiTask.Dynamic: one graph pair per
 	// chunk length, at most max_length/32 a side). The train phase only (pretrain pads to the
-	// max length); kind retriever. Default false (the shipped recipes pad every batch to the
-	// max length).
+	// max length); kind retriever, and kind colbert for its passages (colbert.BucketedTask;
+	// its queries keep colbert.query_length). Default false (the shipped recipes pad every batch
+	// to the max length).
 	DynamicPadding bool `toml:"dynamic_padding"`
 	// LR is the peak learning rate of AdamW; > 0. Default 0.001.
 	LR float64 `toml:"lr"`

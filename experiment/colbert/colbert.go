@@ -6,8 +6,11 @@
 // the PLAID-style index (colbert_plaid, written to plaid/ in the run directory) beside BM25.
 // sampler.false_negatives defaults to "defer" for this kind (FalseNegatives: what every colbert
 // run did before the kind read the key); "mask" removes an in-batch false negative from
-// colbert_contrastive's softmax (losses.ColBERTContrastiveMasked). One package and one
-// registration with its own [colbert] table.
+// colbert_contrastive's softmax (losses.ColBERTContrastiveMasked). train.mini_batch_size trains
+// each batch by gradient caching (colbert.CachedTask) and train.dynamic_padding pads each batch's
+// passages (each chunk's, with caching) to their own length bucket (colbert.BucketedTask), as
+// they do for the retriever; both off by default. One package and one registration with its own
+// [colbert] table.
 package colbert
 
 import (
@@ -52,8 +55,10 @@ func init() {
 	experiment.Register(Kind, runColBERT, configs.KindSpec{
 		Sections: []string{"data", "tokenizer", "model", "loss", "sampler", "train", "index", "eval"},
 		Losses:   []string{"colbert_contrastive", "colbert_kl_distill"},
-		Own:      []configs.Section{section},
-		Check:    configs.WarmupWithinSteps,
+		// the bi-encoder's gradient caching and length buckets, read as the retriever reads them
+		Keys:  []string{"train.mini_batch_size", "train.dynamic_padding"},
+		Own:   []configs.Section{section},
+		Check: configs.WarmupWithinSteps,
 	})
 }
 
@@ -224,7 +229,9 @@ func (r *colbertRun) train(ctx context.Context) error {
 	}
 	loss, next := r.batches(teacher)
 	B := rec.Train.BatchSize
-	task, err := cb.NewTask(r.m, r.tok, B, B*(1+rec.Sampler.HardNegatives), loss, r.seed^streamTrain, next)
+	// plain, length-bucketed (train.dynamic_padding) or gradient-cached (train.mini_batch_size)
+	task, err := cb.NewTrainTask(r.m, r.tok, cb.TaskOptions{B: B, N: B * (1 + rec.Sampler.HardNegatives), Loss: loss, Seed: r.seed ^ streamTrain,
+		Next: next, MiniBatch: rec.Train.MiniBatchSize, Dynamic: rec.Train.DynamicPadding})
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,10 @@
 package colbert
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -53,8 +56,8 @@ func sliceTokenizer(t *testing.T, dir string) string {
 }
 
 // tinyRecipe is a colbert recipe over a 200-passage Cranfield slice with a 1-layer encoder;
-// samplerKeys go into its [sampler] table.
-func tinyRecipe(t *testing.T, loss, samplerKeys string) *configs.Recipe {
+// samplerKeys go into its [sampler] table; edits are pairs (old, new) of its text replaced.
+func tinyRecipe(t *testing.T, loss, samplerKeys string, edits ...string) *configs.Recipe {
 	t.Helper()
 	dir := testkit.NewSlice(t)
 	text := `kind = "colbert"
@@ -98,6 +101,12 @@ encode_batch = 16
 ncells = 2
 ndocs = 64
 `
+	for i := 0; i+1 < len(edits); i += 2 {
+		if !strings.Contains(text, edits[i]) {
+			t.Fatalf("tinyRecipe: no %q to edit", edits[i])
+		}
+		text = strings.Replace(text, edits[i], edits[i+1], 1)
+	}
 	return testkit.WriteRecipe(t, dir, "recipe.toml", text)
 }
 
@@ -162,4 +171,83 @@ func TestColBERTResumesExactly(t *testing.T) {
 	if st["query_prefix"] != "[unused0]" || st["document_prefix"] != "[unused1]" || st["query_length"] != 8.0 || st["document_length"] != 24.0 || st["similarity_fn_name"] != "MaxSim" {
 		t.Fatalf("config_sentence_transformers.json: %v", st)
 	}
+}
+
+// A ColBERT run trained by gradient caching (train.mini_batch_size = 2 of 4 queries and 8
+// passages) with length buckets (train.dynamic_padding; passages cut to 2-32 words, at most 48
+// tokens: buckets 32 and 48) and dropout, interrupted after 3 steps and resumed, ends with the uninterrupted run's
+// checkpoint bit for bit, the same log.jsonl lines (loss, lr, grad_norm of every step) and the
+// same TREC runs; its losses are not the plain run's (other dropout masks), so the keys reach
+// the task.
+func TestColBERTGradCacheResumesExactly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	edits := []string{"document_length = 24", "document_length = 48", "[model]\n", "[model]\ndropout = 0.1\n"}
+	rec := tinyRecipe(t, "colbert_contrastive", "", append(edits, "checkpoint_every = 2", "checkpoint_every = 2\nmini_batch_size = 2\ndynamic_padding = true")...)
+	shortenPassages(t, rec.Data.Dir)
+	full, resumed, _ := testkit.Resume(t, rec, "train", 3)
+	testkit.SameCheckpoint(t, "", full, resumed, 6)
+	want, got := logLines(t, full), logLines(t, resumed)
+	if len(want) != 6 || !slices.Equal(want, got) {
+		t.Errorf("log resumed %v\nuninterrupted %v", got, want)
+	}
+	for _, f := range []string{"test.colbert.trec", "test.colbert_plaid.trec"} {
+		testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, f), filepath.Join(resumed, experiment.RunsDir, f))
+	}
+	plainRec := tinyRecipe(t, "colbert_contrastive", "", edits...)
+	shortenPassages(t, plainRec.Data.Dir)
+	plain, err := experiment.Run(context.Background(), plainRec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := logLines(t, plain); len(p) != 6 || p[0] == want[0] {
+		t.Errorf("plain run's log %v, the cached run's %v", p, want)
+	}
+}
+
+// shortenPassages cuts the text of passage i of dir/corpus.jsonl to its first 2 + 13i mod 31
+// words, so that the tiny recipe's passages (title and text) fall into more than one bucket.
+func shortenPassages(t *testing.T, dir string) {
+	t.Helper()
+	path := filepath.Join(dir, "corpus.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []byte
+	for i, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(line), &p); err != nil {
+			t.Fatal(err)
+		}
+		w := strings.Fields(p["text"].(string))
+		p["text"] = strings.Join(w[:min(len(w), 2+13*i%31)], " ")
+		l, _ := json.Marshal(p)
+		out = append(append(out, l...), '\n')
+	}
+	if err := os.WriteFile(path, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// logLines are log.jsonl's training lines without their timings: phase, step, loss, lr,
+// grad_norm.
+func logLines(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if _, ok := l["loss"]; ok {
+			out = append(out, fmt.Sprint(l["phase"], l["step"], l["loss"], l["lr"], l["grad_norm"]))
+		}
+	}
+	return out
 }
