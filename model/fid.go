@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -243,4 +245,50 @@ func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation
 		}
 		return rerun(r.vm, r.states)
 	})
+}
+
+// InitFromReader copies the GPT-2 language model r into both towers of f, as Izacard & Grave
+// start FiD's encoder and decoder from one pretrained T5: the shared word embedding [V,H], the
+// first Le (encoder) and Ld (decoder) rows of r's position embeddings [P,H], and every layer's
+// ln_1, attn.q|k|v|out, ln_2, ffn.in|out and ln_f, bit for bit. The decoder's cross-attention
+// sublayers (layer.N.ln_x, layer.N.xattn.*), which r has no counterpart of, keep their
+// initialisation. The encoder then reads bidirectionally with weights trained causally (T5's
+// encoder was pretrained bidirectional; the fine-tuning adapts them). r must have f's vocabulary,
+// hidden, layers and FFN, the same dtype and at least max(Le, Ld) positions; on an error f is
+// unchanged.
+func (f *FiD) InitFromReader(r *Reader) error {
+	if c := r.Cfg; c.Heads != f.Cfg.Heads || c.Layers != f.Cfg.Layers {
+		return fmt.Errorf("model: fid from reader: reader of %d layers and %d heads, fid of %d and %d", c.Layers, c.Heads, f.Cfg.Layers, f.Cfg.Heads)
+	}
+	type pair struct{ dst, src *Param }
+	var pairs []pair
+	for _, t := range []*Tower{f.Dec, f.Enc} {
+		for name, p := range t.byName {
+			if strings.HasPrefix(name, "layer.") && (strings.Contains(name, ".xattn.") || strings.Contains(name, ".ln_x.")) {
+				continue
+			}
+			src, ok := r.Tower.byName[name]
+			if !ok {
+				return fmt.Errorf("model: fid from reader: the reader has no %s", name)
+			}
+			ds, ss := p.Value.Shape(), src.Value.Shape()
+			rows := name == "embeddings.position" && len(ds) == 2 && len(ss) == 2 && ds[1] == ss[1] && ds[0] <= ss[0]
+			if !rows && !slices.Equal([]int(ds), []int(ss)) {
+				return fmt.Errorf("model: fid from reader: %s has shape %v, the reader's %v", p.Name, ds, ss)
+			}
+			if p.Value.Dtype() != src.Value.Dtype() {
+				return fmt.Errorf("model: fid from reader: %s is %v, the reader's %v", p.Name, p.Value.Dtype(), src.Value.Dtype())
+			}
+			pairs = append(pairs, pair{p, src})
+		}
+	}
+	for _, pr := range pairs {
+		switch d := pr.dst.Value.Data().(type) {
+		case []float32:
+			copy(d, pr.src.Value.Data().([]float32)) // row-major: the first rows of a longer position table
+		case []float64:
+			copy(d, pr.src.Value.Data().([]float64))
+		}
+	}
+	return nil
 }
