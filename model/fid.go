@@ -22,6 +22,10 @@ type FiDConfig struct {
 	K                                 int     // passage slots per question
 	EncLen                            int     // Le, tokens of one (question, passage) encoder row
 	DecLen                            int     // Ld, decoder tokens ("[CLS] answer [SEP]")
+	// CausalEncoder masks future tokens in the encoder rows too (each passage token reads the
+	// question and the passage before it): the function of a causal LM copied in by
+	// InitFromReader. Izacard & Grave's T5 encoder is bidirectional (false, the default).
+	CausalEncoder bool `json:",omitempty"`
 }
 
 // Validate reports the first invalid field.
@@ -75,6 +79,7 @@ func newFiD(cfg FiDConfig, seed uint64, dt tensor.Dtype) (*FiD, error) {
 	}
 	f := &FiD{Cfg: cfg}
 	f.Dec, f.Enc, f.rng = newEncDec(PrefixFiD, cfg.tower(cfg.DecLen), cfg.tower(cfg.EncLen), 0, seed, dt)
+	f.Enc.Cfg.Causal = cfg.CausalEncoder
 	return f, checkUnique(f.Params())
 }
 
@@ -283,12 +288,33 @@ func (f *FiD) InitFromReader(r *Reader) error {
 		}
 	}
 	for _, pr := range pairs {
-		switch d := pr.dst.Value.Data().(type) {
-		case []float32:
-			copy(d, pr.src.Value.Data().([]float32)) // row-major: the first rows of a longer position table
-		case []float64:
-			copy(d, pr.src.Value.Data().([]float64))
-		}
+		copyValue(pr.dst, pr.src)
 	}
 	return nil
+}
+
+// copyValue copies src's values into dst (same dtype; row-major, so a shorter dst gets the first
+// rows of src).
+func copyValue(dst, src *Param) {
+	switch d := dst.Value.Data().(type) {
+	case []float32:
+		copy(d, src.Value.Data().([]float32))
+	case []float64:
+		copy(d, src.Value.Data().([]float64))
+	}
+}
+
+// CrossFromSelf sets every decoder layer's cross-attention to a copy of its self-attention:
+// layer.N.ln_x from layer.N.ln_1 and layer.N.xattn.q|k|v|out from layer.N.attn.q|k|v|out, bit
+// for bit. After InitFromReader this starts each cross-attention as the LM's attention of that
+// layer, reading the encoded passages with the heads the LM reads earlier text with (its
+// copying heads included), where fresh cross-attention would start from no circuit at all.
+func (f *FiD) CrossFromSelf() {
+	for i := 0; i < f.Cfg.Layers; i++ {
+		for _, m := range [][2]string{{"ln_x", "ln_1"}, {"xattn.q", "attn.q"}, {"xattn.k", "attn.k"}, {"xattn.v", "attn.v"}, {"xattn.out", "attn.out"}} {
+			for _, w := range []string{".weight", ".bias"} {
+				copyValue(f.Dec.byName[fmt.Sprintf("layer.%d.%s%s", i, m[0], w)], f.Dec.byName[fmt.Sprintf("layer.%d.%s%s", i, m[1], w)])
+			}
+		}
+	}
 }

@@ -300,3 +300,73 @@ func TestFiDInitFromReader(t *testing.T) {
 		}
 	}
 }
+
+// fidMemory runs FiD's encoder on ex and returns the memory [K·Le·H] (inference).
+func fidMemory(t *testing.T, f *FiD, ex FiDExample) []float64 {
+	t.Helper()
+	g := gorgonia.NewGraph()
+	in := f.NewFiDInputs(g, 1, "x")
+	mem, err := f.BuildEncoder(NewBinder(g), in.Enc, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Let([]FiDExample{ex}, 0); err != nil {
+		t.Fatal(err)
+	}
+	runGraph(t, g)
+	return values(mem.Value())
+}
+
+// TestFiDCausalEncoder: with CausalEncoder, changing a passage's last token leaves the states of
+// the tokens before it bit for bit and changes its own; the bidirectional encoder (the default)
+// changes the earlier ones too.
+func TestFiDCausalEncoder(t *testing.T) {
+	for _, causal := range []bool{true, false} {
+		cfg := tinyFiDConfig()
+		cfg.CausalEncoder = causal
+		f, err := newFiD(cfg, 4, tensor.Float64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := fidMemory(t, f, FiDExample{Passages: [][]int{{1, 2, 3, 4}}, Decoder: []int{1}})
+		b := fidMemory(t, f, FiDExample{Passages: [][]int{{1, 2, 3, 5}}, Decoder: []int{1}})
+		H := cfg.Hidden
+		before, last := slices.Equal(a[:3*H], b[:3*H]), slices.Equal(a[3*H:4*H], b[3*H:4*H])
+		if last || before != causal {
+			t.Errorf("causal %v: earlier tokens unchanged %v, last token unchanged %v", causal, before, last)
+		}
+	}
+}
+
+// TestFiDCrossFromSelf: every decoder layer's cross-attention becomes its self-attention's
+// weights bit for bit (ln_x from ln_1), and nothing else changes.
+func TestFiDCrossFromSelf(t *testing.T) {
+	cfg := tinyFiDConfig()
+	cfg.Layers = 2
+	f, _ := newFiD(cfg, 4, tensor.Float64)
+	rr := rand.New(rand.NewPCG(1, 2))
+	var before [][]float64
+	for _, p := range f.Params() { // no bias 0 or LayerNorm weight 1 left
+		p.fill(func() float64 { return 0.3 * rr.NormFloat64() })
+		before = append(before, values(p.Value))
+	}
+	f.CrossFromSelf()
+	set := 0
+	for i, p := range f.Params() {
+		got := values(p.Value)
+		from := strings.NewReplacer("xattn.", "attn.", "ln_x.", "ln_1.").Replace(p.Name)
+		if from == p.Name {
+			if !slices.Equal(got, before[i]) {
+				t.Errorf("%s changed", p.Name)
+			}
+			continue
+		}
+		if !slices.Equal(got, values(f.Dec.byName[strings.TrimPrefix(from, "fid.decoder.")].Value)) || slices.Equal(got, before[i]) {
+			t.Errorf("%s is not %s", p.Name, from)
+		}
+		set++
+	}
+	if set != 2*10 {
+		t.Errorf("%d parameters set, want 20", set)
+	}
+}

@@ -26,9 +26,12 @@ import (
 // grows (issue 41 item 1; the lecture's claim: FiD's accuracy holds as k grows, in-context
 // RAG's falls).
 //
-// Both readers are trained from scratch (no language-model pretraining), with the same sizes as
-// the garden reader ([reader] hidden, layers, heads, ffn, dropout), the same steps, batches,
-// learning rate and the same stream of training examples: the training gardeners' questions
+// Both readers start from scratch (fid.init = "scratch", the default) or from one GPT-2 language
+// model the stage pretrains on the garden corpus (fid.init = "lm", phase fid_lm: the in-context
+// reader is the LM, FiD's encoder and decoder are each a copy of it, its cross-attention new;
+// Izacard & Grave start FiD from pretrained T5), with the same sizes as the garden reader
+// ([reader] hidden, layers, heads, ffn, dropout), then get the same steps, batches, learning
+// rate and the same stream of training examples: the training gardeners' questions
 // (reader fine-tuning and joint-training halves alike), each with BM25's top k entries for its
 // trained phrasing (the retriever of rag@1), k drawn per example from fid.ks, the entry stating
 // the fact made counterfactual in reader.counterfactual_fraction of the examples (its value
@@ -93,11 +96,19 @@ type FiDConfig struct {
 	LMSteps     int     `toml:"lm_steps"`
 	LMBatchSize int     `toml:"lm_batch_size"`
 	LMLR        float64 `toml:"lm_lr"`
+	// CrossInit is how FiD's cross-attention starts with fid.init = "lm": "new" (the default:
+	// freshly initialised) or "self" (each layer's a copy of that layer's self-attention of
+	// the LM, model.FiD.CrossFromSelf).
+	CrossInit string `toml:"cross_init"`
+	// EncoderCausal keeps the causal mask in FiD's encoder (model.FiDConfig.CausalEncoder: each
+	// passage token reads the question and the passage before it, as the LM copied in was
+	// trained). Default false: bidirectional, as Izacard & Grave's T5 encoder.
+	EncoderCausal bool `toml:"encoder_causal"`
 }
 
 func defaultFiDConfig() FiDConfig {
 	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, DecoderLength: 16, DecoderPrefix: "cloze", CheckpointEvery: 100,
-		Init: "scratch", LMSteps: 300, LMBatchSize: 16, LMLR: 1.5e-3}
+		Init: "scratch", LMSteps: 300, LMBatchSize: 16, LMLR: 1.5e-3, CrossInit: "new"}
 }
 
 func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
@@ -129,6 +140,10 @@ func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
 	v.OneOf("fid.decoder_prefix", c.DecoderPrefix, []string{"cloze", "none"})
 	configs.AtLeast(v, "fid.checkpoint_every", c.CheckpointEvery, 0)
 	v.OneOf("fid.init", c.Init, []string{"scratch", "lm"})
+	v.OneOf("fid.cross_init", c.CrossInit, []string{"new", "self"})
+	if c.CrossInit == "self" && c.Init != "lm" {
+		v.Fail("fid.cross_init", "\"self\" copies the LM's self-attention: it needs fid.init = \"lm\"")
+	}
 	if c.Init == "lm" {
 		configs.AtLeast(v, "fid.lm_steps", c.LMSteps, 1)
 		configs.AtLeast(v, "fid.lm_batch_size", c.LMBatchSize, 1)
@@ -176,7 +191,7 @@ func newFiDStudy(run *ragkit.GardenRun, d *ragkit.Data) (*fidStudy, error) {
 	rc := run.Reader.Cfg
 	var err error
 	s.fid, err = model.NewFiD(model.FiDConfig{Vocab: rc.Vocab, Hidden: rc.Hidden, Layers: rc.Layers, Heads: rc.Heads, FFN: rc.FFN, Dropout: rc.Dropout,
-		K: s.kmax, EncLen: fc.EncoderLength, DecLen: fc.DecoderLength}, run.Seed)
+		K: s.kmax, EncLen: fc.EncoderLength, DecLen: fc.DecoderLength, CausalEncoder: fc.EncoderCausal}, run.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -497,7 +512,8 @@ func (s *fidStudy) evaluate() error {
 // pretrainLM trains the in-context reader as a language model (fid.init = "lm"): fid.lm_steps
 // steps of fid.lm_batch_size rows of the pretraining corpus packed into fid.reader_length
 // tokens ("[CLS] doc [SEP] doc [SEP] ...", every token counted), resuming from fid/lm/; then
-// copies it into FiD's encoder and decoder.
+// copies it into FiD's encoder and decoder (and, with fid.cross_init = "self", each decoder
+// layer's self-attention into its cross-attention).
 func (s *fidStudy) pretrainLM(ctx context.Context) error {
 	fc := s.fc
 	rows, cut := s.format.PackDocuments(s.d.Docs)
@@ -524,7 +540,13 @@ func (s *fidStudy) pretrainLM(ctx context.Context) error {
 		return err
 	}
 	s.Metrics["fid_lm/rows"] = float64(len(rows))
-	return s.fid.InitFromReader(s.reader)
+	if err := s.fid.InitFromReader(s.reader); err != nil {
+		return err
+	}
+	if fc.CrossInit == "self" {
+		s.fid.CrossFromSelf()
+	}
+	return nil
 }
 
 // fidStage trains FiD and the in-context reader (from the stage's LM with fid.init = "lm") and
