@@ -269,9 +269,8 @@ func TestFiDStartsFromLM(t *testing.T) {
 }
 
 // TestFiDFromLMResumeExact is TestFiDResumeExact with fid.init = "lm" (cross_init = "self", a
-// causal encoder), interrupted also in the
-// LM phase (step 7, after its checkpoint at 5): the LM, FiD and the in-context reader are the
-// uninterrupted run's bit for bit, and so are the metrics.
+// causal encoder), interrupted also in the LM phase (step 7, after its checkpoint at 5): the LM,
+// FiD and the in-context reader are the uninterrupted run's bit for bit, and so are the metrics.
 func TestFiDFromLMResumeExact(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	if testing.Short() {
