@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 
 	"gorgonia.org/gorgonia"
 	"gorgonia.org/tensor"
@@ -20,6 +22,10 @@ type FiDConfig struct {
 	K                                 int     // passage slots per question
 	EncLen                            int     // Le, tokens of one (question, passage) encoder row
 	DecLen                            int     // Ld, decoder tokens ("[CLS] answer [SEP]")
+	// CausalEncoder masks future tokens in the encoder rows too (each passage token reads the
+	// question and the passage before it): the function of a causal LM copied in by
+	// InitFromReader. Izacard & Grave's T5 encoder is bidirectional (false, the default).
+	CausalEncoder bool `json:",omitempty"`
 }
 
 // Validate reports the first invalid field.
@@ -73,6 +79,7 @@ func newFiD(cfg FiDConfig, seed uint64, dt tensor.Dtype) (*FiD, error) {
 	}
 	f := &FiD{Cfg: cfg}
 	f.Dec, f.Enc, f.rng = newEncDec(PrefixFiD, cfg.tower(cfg.DecLen), cfg.tower(cfg.EncLen), 0, seed, dt)
+	f.Enc.Cfg.Causal = cfg.CausalEncoder
 	return f, checkUnique(f.Params())
 }
 
@@ -243,4 +250,71 @@ func (r *FiDRunner) Greedy(ex []FiDExample, maxNew, stop, pad int) ([]Generation
 		}
 		return rerun(r.vm, r.states)
 	})
+}
+
+// InitFromReader copies the GPT-2 language model r into both towers of f, as Izacard & Grave
+// start FiD's encoder and decoder from one pretrained T5: the shared word embedding [V,H], the
+// first Le (encoder) and Ld (decoder) rows of r's position embeddings [P,H], and every layer's
+// ln_1, attn.q|k|v|out, ln_2, ffn.in|out and ln_f, bit for bit. The decoder's cross-attention
+// sublayers (layer.N.ln_x, layer.N.xattn.*), which r has no counterpart of, keep their
+// initialisation. The encoder then reads bidirectionally with weights trained causally (T5's
+// encoder was pretrained bidirectional; the fine-tuning adapts them). r must have f's vocabulary,
+// hidden, layers and FFN, the same dtype and at least max(Le, Ld) positions; on an error f is
+// unchanged.
+func (f *FiD) InitFromReader(r *Reader) error {
+	if c := r.Cfg; c.Heads != f.Cfg.Heads || c.Layers != f.Cfg.Layers {
+		return fmt.Errorf("model: fid from reader: reader of %d layers and %d heads, fid of %d and %d", c.Layers, c.Heads, f.Cfg.Layers, f.Cfg.Heads)
+	}
+	type pair struct{ dst, src *Param }
+	var pairs []pair
+	for _, t := range []*Tower{f.Dec, f.Enc} {
+		for name, p := range t.byName {
+			if strings.HasPrefix(name, "layer.") && (strings.Contains(name, ".xattn.") || strings.Contains(name, ".ln_x.")) {
+				continue
+			}
+			src, ok := r.Tower.byName[name]
+			if !ok {
+				return fmt.Errorf("model: fid from reader: the reader has no %s", name)
+			}
+			ds, ss := p.Value.Shape(), src.Value.Shape()
+			rows := name == "embeddings.position" && len(ds) == 2 && len(ss) == 2 && ds[1] == ss[1] && ds[0] <= ss[0]
+			if !rows && !slices.Equal([]int(ds), []int(ss)) {
+				return fmt.Errorf("model: fid from reader: %s has shape %v, the reader's %v", p.Name, ds, ss)
+			}
+			if p.Value.Dtype() != src.Value.Dtype() {
+				return fmt.Errorf("model: fid from reader: %s is %v, the reader's %v", p.Name, p.Value.Dtype(), src.Value.Dtype())
+			}
+			pairs = append(pairs, pair{p, src})
+		}
+	}
+	for _, pr := range pairs {
+		copyValue(pr.dst, pr.src)
+	}
+	return nil
+}
+
+// copyValue copies src's values into dst (same dtype; row-major, so a shorter dst gets the first
+// rows of src).
+func copyValue(dst, src *Param) {
+	switch d := dst.Value.Data().(type) {
+	case []float32:
+		copy(d, src.Value.Data().([]float32))
+	case []float64:
+		copy(d, src.Value.Data().([]float64))
+	}
+}
+
+// CrossFromSelf sets every decoder layer's cross-attention to a copy of its self-attention:
+// layer.N.ln_x from layer.N.ln_1 and layer.N.xattn.q|k|v|out from layer.N.attn.q|k|v|out, bit
+// for bit. After InitFromReader this starts each cross-attention as the LM's attention of that
+// layer, reading the encoded passages with the heads the LM reads earlier text with (its
+// copying heads included), where fresh cross-attention would start from no circuit at all.
+func (f *FiD) CrossFromSelf() {
+	for i := 0; i < f.Cfg.Layers; i++ {
+		for _, m := range [][2]string{{"ln_x", "ln_1"}, {"xattn.q", "attn.q"}, {"xattn.k", "attn.k"}, {"xattn.v", "attn.v"}, {"xattn.out", "attn.out"}} {
+			for _, w := range []string{".weight", ".bias"} {
+				copyValue(f.Dec.byName[fmt.Sprintf("layer.%d.%s%s", i, m[0], w)], f.Dec.byName[fmt.Sprintf("layer.%d.%s%s", i, m[1], w)])
+			}
+		}
+	}
 }

@@ -26,9 +26,12 @@ import (
 // grows (issue 41 item 1; the lecture's claim: FiD's accuracy holds as k grows, in-context
 // RAG's falls).
 //
-// Both readers are trained from scratch (no language-model pretraining), with the same sizes as
-// the garden reader ([reader] hidden, layers, heads, ffn, dropout), the same steps, batches,
-// learning rate and the same stream of training examples: the training gardeners' questions
+// Both readers start from scratch (fid.init = "scratch", the default) or from one GPT-2 language
+// model the stage pretrains on the garden corpus (fid.init = "lm", phase fid_lm: the in-context
+// reader is the LM, FiD's encoder and decoder are each a copy of it, its cross-attention new;
+// Izacard & Grave start FiD from pretrained T5), with the same sizes as the garden reader
+// ([reader] hidden, layers, heads, ffn, dropout), then get the same steps, batches, learning
+// rate and the same stream of training examples: the training gardeners' questions
 // (reader fine-tuning and joint-training halves alike), each with BM25's top k entries for its
 // trained phrasing (the retriever of rag@1), k drawn per example from fid.ks, the entry stating
 // the fact made counterfactual in reader.counterfactual_fraction of the examples (its value
@@ -82,10 +85,30 @@ type FiDConfig struct {
 	DecoderPrefix string `toml:"decoder_prefix"`
 	// CheckpointEvery saves each reader's training every n steps (0: at its end only). Default 100.
 	CheckpointEvery int `toml:"checkpoint_every"`
+	// Init is where both readers start: "scratch" (the default: fresh parameters) or "lm": a
+	// GPT-2 language model of the [reader] sizes with fid.reader_length positions, pretrained
+	// in this stage (phase fid_lm, fid/lm/) for LMSteps steps of LMBatchSize rows of the
+	// pretraining corpus packed into fid.reader_length tokens, peak LMLR; the in-context reader
+	// is that LM, and FiD's encoder and decoder are each a copy of it (model.FiD.InitFromReader:
+	// everything but the new cross-attention), as Izacard & Grave start both from one
+	// pretrained T5. Both readers then get the same fine-tuning.
+	Init        string  `toml:"init"`
+	LMSteps     int     `toml:"lm_steps"`
+	LMBatchSize int     `toml:"lm_batch_size"`
+	LMLR        float64 `toml:"lm_lr"`
+	// CrossInit is how FiD's cross-attention starts with fid.init = "lm": "new" (the default:
+	// freshly initialised) or "self" (each layer's a copy of that layer's self-attention of
+	// the LM, model.FiD.CrossFromSelf).
+	CrossInit string `toml:"cross_init"`
+	// EncoderCausal keeps the causal mask in FiD's encoder (model.FiDConfig.CausalEncoder: each
+	// passage token reads the question and the passage before it, as the LM copied in was
+	// trained). Default false: bidirectional, as Izacard & Grave's T5 encoder.
+	EncoderCausal bool `toml:"encoder_causal"`
 }
 
 func defaultFiDConfig() FiDConfig {
-	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, DecoderLength: 16, DecoderPrefix: "cloze", CheckpointEvery: 100}
+	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, DecoderLength: 16, DecoderPrefix: "cloze", CheckpointEvery: 100,
+		Init: "scratch", LMSteps: 300, LMBatchSize: 16, LMLR: 1.5e-3, CrossInit: "new"}
 }
 
 func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
@@ -116,12 +139,26 @@ func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
 	}
 	v.OneOf("fid.decoder_prefix", c.DecoderPrefix, []string{"cloze", "none"})
 	configs.AtLeast(v, "fid.checkpoint_every", c.CheckpointEvery, 0)
+	v.OneOf("fid.init", c.Init, []string{"scratch", "lm"})
+	v.OneOf("fid.cross_init", c.CrossInit, []string{"new", "self"})
+	if c.CrossInit == "self" && c.Init != "lm" {
+		v.Fail("fid.cross_init", "\"self\" copies the LM's self-attention: it needs fid.init = \"lm\"")
+	}
+	if c.Init == "lm" {
+		configs.AtLeast(v, "fid.lm_steps", c.LMSteps, 1)
+		configs.AtLeast(v, "fid.lm_batch_size", c.LMBatchSize, 1)
+		v.Positive("fid.lm_lr", c.LMLR)
+		if c.ReaderLength < max(c.EncoderLength, c.DecoderLength) {
+			v.Fail("fid.reader_length", "with fid.init = \"lm\" the LM's positions (fid.reader_length = %d) must cover fid.encoder_length = %d and fid.decoder_length = %d", c.ReaderLength, c.EncoderLength, c.DecoderLength)
+		}
+	}
 }
 
 // PCG streams of the fid stage's examples and dropout.
 const (
 	streamFiDExamples = 0x6669646578616d70 // "fidexamp"
 	streamFiDDropout  = 0x66696464726f706f // "fiddropo"
+	streamFiDLM       = 0x6669646c6d726f77 // "fidlmrow": the LM's rows and dropout
 )
 
 // fidSystems are the stage's two readers, in training order.
@@ -154,7 +191,7 @@ func newFiDStudy(run *ragkit.GardenRun, d *ragkit.Data) (*fidStudy, error) {
 	rc := run.Reader.Cfg
 	var err error
 	s.fid, err = model.NewFiD(model.FiDConfig{Vocab: rc.Vocab, Hidden: rc.Hidden, Layers: rc.Layers, Heads: rc.Heads, FFN: rc.FFN, Dropout: rc.Dropout,
-		K: s.kmax, EncLen: fc.EncoderLength, DecLen: fc.DecoderLength}, run.Seed)
+		K: s.kmax, EncLen: fc.EncoderLength, DecLen: fc.DecoderLength, CausalEncoder: fc.EncoderCausal}, run.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -472,11 +509,57 @@ func (s *fidStudy) evaluate() error {
 	return nil
 }
 
-// fidStage trains FiD and the in-context reader and evaluates both (the stage "fid").
+// pretrainLM trains the in-context reader as a language model (fid.init = "lm"): fid.lm_steps
+// steps of fid.lm_batch_size rows of the pretraining corpus packed into fid.reader_length
+// tokens ("[CLS] doc [SEP] doc [SEP] ...", every token counted), resuming from fid/lm/; then
+// copies it into FiD's encoder and decoder (and, with fid.cross_init = "self", each decoder
+// layer's self-attention into its cross-attention).
+func (s *fidStudy) pretrainLM(ctx context.Context) error {
+	fc := s.fc
+	rows, cut := s.format.PackDocuments(s.d.Docs)
+	if len(rows) == 0 {
+		return fmt.Errorf("fid.init = \"lm\": no pretraining rows")
+	}
+	L := fc.ReaderLength
+	task, err := ragreader.NewTask(s.reader, fc.LMBatchSize, L, L-1, s.Seed, streamFiDLM, func(step int) ([]ragreader.LMRow, error) {
+		batch := make([]ragreader.LMRow, 0, fc.LMBatchSize)
+		for _, i := range ragreader.Cycle(len(rows), fc.LMBatchSize, step, s.Seed^streamFiDLM) {
+			batch = append(batch, ragreader.TextRow(rows[i], ragreader.GroupMain))
+		}
+		return batch, nil
+	})
+	if err != nil {
+		return err
+	}
+	defer task.Close()
+	ph := experiment.Phase{Name: "fid_lm", Steps: fc.LMSteps, Task: task, LR: fc.LMLR, Warmup: experiment.ShortWarmup(s.Rec.Train.WarmupSteps, fc.LMSteps),
+		CheckpointEvery: fc.CheckpointEvery, Dir: filepath.Join(s.Dir, "fid", "lm"), Params: s.reader.Params(), Config: map[string]any{"system": "lm", "reader": s.reader.Cfg}}
+	what := fmt.Sprintf("the corpus (%d documents) packed into %d rows of <= %d tokens (%d documents cut), %d steps of %d rows (%.2f passes)",
+		len(s.d.Docs), len(rows), L, cut, fc.LMSteps, fc.LMBatchSize, float64(fc.LMSteps*fc.LMBatchSize)/float64(len(rows)))
+	if err := resumablePhase(ctx, s.GardenRun, ph, nil, what); err != nil {
+		return err
+	}
+	s.Metrics["fid_lm/rows"] = float64(len(rows))
+	if err := s.fid.InitFromReader(s.reader); err != nil {
+		return err
+	}
+	if fc.CrossInit == "self" {
+		s.fid.CrossFromSelf()
+	}
+	return nil
+}
+
+// fidStage trains FiD and the in-context reader (from the stage's LM with fid.init = "lm") and
+// evaluates both (the stage "fid").
 func fidStage(ctx context.Context, run *ragkit.GardenRun, d *ragkit.Data) error {
 	s, err := newFiDStudy(run, d)
 	if err != nil {
 		return err
+	}
+	if s.fc.Init == "lm" {
+		if err := s.pretrainLM(ctx); err != nil {
+			return err
+		}
 	}
 	for _, system := range fidSystems {
 		if err := s.train(ctx, system); err != nil {

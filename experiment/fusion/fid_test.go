@@ -163,7 +163,8 @@ func TestFiDExamples(t *testing.T) {
 }
 
 func TestFiDConfigErrors(t *testing.T) {
-	for _, extra := range []string{"ks = [0]", "ks = [3, 3]", "encoder_length = 4", "reader_length = 4096", "batch_size = 0"} {
+	for _, extra := range []string{"ks = [0]", "ks = [3, 3]", "encoder_length = 4", "reader_length = 4096", "batch_size = 0", `init = "bert"`,
+		"init = \"lm\"\nlm_steps = 0", "init = \"lm\"\nreader_length = 24\nencoder_length = 30", `cross_init = "self"`, `cross_init = "old"`} {
 		text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1) + "\n[fid]\n" + extra + "\n"
 		if _, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "bad.toml"), text); err == nil || !strings.Contains(err.Error(), "fid.") {
 			t.Errorf("%s: err = %v, want one naming the fid key", extra, err)
@@ -208,5 +209,77 @@ func TestFusionRunsEveryStage(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "rag_long@3") {
 		t.Errorf("no fid table:\n%s", out.String())
+	}
+}
+
+// lmInit is the [fid] lines of a run whose readers start from the stage's LM.
+const lmInit = "init = \"lm\"\nlm_steps = 12\nlm_batch_size = 2\n"
+
+// TestFiDStartsFromLM: with fid.init = "lm" the stage trains the in-context reader as a
+// language model, then FiD's encoder and decoder hold its trained weights bit for bit (position
+// tables: its first rows); the cross-attention keeps FiD's own initialisation (cross_init =
+// "new") or is each layer's self-attention of the LM (ln_x its ln_1; "self").
+func TestFiDStartsFromLM(t *testing.T) {
+	for _, cross := range []string{"new", "self"} {
+		rec := tinyFiDRecipe(t, lmInit+"cross_init = \""+cross+"\"\n")
+		run, d := gardenRun(t, rec)
+		s, err := newFiDStudy(run, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fresh, err := newFiDStudy(run, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.pretrainLM(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		lm := map[string][]float32{}
+		for i, p := range s.reader.Params() {
+			lm[p.Name] = p.Value.Data().([]float32)
+			if slices.Equal(lm[p.Name], fresh.reader.Params()[i].Value.Data().([]float32)) && !strings.HasSuffix(p.Name, "position") {
+				t.Errorf("%s: not trained by the LM phase", p.Name)
+			}
+		}
+		copied, crossed := 0, 0
+		for i, p := range s.fid.Params() {
+			got := p.Value.Data().([]float32)
+			name := p.Name[len("fid.decoder."):]
+			if strings.Contains(name, "xattn.") || strings.Contains(name, "ln_x.") {
+				want := fresh.fid.Params()[i].Value.Data().([]float32)
+				if cross == "self" {
+					want = lm["reader."+strings.NewReplacer("xattn.", "attn.", "ln_x.", "ln_1.").Replace(name)]
+				}
+				if !slices.Equal(got, want) {
+					t.Errorf("cross_init %s: %s is not what it should start from", cross, p.Name)
+				}
+				crossed++
+				continue
+			}
+			src, ok := lm["reader."+name]
+			if !ok || !slices.Equal(got, src[:len(got)]) {
+				t.Errorf("%s is not the LM's reader.%s bit for bit", p.Name, name)
+			}
+			copied++
+		}
+		if want := 10 * s.fid.Cfg.Layers; crossed != want || copied != len(s.fid.Params())-want {
+			t.Errorf("cross_init %s: %d parameters copied, %d cross-attention", cross, copied, crossed)
+		}
+	}
+}
+
+// TestFiDFromLMResumeExact is TestFiDResumeExact with fid.init = "lm" (cross_init = "self", a
+// causal encoder), interrupted also in the LM phase (step 7, after its checkpoint at 5): the LM,
+// FiD and the in-context reader are the uninterrupted run's bit for bit, and so are the metrics.
+func TestFiDFromLMResumeExact(t *testing.T) {
+	testkit.SkipUnderRace(t)
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	m, _ := checkResumeExact(t, tinyFiDRecipe(t, lmInit+"cross_init = \"self\"\nencoder_causal = true\n"), []phaseStop{{"fid_lm", 7}, {"fid_fid", 3}, {"fid_rag", 7}}, []string{"fid/lm", "fid/fid", "fid/rag"}, 12)
+	for _, k := range []string{"fid@3/EM", "rag@3/EM", "fid_lm/rows", "time/fid_lm_seconds"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("metrics lack %s", k)
+		}
 	}
 }
