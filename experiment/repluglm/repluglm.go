@@ -126,10 +126,7 @@ func (r *lmRun) load() error {
 func (r *lmRun) open() error {
 	rec, o := r.rec, r.o
 	var err error
-	if r.dir, err = experiment.PrepareRunDir(rec, o); err != nil {
-		return err
-	}
-	if r.tok, _, err = experiment.SaveTokenizer(r.tok, r.dir, o.ResumeDir != ""); err != nil {
+	if r.dir, r.tok, _, err = experiment.OpenRunDir(rec, o, r.tok); err != nil {
 		return err
 	}
 	r.cfg = model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: biencoder.EncoderConfig(rec, r.tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,

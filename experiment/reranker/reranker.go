@@ -223,11 +223,11 @@ func (r *rerankRun) open() error {
 	} else if err := r.seed.InitMatching(r.rr.MatchInit, r.rr.MatchWordScale); err != nil {
 		return fmt.Errorf("rerank.match_init, rerank.match_word_scale: %w", err)
 	}
-	dir, err := experiment.PrepareRunDir(rec, r.o)
+	dir, tok, tokPath, err := experiment.OpenRunDir(rec, r.o, tok)
 	if err != nil {
 		return err
 	}
-	r.dir = dir
+	r.dir, r.tok = dir, tok
 	if r.initDir != nil {
 		shapes := map[string][]int{}
 		for _, p := range r.seed.Params() {
@@ -235,11 +235,6 @@ func (r *rerankRun) open() error {
 		}
 		reportInit(r.o.Out, r.initDir, len(r.seed.Params()), rec.Seed, shapes)
 	}
-	tok, tokPath, err := experiment.SaveTokenizer(tok, r.dir, r.resume)
-	if err != nil {
-		return err
-	}
-	r.tok = tok
 	cfg := model.CrossEncoderConfig{Kind: model.KindCrossEncoder, Encoder: r.encCfg, MaxLength: rec.Tokenizer.MaxLength,
 		FirstStage: r.first.source, TrainDepth: r.rr.TrainDepth, ListSize: r.rr.ListSize, DropAboveFirstPositive: r.rr.DropAboveFirstPositive,
 		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: r.rr.PretrainDepth, PretrainWindow: r.rr.PretrainWindow,

@@ -926,17 +926,9 @@ func (s *selfragRun) evaluatePoisoned(ev *ragkit.Eval, plain, refl *model.Reader
 
 // report prints the exact-match table and the rate table.
 func (s *selfragRun) report(ev *ragkit.Eval) {
-	var counts []string
-	n := map[string]int{}
-	for _, q := range ev.Qs {
-		n[q.Bucket]++
-	}
-	for _, b := range garden.Buckets {
-		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
-	}
 	sr := s.sr
 	fmt.Fprintf(s.Opts.Out, "\nexact match on the %d test questions by pretraining mentions of the fact (%s); .no_entry: the %d questions whose gardener has no entry; .poisoned: the questions about a poisoned fact, over the poisoned datastore; reflective decoding with K = %d, retrieve >= %g, relevance >= %g, support weight %g:\n%s",
-		len(ev.Qs), strings.Join(counts, ", "), len(ev.Qs)-ragkit.CountTrue(ev.HasEntry), sr.TopK, sr.RetrieveThreshold, sr.RelevanceThreshold, sr.SupportWeight,
+		len(ev.Qs), ev.BucketCounts(), len(ev.Qs)-ragkit.CountTrue(ev.HasEntry), sr.TopK, sr.RetrieveThreshold, sr.RelevanceThreshold, sr.SupportWeight,
 		eval.FormatTable(ragkit.ReaderColumns(), ev.Rows))
 	fmt.Fprintf(s.Opts.Out, "\nreflective decisions (rates by bucket of the question; n observations); isrel_*: BM25 top-%d passages, judged with every question retrieving:\n%s",
 		sr.TopK, eval.FormatTable(append(append([]string(nil), garden.Buckets...), "all", "n"), s.rateRows))

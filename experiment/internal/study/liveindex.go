@@ -254,11 +254,7 @@ func (li *LiveIndex) Retrieve(k int) func(step int, qv []float32, texts []string
 			return nil, err
 		}
 		hits, v := li.Refresher.SearchBatch(qv, k)
-		stale := step - v.Step
-		li.staleSum += stale
-		li.staleMax = max(li.staleMax, stale)
-		li.searches++
-		if err := li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale}); err != nil {
+		if err := li.served(step, v); err != nil {
 			return nil, err
 		}
 		out := make([][]int, len(hits))
@@ -317,15 +313,21 @@ func (li *LiveIndex) RetrieveBM25(k, depth int) func(step int, qv []float32, tex
 				out[i] = append(out[i], e.row)
 			}
 		}
-		stale := step - v.Step
-		li.staleSum += stale
-		li.staleMax = max(li.staleMax, stale)
-		li.searches++
-		if err := li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale}); err != nil {
+		if err := li.served(step, v); err != nil {
 			return nil, err
 		}
 		return out, nil
 	}
+}
+
+// served counts a search at step answered by index version v and logs the version and its
+// staleness (step - v.Step, in steps).
+func (li *LiveIndex) served(step int, v indexrefresh.Version) error {
+	stale := step - v.Step
+	li.staleSum += stale
+	li.staleMax = max(li.staleMax, stale)
+	li.searches++
+	return li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale})
 }
 
 // Close ends the refresher (cancelling a refresh in flight and waiting for its goroutines) and
