@@ -122,6 +122,16 @@ func SaveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.To
 	return t, path, err
 }
 
+// RunStages runs a kind's stages in order; the first error ends the run and is returned.
+func RunStages(stages ...func() error) error {
+	for _, stage := range stages {
+		if err := stage(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // OpenRunDir is the first thing a kind's run writes: it creates the run directory, or checks the
 // one o.ResumeDir names (PrepareRunDir), and saves tok there as tokenizer.json (SaveTokenizer; a
 // resumed run keeps its own). It returns the directory, the tokenizer as the run reads it back

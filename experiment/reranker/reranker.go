@@ -84,7 +84,7 @@ func init() {
 func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	r := &rerankRun{rec: rec, o: o, rr: Of(rec), resume: o.ResumeDir != ""}
 	defer r.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		r.check,                              // a cross-encoder; eval.metrics within rerank.candidates
 		r.load,                               // the judged splits, the passages, BM25 and the first stage
 		r.initFrom,                           // model.init_from: its architecture, checked against the recipe
@@ -93,12 +93,8 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		r.restore,                            // a resumed run's latest checkpoint, the log
 		func() error { return r.train(ctx) }, // the pretrained start, then one model per loss of rerank.losses
 		r.evaluate,                           // the first stage reranked on the eval splits; metrics.json
-	} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	)
+	return r.dir, err
 }
 
 // rerankRun is the state a reranker run hands from stage to stage.

@@ -121,7 +121,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	s := &selfragRun{start: time.Now(), sr: *Of(rec), dir: o.ResumeDir}
 	defer s.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		func() error { return s.resume(o) },          // the latest checkpoint, finished stages and plain reader of a resumed run
 		func() error { return s.open(rec, o) },       // the world, the tokenizer, the run directory, the models
 		func() error { return s.pretrainLM(ctx) },    // stage reader_lm: language-model pretraining, the Retrieve labels
@@ -129,12 +129,8 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 		s.grow, // the reflection tokens and a grown copy of the plain reader
 		func() error { return s.finetuneReflective(ctx) }, // stage selfrag_finetune: the reflective reader trained
 		s.evaluate, // the reflective reader, over the poisoned datastore too; metrics.json
-	} {
-		if err := stage(); err != nil {
-			return s.dir, err
-		}
-	}
-	return s.dir, nil
+	)
+	return s.dir, err
 }
 
 // resume finds where a resumed run continues: the latest checkpoint of its directory, the
