@@ -462,11 +462,7 @@ func (s *selfragRun) writeLabels(labels map[int]bool) error {
 	for i, l := range labels {
 		byID[s.World.Questions[i].ID] = l
 	}
-	b, err := json.MarshalIndent(byID, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(s.Dir, labelsFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(s.Dir, labelsFile), byID)
 }
 
 // readLabels reads the Retrieve labels writeLabels wrote; every training question must have one.
