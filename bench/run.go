@@ -3,7 +3,6 @@ package bench
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -731,11 +730,7 @@ func writeJSON(path string, v any) error {
 	if path == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'))
+	return atomicfile.WriteJSON(path, v)
 }
 
 // loadAvg is the 1-minute load average (-1 where /proc/loadavg cannot be read).

@@ -3,7 +3,6 @@ package bench
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -15,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ragtrain/ragtrain/data/synth"
+	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 )
 
@@ -299,13 +299,9 @@ func runScaleOne(train, recipe, logPath string) (ScaleRun, error) {
 			r.RunDir = l
 		}
 	}
-	b, err := os.ReadFile(filepath.Join(r.RunDir, "metrics.json"))
+	m, err := experiment.ReadMetrics(r.RunDir)
 	if err != nil {
 		return r, fmt.Errorf("the run's metrics (output in %s): %w", logPath, err)
-	}
-	var m map[string]float64
-	if err := json.Unmarshal(b, &m); err != nil {
-		return r, fmt.Errorf("%s: %w", filepath.Join(r.RunDir, "metrics.json"), err)
 	}
 	r.BM25NDCG10, r.DenseNDCG10 = m["bm25/nDCG@10"], m["dense/nDCG@10"]
 	return r, nil

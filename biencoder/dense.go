@@ -90,13 +90,9 @@ type Searcher struct {
 // NewSearcher encodes passages (ids their ids) with the passage tower of m into a Searcher, as
 // opt says.
 func NewSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions, ids, passages []string) (*Searcher, error) {
-	q, err := NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic)
+	q, pe, err := newEncoders(m, tok, opt)
 	if err != nil {
-		return nil, fmt.Errorf("queries: %w", err)
-	}
-	pe, err := NewEncoder(m.Passage, tok, opt.Len.Passage, opt.Dynamic)
-	if err != nil {
-		return nil, fmt.Errorf("passages: %w", err)
+		return nil, err
 	}
 	pe.Progress, pe.Name = opt.Progress, fmt.Sprintf("encode %d passages", len(passages))
 	var pCut tokenize.TruncCount
@@ -191,6 +187,19 @@ func (d *Searcher) Describe() string {
 	return fmt.Sprintf("exact search over %d passages", d.flat.Len())
 }
 
+// newEncoders builds the query and the passage tower's encoders of a searcher (lengths opt.Len,
+// dynamic padding as opt.Dynamic says).
+func newEncoders(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOptions) (q, p *Encoder, err error) {
+	if q, err = NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic); err != nil {
+		return nil, nil, fmt.Errorf("queries: %w", err)
+	}
+	if p, err = NewEncoder(m.Passage, tok, opt.Len.Passage, opt.Dynamic); err != nil {
+		q.Close()
+		return nil, nil, fmt.Errorf("passages: %w", err)
+	}
+	return q, p, nil
+}
+
 // NewShardSearcher is NewSearcher for a corpus kept on disk: the passages of the tokenized
 // store are encoded with the passage tower of m (EncodeStore, shardSize passages a shard, each
 // shard's texts alone in memory) into the embedding shards of version meta in dir, and searched
@@ -208,13 +217,9 @@ func NewShardSearcher(m *model.BiEncoder, tok *tokenize.Tokenizer, opt SearchOpt
 	if len(opt.Prefixes) > 0 {
 		return nil, fmt.Errorf("dense: shard searcher: prefix indexes (%v) are not supported", opt.Prefixes)
 	}
-	q, err := NewEncoder(m.Query, tok, opt.Len.Query, opt.Dynamic)
+	q, pe, err := newEncoders(m, tok, opt)
 	if err != nil {
-		return nil, fmt.Errorf("queries: %w", err)
-	}
-	pe, err := NewEncoder(m.Passage, tok, opt.Len.Passage, opt.Dynamic)
-	if err != nil {
-		return nil, fmt.Errorf("passages: %w", err)
+		return nil, err
 	}
 	meta.Dim = m.Passage.Dim()
 	var pCut tokenize.TruncCount

@@ -184,7 +184,7 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 	if err := WriteSafetensors(filepath.Join(tmp, ModelFile), ck.Params, nil); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(tmp, ConfigFile), ck.Config); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(tmp, ConfigFile), ck.Config); err != nil {
 		return err
 	}
 	tok := ck.Tokenizer
@@ -219,24 +219,13 @@ func writeFiles(tmp string, ck *Checkpoint) error {
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(tmp, TrainerFile), ck.Trainer); err != nil {
 		return err
 	}
 	if err := writeChecksums(tmp); err != nil {
 		return err
 	}
 	return atomicfile.SyncDir(tmp)
-}
-
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		_, err := w.Write(append(b, '\n'))
-		return err
-	})
 }
 
 func writeOptimizer(path string, o *OptimizerState, params []Tensor) error {

@@ -122,6 +122,28 @@ func SaveTokenizer(t *tokenize.Tokenizer, dir string, resume bool) (*tokenize.To
 	return t, path, err
 }
 
+// RunStages runs a kind's stages in order; the first error ends the run and is returned.
+func RunStages(stages ...func() error) error {
+	for _, stage := range stages {
+		if err := stage(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// OpenRunDir is the first thing a kind's run writes: it creates the run directory, or checks the
+// one o.ResumeDir names (PrepareRunDir), and saves tok there as tokenizer.json (SaveTokenizer; a
+// resumed run keeps its own). It returns the directory, the tokenizer as the run reads it back
+// and the tokenizer file's path.
+func OpenRunDir(rec *configs.Recipe, o Options, tok *tokenize.Tokenizer) (dir string, saved *tokenize.Tokenizer, tokPath string, err error) {
+	if dir, err = PrepareRunDir(rec, o); err != nil {
+		return "", nil, "", err
+	}
+	saved, tokPath, err = SaveTokenizer(tok, dir, o.ResumeDir != "")
+	return dir, saved, tokPath, err
+}
+
 // Finished reports whether a run directory holds the metrics of a completed run.
 func Finished(dir string) bool {
 	_, err := os.Stat(filepath.Join(dir, MetricsFile))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -107,7 +108,7 @@ func exportBiEncoder(r *Run, dir string, o Options) error {
 			return err
 		}
 		man.Embeddings = EmbeddingsDir
-		if err := writeJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+		if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 			return err
 		}
 	}
@@ -185,7 +186,7 @@ func writeBiEncoder(dir string, m *model.BiEncoder, tok *tokenize.Tokenizer, met
 			}
 		}
 	}
-	return man, writeJSON(filepath.Join(dir, ManifestFile), man)
+	return man, atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), man)
 }
 
 // writeTower writes one tower directory: a BERT + sentence-transformers directory for a
@@ -259,7 +260,7 @@ func writeBowTower(dir string, t *model.Tower, tok *tokenize.Tokenizer, meta BiE
 	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, ConfigFile), bowConfig{
+	return atomicfile.WriteJSON(filepath.Join(dir, ConfigFile), bowConfig{
 		Architectures: []string{"RagtrainBowEncoder"}, ModelType: modelTypeBow, VocabSize: t.Cfg.Vocab,
 		HiddenSize: t.Cfg.Hidden, Pooling: model.PoolingMean, HiddenDropoutProb: t.Cfg.Dropout,
 		PadTokenID: tok.PadID(), TorchDtype: "float32",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/colbert"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -86,7 +87,7 @@ func exportColBERT(r *Run, dir string, o Options) error {
 	}
 	man := &Manifest{FormatVersion: ManifestFormat, Kind: colbert.Kind, Encoder: m.Cfg.Encoder.Encoder, SharedTowers: true,
 		Towers: map[string]string{"query": ".", "passage": "."}, Similarity: "maxsim", MaxLength: m.Cfg.DocumentLength, Source: &src}
-	if err := writeJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 		return err
 	}
 	fmt.Fprintf(o.Log, "export: ColBERT (H %d -> %d, PyLate layout) from %s\n", m.Cfg.Encoder.Hidden, m.Cfg.Dim, src.Checkpoint)
@@ -119,21 +120,21 @@ func WriteColBERTDir(dir string, m *colbert.Model, tok *tokenize.Tokenizer, carr
 	if err := writeTokenizerFiles(dir, tok, m.Cfg.DocumentLength-1); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, SentenceBertFile), sentenceBertConfig{MaxSeqLength: m.Cfg.DocumentLength - 1}); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, SentenceBertFile), sentenceBertConfig{MaxSeqLength: m.Cfg.DocumentLength - 1}); err != nil {
 		return err
 	}
 	mods := []stModule{
 		{Idx: 0, Name: "0", Path: "", Type: "sentence_transformers.models.Transformer"},
 		{Idx: 1, Name: "1", Path: ColBERTDenseDir, Type: "sentence_transformers.models.Dense"},
 	}
-	if err := writeJSON(filepath.Join(dir, ModulesFile), mods); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ModulesFile), mods); err != nil {
 		return err
 	}
 	dd := filepath.Join(dir, ColBERTDenseDir)
 	if err := os.Mkdir(dd, 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dd, ConfigFile), stDense{InFeatures: m.Cfg.Encoder.Hidden, OutFeatures: m.Cfg.Dim,
+	if err := atomicfile.WriteJSON(filepath.Join(dd, ConfigFile), stDense{InFeatures: m.Cfg.Encoder.Hidden, OutFeatures: m.Cfg.Dim,
 		Activation: "torch.nn.modules.linear.Identity"}); err != nil {
 		return err
 	}
@@ -142,7 +143,7 @@ func WriteColBERTDir(dir string, m *colbert.Model, tok *tokenize.Tokenizer, carr
 		return err
 	}
 	skip := strings.Split(colbert.Punctuation, "")
-	return writeJSON(filepath.Join(dir, STConfigFile), pylateConfig{
+	return atomicfile.WriteJSON(filepath.Join(dir, STConfigFile), pylateConfig{
 		Version: map[string]string{"sentence_transformers": stVersionWithSimilar}, Prompts: map[string]string{},
 		SimilarityFnName: "MaxSim", QueryPrefix: colbert.QueryPrefix, DocumentPrefix: colbert.DocumentPrefix,
 		QueryLength: m.Cfg.QueryLength, DocumentLength: m.Cfg.DocumentLength, AttendExpansion: m.Cfg.AttendExpansion,
@@ -158,7 +159,7 @@ func WriteColBERT(out string, m *colbert.Model, tok *tokenize.Tokenizer, carried
 		if err := WriteColBERTDir(tmp, m, tok, carried); err != nil {
 			return err
 		}
-		return writeJSON(filepath.Join(tmp, ManifestFile), &Manifest{FormatVersion: ManifestFormat, Kind: colbert.Kind, Encoder: m.Cfg.Encoder.Encoder,
+		return atomicfile.WriteJSON(filepath.Join(tmp, ManifestFile), &Manifest{FormatVersion: ManifestFormat, Kind: colbert.Kind, Encoder: m.Cfg.Encoder.Encoder,
 			SharedTowers: true, Towers: map[string]string{"query": ".", "passage": "."}, Similarity: "maxsim", MaxLength: m.Cfg.DocumentLength})
 	})
 }

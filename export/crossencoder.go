@@ -154,7 +154,7 @@ func writeCrossEncoder(dir string, m *model.CrossEncoder, tok *tokenize.Tokenize
 	}
 	man := CrossEncoderManifest{FormatVersion: ManifestFormat, Kind: KindCrossEncoder, Encoder: m.Cfg.Encoder,
 		Pooling: model.PoolingCLS, MaxLength: meta.MaxLength, CrossEncoderMeta: meta, Source: src}
-	if err := writeJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 		return err
 	}
 	return atomicfile.WriteFile(filepath.Join(dir, ReadmeFile), []byte(crossEncoderReadme(m.Cfg, meta, src)))

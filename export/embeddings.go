@@ -85,7 +85,7 @@ func WriteEmbeddings(dir string, ids []string, vecs []float32, man EmbeddingsMan
 	}); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, EmbeddingsManifestFile), man)
+	return atomicfile.WriteJSON(filepath.Join(dir, EmbeddingsManifestFile), man)
 }
 
 // ReadEmbeddings reads a directory written by WriteEmbeddings and checks that the three files

@@ -234,15 +234,6 @@ func writeDir(out string, fill func(tmp string) error) error {
 	return atomicfile.SyncDir(parent)
 }
 
-// writeJSON writes v as indented JSON with a final newline, atomically.
-func writeJSON(path string, v any) error {
-	b, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return fmt.Errorf("%s: %w", path, err)
-	}
-	return atomicfile.WriteFile(path, append(b, '\n'))
-}
-
 // readJSON decodes the JSON file at path into v; unknown fields are an error when strict.
 func readJSON(path string, v any, strict bool) error {
 	b, err := bounded.ReadFile(path, bounded.ConfigJSON)

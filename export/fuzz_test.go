@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -111,9 +112,9 @@ func writeSeedDirs(f *testing.F) (bert, bow string) {
 	}
 	for _, err := range []error{
 		os.MkdirAll(bert, 0o755), os.MkdirAll(bow, 0o755),
-		writeJSON(filepath.Join(bert, ConfigFile), bc),
+		atomicfile.WriteJSON(filepath.Join(bert, ConfigFile), bc),
 		writeSentenceTransformers(bert, cfg, 16, "cosine"),
-		writeJSON(filepath.Join(bow, ConfigFile), bowConfig{ModelType: modelTypeBow, VocabSize: 150, HiddenSize: 4, Pooling: model.PoolingMean}),
+		atomicfile.WriteJSON(filepath.Join(bow, ConfigFile), bowConfig{ModelType: modelTypeBow, VocabSize: 150, HiddenSize: 4, Pooling: model.PoolingMean}),
 	} {
 		if err != nil {
 			f.Fatal(err)
@@ -163,7 +164,7 @@ func FuzzHFConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("a loaded BERT config cannot be written: %v", err)
 		}
-		b, err := json.Marshal(bc) // as writeJSON writes it, without its fsync
+		b, err := json.Marshal(bc) // as atomicfile.WriteJSON writes it, without its fsync
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -280,7 +281,7 @@ func FuzzGPT2Config(f *testing.F) {
 		FFN: 16, MaxPosition: 12, Dropout: 0.1, Causal: true, Arch: model.ArchGPT2}
 	dir := f.TempDir() // reused: a worker runs one input at a time
 	path := filepath.Join(dir, ConfigFile)
-	if err := writeJSON(path, newGPT2Config(cfg, tok)); err != nil {
+	if err := atomicfile.WriteJSON(path, newGPT2Config(cfg, tok)); err != nil {
 		f.Fatal(err)
 	}
 	f.Add(readSeed(f, path))

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -130,7 +131,7 @@ func writeHFModel(dir string, ts []checkpoints.Tensor, cfg any) error {
 	if err := writeSafetensorsPT(filepath.Join(dir, ModelFile), ts); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, ConfigFile), cfg)
+	return atomicfile.WriteJSON(filepath.Join(dir, ConfigFile), cfg)
 }
 
 // writeBertModel is writeHFModel for a BERT body whose model.safetensors also holds carried,
@@ -150,7 +151,7 @@ func writeBertModel(dir string, ts []checkpoints.Tensor, carried []checkpoints.R
 	if err := checkpoints.WriteSafetensorsRaw(filepath.Join(dir, ModelFile), raw, ptMetadata); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, ConfigFile), cfg)
+	return atomicfile.WriteJSON(filepath.Join(dir, ConfigFile), cfg)
 }
 
 // ptMetadata is the safetensors metadata transformers' save_pretrained writes.
@@ -211,14 +212,14 @@ func writeTokenizerFiles(dir string, tok *tokenize.Tokenizer, maxLength int) err
 	name := func(id int) string { s, _ := tok.Token(id); return s }
 	sp := specialTokens{CLSToken: name(tok.CLSID()), MaskToken: name(tok.MaskID()), PadToken: name(tok.PadID()),
 		SepToken: name(tok.SEPID()), UnkToken: name(tok.UnkID())}
-	if err := writeJSON(filepath.Join(dir, TokenizerConfigFile), tokenizerConfig{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, TokenizerConfigFile), tokenizerConfig{
 		TokenizerClass: "BertTokenizer", DoLowerCase: saved.Normalizer.Lowercase, StripAccents: saved.Normalizer.StripAccents,
 		TokenizeChineseChars: saved.Normalizer.ChineseChars, ModelMaxLength: maxLength, CleanUpTokenizationSpaces: true,
 		specialTokens: sp,
 	}); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, SpecialTokensFile), sp)
+	return atomicfile.WriteJSON(filepath.Join(dir, SpecialTokensFile), sp)
 }
 
 // The sentence-transformers files.
@@ -280,7 +281,7 @@ func writeSentenceTransformersDim(dir string, c model.EncoderConfig, maxLength i
 			return err
 		}
 	}
-	if err := writeJSON(filepath.Join(dir, ModulesFile), mods); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ModulesFile), mods); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(filepath.Join(dir, "1_Pooling"), 0o755); err != nil {
@@ -290,16 +291,16 @@ func writeSentenceTransformersDim(dir string, c model.EncoderConfig, maxLength i
 	if pooling == "" {
 		pooling = model.PoolingMean
 	}
-	if err := writeJSON(filepath.Join(dir, PoolingConfigFile), stPooling{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, PoolingConfigFile), stPooling{
 		WordEmbeddingDimension: c.Hidden, CLSToken: pooling == model.PoolingCLS, MeanTokens: pooling == model.PoolingMean,
 		IncludePrompt: true,
 	}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, SentenceBertFile), sentenceBertConfig{MaxSeqLength: maxLength}); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, SentenceBertFile), sentenceBertConfig{MaxSeqLength: maxLength}); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, STConfigFile), stConfig{
+	return atomicfile.WriteJSON(filepath.Join(dir, STConfigFile), stConfig{
 		Version: map[string]string{"sentence_transformers": stVersionWithSimilar}, Prompts: map[string]string{},
 		SimilarityFnName: similarity, TruncateDim: truncateDim,
 	})

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -64,7 +65,7 @@ func writeLlamaPEFT(tmp string, l *model.LlamaLoRA, base string) error {
 		return err
 	}
 	c := l.Cfg
-	return writeJSON(filepath.Join(tmp, AdapterConfigFile), peftConfig{
+	return atomicfile.WriteJSON(filepath.Join(tmp, AdapterConfigFile), peftConfig{
 		PeftType: "LORA", TaskType: "CAUSAL_LM", BaseModel: base, R: c.Rank, LoraAlpha: c.Alpha, LoraDropout: c.Dropout,
 		TargetModules: c.Targets, Bias: "none", InferenceMode: true, InitLoraWeights: true,
 	})

@@ -6,6 +6,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -89,7 +90,7 @@ func writeLlamaHF(dir string, m *model.Llama, tok *tokenize.GGUFTokenizer) error
 	if err := writeHFModel(dir, ts, h); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, GenerationConfigFile), llamaGeneration{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, GenerationConfigFile), llamaGeneration{
 		BosTokenID: tok.BOS(), EosTokenID: tok.EOS(), PadTokenID: tok.PAD(),
 	}); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -129,7 +130,7 @@ func exportRAG(r *Run, dir string, o Options) error {
 		return err
 	}
 	src := r.source()
-	if err := writeJSON(filepath.Join(dir, ManifestFile), ReaderManifest{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), ReaderManifest{
 		FormatVersion: ManifestFormat, Kind: KindRAG, Reader: ".", Retriever: RetrieverDir,
 		MaxLength: meta.MaxLength, MaxAnswerTokens: meta.MaxAnswerTokens, Prompt: readerPrompt, Source: &src,
 	}); err != nil {
@@ -151,7 +152,7 @@ func WriteReader(out string, rd *model.Reader, tok *tokenize.Tokenizer, meta Rea
 		if err := writeReader(tmp, rd, tok, meta); err != nil {
 			return err
 		}
-		return writeJSON(filepath.Join(tmp, ManifestFile), ReaderManifest{
+		return atomicfile.WriteJSON(filepath.Join(tmp, ManifestFile), ReaderManifest{
 			FormatVersion: ManifestFormat, Kind: KindRAG, Reader: ".", MaxLength: meta.MaxLength,
 			MaxAnswerTokens: meta.MaxAnswerTokens, Prompt: readerPrompt,
 		})
@@ -319,7 +320,7 @@ func writeReader(dir string, rd *model.Reader, tok *tokenize.Tokenizer, meta Rea
 	if err := writeHFModel(dir, ts, newGPT2Config(rd.Cfg, tok)); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, GenerationConfigFile), generationConfig{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, GenerationConfigFile), generationConfig{
 		BosTokenID: tok.CLSID(), EosTokenID: tok.SEPID(), PadTokenID: tok.PadID(), MaxNewTokens: meta.MaxAnswerTokens, NumBeams: 1,
 	}); err != nil {
 		return err
@@ -351,14 +352,14 @@ func writeReaderTokenizer(dir string, tok *tokenize.Tokenizer, maxLength int) er
 		}
 		decoder[fmt.Sprint(a.ID)] = addedTokenDecoder{Content: a.Content, Special: a.Special}
 	}
-	if err := writeJSON(filepath.Join(dir, TokenizerConfigFile), readerTokenizerConfig{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, TokenizerConfigFile), readerTokenizerConfig{
 		TokenizerClass: "PreTrainedTokenizerFast", ModelMaxLength: maxLength, PaddingSide: "right",
 		CleanUpTokenizationSpaces: true, AdditionalSpecialTokens: sp.AdditionalSpecialTokens,
 		AddedTokensDecoder: decoder, readerSpecialTokens: sp,
 	}); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, SpecialTokensFile), sp)
+	return atomicfile.WriteJSON(filepath.Join(dir, SpecialTokensFile), sp)
 }
 
 // gpt2Param is where one GPT-2 tensor comes from: the reader parameters (after the "reader."

@@ -135,7 +135,7 @@ func writeSelfRAGReader(dir string, rd *model.Reader, tok *tokenize.Tokenizer, m
 	if refl != nil {
 		man.Kind, man.Prompt, man.ReflectionTokens, man.Decoding = KindSelfRAG, selfragPrompt, refl, &dec
 	}
-	if err := writeJSON(filepath.Join(dir, ManifestFile), man); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), man); err != nil {
 		return err
 	}
 	if refl == nil {

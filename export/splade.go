@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/ragtrain/ragtrain/checkpoints"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -133,13 +134,13 @@ func writeSparseEncoder(dir string, s *model.Splade, tok *tokenize.Tokenizer, c 
 	if err := writeTokenizerFiles(dir, tok, c.MaxLength); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, ModulesFile), []stModule{
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ModulesFile), []stModule{
 		{Idx: 0, Name: "0", Path: "", Type: "sentence_transformers.base.modules.transformer.Transformer"},
 		{Idx: 1, Name: "1", Path: SpladePoolingDir, Type: "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling"},
 	}); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, SentenceBertFile), stFillMaskConfig{TransformerTask: "fill-mask",
+	if err := atomicfile.WriteJSON(filepath.Join(dir, SentenceBertFile), stFillMaskConfig{TransformerTask: "fill-mask",
 		ModalityConfig:   map[string]stModality{"text": {Method: "forward", MethodOutputName: "logits"}},
 		ModuleOutputName: "token_embeddings"}); err != nil {
 		return err
@@ -147,9 +148,9 @@ func writeSparseEncoder(dir string, s *model.Splade, tok *tokenize.Tokenizer, c 
 	if err := os.MkdirAll(filepath.Join(dir, SpladePoolingDir), 0o755); err != nil {
 		return err
 	}
-	if err := writeJSON(filepath.Join(dir, SpladePoolingDir, ConfigFile), stSpladePooling{PoolingStrategy: "max", ActivationFunction: "relu", EmbeddingDimension: s.Dim()}); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, SpladePoolingDir, ConfigFile), stSpladePooling{PoolingStrategy: "max", ActivationFunction: "relu", EmbeddingDimension: s.Dim()}); err != nil {
 		return err
 	}
-	return writeJSON(filepath.Join(dir, STConfigFile), stSparseConfig{ModelType: "SparseEncoder",
+	return atomicfile.WriteJSON(filepath.Join(dir, STConfigFile), stSparseConfig{ModelType: "SparseEncoder",
 		Version: map[string]string{"sentence_transformers": "6.2.0"}, Prompts: map[string]string{"query": "", "document": ""}, SimilarityFnName: "dot"})
 }

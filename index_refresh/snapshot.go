@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"slices"
 
 	"github.com/ragtrain/ragtrain/model"
@@ -161,31 +160,18 @@ func hashSorted(ps []*model.Param) string {
 	}
 	for _, p := range ps {
 		str(p.Name)
-		shape := p.Value.Shape()
-		switch d := p.Value.Data().(type) {
-		case []float32:
-			str("float32")
-			u64(uint64(len(shape)))
-			for _, n := range shape {
-				u64(uint64(n))
-			}
-			b := make([]byte, 4*len(d))
-			for i, x := range d {
-				binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(x))
-			}
-			h.Write(b)
-		case []float64:
-			str("float64")
-			u64(uint64(len(shape)))
-			for _, n := range shape {
-				u64(uint64(n))
-			}
-			b := make([]byte, 8*len(d))
-			for i, x := range d {
-				binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(x))
-			}
-			h.Write(b)
+		data := p.Value.Data() // []float32 or []float64 (checkParams)
+		dtype := "float32"
+		if _, ok := data.([]float64); ok {
+			dtype = "float64"
 		}
+		str(dtype)
+		shape := p.Value.Shape()
+		u64(uint64(len(shape)))
+		for _, n := range shape {
+			u64(uint64(n))
+		}
+		binary.Write(h, binary.LittleEndian, data) // the IEEE 754 bits, little-endian; a hash never fails to write
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -105,17 +105,10 @@ func infoNCE(loss string, q, p, mask *G.Node, tau float64, sim Similarity) (*G.N
 	if err != nil {
 		return nil, err
 	}
-	if err := validTau(loss, "temperature", tau); err != nil {
+	if err := wantQueryRows(loss, q, "p", p, tau); err != nil {
 		return nil, err
 	}
-	if err := wantShape(loss, "q", q, -1, -1); err != nil {
-		return nil, err
-	}
-	b, h := q.Shape()[0], q.Shape()[1]
-	if err := wantShape(loss, "p", p, -1, h); err != nil {
-		return nil, err
-	}
-	n := p.Shape()[0]
+	b, n := q.Shape()[0], p.Shape()[0]
 	if n < b {
 		return nil, errors.Errorf("losses: %s: p has %d rows, fewer than the %d queries in q (rows 0..B-1 of p must be the positives)", loss, n, b)
 	}

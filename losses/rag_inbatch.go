@@ -175,13 +175,7 @@ func BatchRetrievalLogits(q, d *G.Node, tau float64, sim Similarity) (*G.Node, e
 	if err != nil {
 		return nil, err
 	}
-	if err := validTau(loss, "temperature", tau); err != nil {
-		return nil, err
-	}
-	if err := wantShape(loss, "q", q, -1, -1); err != nil {
-		return nil, err
-	}
-	if err := wantShape(loss, "d", d, -1, q.Shape()[1]); err != nil {
+	if err := wantQueryRows(loss, q, "d", d, tau); err != nil {
 		return nil, err
 	}
 	s, err := simScores(loss, sim, q, d)

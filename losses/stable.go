@@ -313,6 +313,19 @@ func scalar(dt tensor.Dtype, v float64) *G.Node {
 	return G.NewConstant(v)
 }
 
+// wantQueryRows checks the inputs of a loss that scores every query against every row of a
+// second matrix at temperature tau: tau a finite number > 0, q [B,H] and rows (named rowsName
+// in the error) [N,H].
+func wantQueryRows(loss string, q *G.Node, rowsName string, rows *G.Node, tau float64) error {
+	if err := validTau(loss, "temperature", tau); err != nil {
+		return err
+	}
+	if err := wantShape(loss, "q", q, -1, -1); err != nil {
+		return err
+	}
+	return wantShape(loss, rowsName, rows, -1, q.Shape()[1])
+}
+
 // wantShape returns an error unless n has exactly the given rank (and, where a size is >= 0,
 // that size).
 func wantShape(loss, name string, n *G.Node, dims ...int) error {

@@ -178,11 +178,7 @@ func (s dirStore) Commit(e Encoding, done map[int]doneRecord) (*shard.Manifest, 
 	if len(done) != n {
 		return nil, fmt.Errorf("pipeline: commit %s: %d shards reported, want %d", s.dir, len(done), n)
 	}
-	b, err := json.MarshalIndent(encodingFile{Encoding: e, Truncation: trunc}, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteFile(filepath.Join(s.dir, EncodingFile(e.Version())), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(s.dir, EncodingFile(e.Version())), encodingFile{Encoding: e, Truncation: trunc}); err != nil {
 		return nil, err
 	}
 	// CommitShards checks every file against its worker's report (count, size, sha256), the

@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+
+	"github.com/ragtrain/ragtrain/data"
 )
 
 // Example is one supervised training example: a query, one document judged relevant to it, and
@@ -110,15 +112,7 @@ func Mine(qrels map[string]map[string]int, ranking map[string][]string, o MineOp
 	case o.Strategy != Top && o.Strategy != Random:
 		return nil, st, fmt.Errorf("sampler: negative_strategy = %q, want %q or %q", o.Strategy, Top, Random)
 	}
-	var queries []string
-	for q, rel := range qrels {
-		for _, s := range rel {
-			if s > 0 {
-				queries = append(queries, q)
-				break
-			}
-		}
-	}
+	queries := data.Qrels(qrels).QueryIDs() // those with a relevant document
 	slices.SortFunc(queries, compareIDs)
 	if len(queries) == 0 {
 		return nil, st, errors.New("sampler: no query has a relevant document (score > 0)")

@@ -54,19 +54,15 @@ func runRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) (str
 	}
 	r := &ragRun{start: time.Now(), dir: o.ResumeDir}
 	defer r.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		func() error { return r.resume(o) },    // a resumed run's progress: does its saved start hold?
 		func() error { return r.open(rec, o) }, // the world, the tokenizer, the run directory, the models, BM25
 		func() error { return r.train(ctx) },   // the start: the reader pretrained and fine-tuned, the retriever warmed up
 		r.index,                                // the datastore index; the start evaluated and saved
 		func() error { return r.joint(ctx) },   // each objective of rag.objectives from the start
 		r.finish,                               // metrics.json
-	} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	)
+	return r.dir, err
 }
 
 // ragRun is the state a rag run hands from stage to stage.

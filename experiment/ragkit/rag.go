@@ -209,16 +209,8 @@ func (run *GardenRun) EvaluateDense(ev *Eval, x *ragjoint.Index, name string) er
 // Report prints the reader table and the retrieval table.
 func (run *GardenRun) Report(ev *Eval) {
 	rec := run.Rec
-	var counts []string
-	n := map[string]int{}
-	for _, q := range ev.Qs {
-		n[q.Bucket]++
-	}
-	for _, b := range garden.Buckets {
-		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
-	}
 	fmt.Fprintf(run.Opts.Out, "\nreader exact match on the %d test questions (trained phrasing) by pretraining mentions of the fact (%s); gold_entry: the %d questions with an entry:\n%s",
-		len(ev.Qs), strings.Join(counts, ", "), CountTrue(ev.HasEntry), eval.FormatTable(ReaderColumns(), ev.Rows))
+		len(ev.Qs), ev.BucketCounts(), CountTrue(ev.HasEntry), eval.FormatTable(ReaderColumns(), ev.Rows))
 	note := fmt.Sprintf("candidates %s, K = %d, candidate mass %s", rec.RAG.CandidateSource, rec.RAG.TopK, rec.RAG.CandidateMass)
 	if run.RetrievalNote != "" {
 		note = run.RetrievalNote
@@ -491,22 +483,12 @@ func CountTrue(b []bool) int {
 // tokenizer.json may hold the reflection tokens, which its plain reader has no rows for.
 func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, heldOut, continues bool, tokenizerFile string) (*GardenRun, *Data, string, error) {
 	start := time.Now()
-	if err := CheckMemory(rec, o.Out); err != nil {
-		return nil, nil, "", err
-	}
-	world, err := garden.Generate(rec.World)
+	world, dir, err := OpenWorld(rec, o)
 	if err != nil {
-		return nil, nil, "", fmt.Errorf("world: %w", err)
+		return nil, nil, dir, err
 	}
 	resume := o.ResumeDir != ""
-	dir, err := experiment.PrepareRunDir(rec, o)
-	if err != nil {
-		return nil, nil, "", err
-	}
 	if !resume {
-		if err := world.Write(filepath.Join(dir, "world")); err != nil {
-			return nil, nil, dir, err
-		}
 		if err := writeWorldVariants(world, dir, uint64(rec.Seed)); err != nil {
 			return nil, nil, dir, err
 		}
@@ -538,6 +520,27 @@ func NewGardenRun(rec *configs.Recipe, o experiment.Options, chunking string, he
 		return run, d, dir, err
 	}
 	return run, d, dir, run.BuildModels()
+}
+
+// OpenWorld checks the garden run's memory estimate (CheckMemory), generates the recipe's world
+// and creates the run directory with the world written into it (world/), or reopens the
+// resumed run's directory, whose world is already there.
+func OpenWorld(rec *configs.Recipe, o experiment.Options) (world *garden.World, dir string, err error) {
+	if err := CheckMemory(rec, o.Out); err != nil {
+		return nil, "", err
+	}
+	if world, err = garden.Generate(rec.World); err != nil {
+		return nil, "", fmt.Errorf("world: %w", err)
+	}
+	if dir, err = experiment.PrepareRunDir(rec, o); err != nil {
+		return nil, "", err
+	}
+	if o.ResumeDir == "" {
+		if err := world.Write(filepath.Join(dir, "world")); err != nil {
+			return nil, dir, err
+		}
+	}
+	return world, dir, nil
 }
 
 // CheckMemory is experiment.CheckMemory of a garden recipe's reader and bi-encoder

@@ -5,6 +5,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -142,6 +143,20 @@ func (e *Eval) AddCloze(r *model.Reader, name string) error {
 	}
 	e.AddRow(name, correct, nil, ask)
 	return nil
+}
+
+// BucketCounts names how many test questions fall in each bucket of pretraining mentions, in
+// garden.Buckets' order: "never: 3, rare: 5, ...", the count a report's table heading gives.
+func (e *Eval) BucketCounts() string {
+	n := map[string]int{}
+	for _, q := range e.Qs {
+		n[q.Bucket]++
+	}
+	counts := make([]string, len(garden.Buckets))
+	for i, b := range garden.Buckets {
+		counts[i] = fmt.Sprintf("%s: %d", b, n[b])
+	}
+	return strings.Join(counts, ", ")
 }
 
 // AddRow records exact match per bucket, overall and the mean confidence (conf nil: none).

@@ -26,6 +26,7 @@ import (
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
 )
@@ -50,19 +51,15 @@ func init() {
 func runReaderLM(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	r := &readerRun{rec: rec, c: Of(rec), o: o, seed: uint64(rec.Seed), resume: o.ResumeDir != ""}
 	defer r.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		r.load,                               // the memory estimate, init_from's LLaMA and tokenizer, the train and dev texts
 		r.open,                               // the run directory, its tokenizer copy, the LoRA adapters
 		r.perplexityBefore,                   // the base model's dev perplexity
 		r.restore,                            // a resumed run's latest checkpoint, the adapters attached, the task, the log
 		func() error { return r.train(ctx) }, // the training phase
 		r.perplexityAfter,                    // the dev perplexity after; metrics.json
-	} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	)
+	return r.dir, err
 }
 
 // readerRun is the state a reader_lm run hands from stage to stage.
@@ -271,76 +268,9 @@ func splitTexts(ds *data.Dataset, split string, tok *tokenize.GGUFTokenizer, L i
 	return out, nil
 }
 
-// lmBatch is a graph's LLaMA log-probabilities of B rows of L tokens, B·(L-1) target slots
-// (row r's token t predicts token t+1 in slot r·(L-1)+t) and the slots' keep mask.
-type lmBatch struct {
-	B, L        int
-	ids         []int
-	mask        []float32
-	pos, tgt    []int
-	keep        []float32
-	in          *model.Inputs
-	tg          *model.Targets
-	keepT       *tensor.Dense
-	logp, keepN *gorgonia.Node
-	ckpt        *model.LlamaCheckpointed // nil: the plain graph
-}
-
-// newLMBatch builds the batch's graph; with ckpt, the checkpointed training graph, whose
-// gradients lb.ckpt.Grad takes.
-func newLMBatch(g *gorgonia.ExprGraph, b *model.Binder, m *model.Llama, B, L int, ckpt bool) (*lmBatch, error) {
-	M := B * (L - 1)
-	lb := &lmBatch{B: B, L: L, ids: make([]int, B*L), mask: make([]float32, B*L), pos: make([]int, M), tgt: make([]int, M),
-		keepT: tensor.New(tensor.WithShape(M), tensor.Of(tensor.Float32))}
-	lb.keep = lb.keepT.Data().([]float32)
-	lb.in = model.NewInputs(g, B, L, "lm")
-	lb.tg = model.NewTargets(g, M, "lm.targets")
-	var err error
-	if ckpt {
-		if lb.ckpt, err = m.BuildLogProbsCheckpointed(b, lb.in, lb.tg); err != nil {
-			return nil, err
-		}
-		lb.logp = lb.ckpt.LogProbs()
-	} else if lb.logp, err = m.BuildLogProbs(b, lb.in, lb.tg); err != nil {
-		return nil, err
-	}
-	lb.keepN = gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(M), gorgonia.WithValue(lb.keepT), gorgonia.WithName("lm.keep"))
-	return lb, nil
-}
-
-// let fills the batch from seqs (at most B; rows past len(seqs) empty, their slots not kept).
-func (lb *lmBatch) let(seqs [][]int) error {
-	clear(lb.ids)
-	clear(lb.mask)
-	clear(lb.keep)
-	for i := range lb.pos {
-		lb.pos[i], lb.tgt[i] = -1, 0
-	}
-	if len(seqs) > lb.B {
-		return fmt.Errorf("reader_lm: batch of %d texts, graph built for %d", len(seqs), lb.B)
-	}
-	for r, s := range seqs {
-		if len(s) > lb.L {
-			return fmt.Errorf("reader_lm: text of %d tokens, graph built for %d", len(s), lb.L)
-		}
-		copy(lb.ids[r*lb.L:], s)
-		for t := range s {
-			lb.mask[r*lb.L+t] = 1
-			if t+1 < len(s) {
-				k := r*(lb.L-1) + t
-				lb.pos[k], lb.tgt[k], lb.keep[k] = r*lb.L+t, s[t+1], 1
-			}
-		}
-	}
-	if err := lb.in.Let(lb.ids, lb.mask, nil); err != nil {
-		return err
-	}
-	return lb.tg.Let(lb.pos, lb.tgt)
-}
-
 // perplexity evaluates exp(mean NLL) of texts, no dropout, no gradient.
 type perplexity struct {
-	lb *lmBatch
+	lb *model.LMBatch
 	vm gorgonia.VM
 }
 
@@ -349,11 +279,11 @@ func newPerplexity(m *model.Llama, B, L int) (*perplexity, error) {
 		l.Train = false
 	}
 	g := gorgonia.NewGraph()
-	lb, err := newLMBatch(g, model.NewBinder(g), m, B, L, false)
+	lb, err := model.NewLMBatch(g, model.NewBinder(g), m, B, L, "lm", false)
 	if err != nil {
 		return nil, err
 	}
-	model.ShareBuffers(g, lb.logp) // forward only: activations die as they are consumed
+	model.ShareBuffers(g, lb.LogP) // forward only: activations die as they are consumed
 	return &perplexity{lb: lb, vm: gorgonia.NewTapeMachine(g)}, nil
 }
 
@@ -361,14 +291,14 @@ func (p *perplexity) run(texts [][]int) (float64, error) {
 	var nll float64
 	var n int
 	for i := 0; i < len(texts); i += p.lb.B {
-		if err := p.lb.let(texts[i:min(i+p.lb.B, len(texts))]); err != nil {
+		if err := p.lb.Let(texts[i:min(i+p.lb.B, len(texts))], nil); err != nil {
 			return 0, err
 		}
 		if err := p.vm.RunAll(); err != nil {
 			return 0, err
 		}
-		lp := p.lb.logp.Value().Data().([]float32)
-		for k, keep := range p.lb.keep {
+		lp := p.lb.LogP.Value().Data().([]float32)
+		for k, keep := range p.lb.Keep {
 			if keep == 1 {
 				nll -= float64(lp[k])
 				n++
@@ -387,28 +317,26 @@ func (p *perplexity) run(texts [][]int) (float64, error) {
 type lmTask struct {
 	trainer.GraphParams
 	B      int
-	lb     *lmBatch
+	lb     *model.LMBatch
 	loss   *gorgonia.Node // the pass's weighted mean NLL
 	weight *gorgonia.Node // the pass's share of the step's target tokens (nil: one pass)
 	seqs   [][]int
 	seed   uint64
 	lora   *model.LlamaLoRA
-	epoch  int
-	perm   []int
 }
 
 func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, trainable []*model.Param, ckpt bool) (*lmTask, error) {
-	t := &lmTask{B: B, seqs: seqs, seed: seed, lora: m.LoRA(), epoch: -1}
+	t := &lmTask{B: B, seqs: seqs, seed: seed, lora: m.LoRA()}
 	if t.lora != nil {
 		t.lora.Train = true
 	}
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
 	var err error
-	if t.lb, err = newLMBatch(g, b, m, micro, L, ckpt); err != nil {
+	if t.lb, err = model.NewLMBatch(g, b, m, micro, L, "lm", ckpt); err != nil {
 		return nil, err
 	}
-	if t.loss, err = losses.TokenNLL(t.lb.logp, t.lb.keepN); err != nil {
+	if t.loss, err = losses.TokenNLL(t.lb.LogP, t.lb.KeepN); err != nil {
 		return nil, err
 	}
 	if micro < B {
@@ -424,7 +352,7 @@ func newLMTask(m *model.Llama, B, micro, L int, seqs [][]int, seed uint64, train
 		nodes = append(nodes, b.Node(p))
 	}
 	if ckpt {
-		err = t.lb.ckpt.Grad(t.loss, nodes...)
+		err = t.lb.Ckpt.Grad(t.loss, nodes...)
 	} else {
 		_, err = model.Grad(t.loss, nodes...)
 	}
@@ -440,12 +368,8 @@ func (t *lmTask) Step(step int) (float64, int, error) {
 	n := len(t.seqs)
 	batch := make([][]int, t.B)
 	targets := 0
-	for j := range batch {
-		k := step*t.B + j
-		if e := k / n; e != t.epoch {
-			t.epoch, t.perm = e, rand.New(rand.NewPCG(t.seed, uint64(e))).Perm(n)
-		}
-		batch[j] = t.seqs[t.perm[k%n]]
+	for j, k := range ragreader.Cycle(n, t.B, step, t.seed) {
+		batch[j] = t.seqs[k]
 		targets += len(batch[j]) - 1
 	}
 	if t.lora != nil {
@@ -466,7 +390,7 @@ func (t *lmTask) Step(step int) (float64, int, error) {
 				t.VM.Reset() // the gradients stay in the dual values: this pass adds to them
 			}
 		}
-		if err := t.lb.let(pass); err != nil {
+		if err := t.lb.Let(pass, nil); err != nil {
 			return 0, 0, err
 		}
 		if err := t.Run(); err != nil {

@@ -68,13 +68,9 @@ func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string
 		fmt.Fprintf(o.Out, "resume: %s has finished (it holds %s); nothing to do\n", o.ResumeDir, experiment.MetricsFile)
 		return o.ResumeDir, nil
 	}
-	for _, stage := range []func() error{r.load, r.open, r.datastore, r.candidates, func() error { return r.score(ctx) },
-		func() error { return r.train(ctx) }, r.evaluate} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	err := experiment.RunStages(r.load, r.open, r.datastore, r.candidates, func() error { return r.score(ctx) },
+		func() error { return r.train(ctx) }, r.evaluate)
+	return r.dir, err
 }
 
 // load resolves model.init_from, reads the judged splits, the corpus and the frozen LM, and
@@ -126,10 +122,7 @@ func (r *lmRun) load() error {
 func (r *lmRun) open() error {
 	rec, o := r.rec, r.o
 	var err error
-	if r.dir, err = experiment.PrepareRunDir(rec, o); err != nil {
-		return err
-	}
-	if r.tok, _, err = experiment.SaveTokenizer(r.tok, r.dir, o.ResumeDir != ""); err != nil {
+	if r.dir, r.tok, _, err = experiment.OpenRunDir(rec, o, r.tok); err != nil {
 		return err
 	}
 	r.cfg = model.BiEncoderConfig{Kind: model.KindBiEncoder, Encoder: biencoder.EncoderConfig(rec, r.tok.VocabSize()), SharedTowers: rec.Model.SharedTowers,

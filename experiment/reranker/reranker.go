@@ -84,7 +84,7 @@ func init() {
 func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	r := &rerankRun{rec: rec, o: o, rr: Of(rec), resume: o.ResumeDir != ""}
 	defer r.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		r.check,                              // a cross-encoder; eval.metrics within rerank.candidates
 		r.load,                               // the judged splits, the passages, BM25 and the first stage
 		r.initFrom,                           // model.init_from: its architecture, checked against the recipe
@@ -93,12 +93,8 @@ func runReranker(ctx context.Context, rec *configs.Recipe, o experiment.Options)
 		r.restore,                            // a resumed run's latest checkpoint, the log
 		func() error { return r.train(ctx) }, // the pretrained start, then one model per loss of rerank.losses
 		r.evaluate,                           // the first stage reranked on the eval splits; metrics.json
-	} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	)
+	return r.dir, err
 }
 
 // rerankRun is the state a reranker run hands from stage to stage.
@@ -223,11 +219,11 @@ func (r *rerankRun) open() error {
 	} else if err := r.seed.InitMatching(r.rr.MatchInit, r.rr.MatchWordScale); err != nil {
 		return fmt.Errorf("rerank.match_init, rerank.match_word_scale: %w", err)
 	}
-	dir, err := experiment.PrepareRunDir(rec, r.o)
+	dir, tok, tokPath, err := experiment.OpenRunDir(rec, r.o, tok)
 	if err != nil {
 		return err
 	}
-	r.dir = dir
+	r.dir, r.tok = dir, tok
 	if r.initDir != nil {
 		shapes := map[string][]int{}
 		for _, p := range r.seed.Params() {
@@ -235,11 +231,6 @@ func (r *rerankRun) open() error {
 		}
 		reportInit(r.o.Out, r.initDir, len(r.seed.Params()), rec.Seed, shapes)
 	}
-	tok, tokPath, err := experiment.SaveTokenizer(tok, r.dir, r.resume)
-	if err != nil {
-		return err
-	}
-	r.tok = tok
 	cfg := model.CrossEncoderConfig{Kind: model.KindCrossEncoder, Encoder: r.encCfg, MaxLength: rec.Tokenizer.MaxLength,
 		FirstStage: r.first.source, TrainDepth: r.rr.TrainDepth, ListSize: r.rr.ListSize, DropAboveFirstPositive: r.rr.DropAboveFirstPositive,
 		PretrainSteps: rec.Pretrain.Steps, PretrainDepth: r.rr.PretrainDepth, PretrainWindow: r.rr.PretrainWindow,

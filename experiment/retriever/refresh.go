@@ -97,32 +97,9 @@ func (r *refreshMiner) batch(step int) (sampler.Batch, sampler.Stats, error) {
 func (r *refreshMiner) refresh(step int) error {
 	L := r.rec.Tokenizer.MaxLength
 	if r.ref == nil {
-		batch := r.tok.EncodeBatch(r.passages, L)
-		cfg, shared, seed, cosine := r.m.Cfg, r.m.Shared, uint64(r.rec.Seed), r.cosine
-		newWorker := func(snap indexrefresh.Snapshot) (indexrefresh.EncodeFunc, error) {
-			w, err := model.NewBiEncoder(cfg, shared, seed)
-			if err != nil {
-				return nil, err
-			}
-			if err := snap.CopyTo(w.Passage.Params()); err != nil {
-				return nil, err
-			}
-			runner, err := model.NewEncoderRunner(w.Passage, 64, L)
-			if err != nil {
-				return nil, err
-			}
-			return func(ctx context.Context, lo, hi int) ([]float32, error) {
-				if err := ctx.Err(); err != nil {
-					return nil, err
-				}
-				v, err := runner.Encode(batch.IDs[lo*L:hi*L], batch.Mask[lo*L:hi*L], batch.Types[lo*L:hi*L], hi-lo)
-				if err == nil && cosine {
-					biencoder.NormalizeRows(v, cfg.Hidden)
-				}
-				return v, err
-			}, nil
-		}
-		opts := indexrefresh.Options{Mode: indexrefresh.ModeSync, Every: r.every, Workers: 1, ShardSize: 8 * 64, NewWorker: newWorker,
+		workers := biencoder.PassageWorkers{Cfg: r.m.Cfg, Shared: r.m.Shared, Seed: uint64(r.rec.Seed),
+			Batch: r.tok.EncodeBatch(r.passages, L), B: 64, Cosine: r.cosine}
+		opts := indexrefresh.Options{Mode: indexrefresh.ModeSync, Every: r.every, Workers: 1, ShardSize: 8 * workers.B, NewWorker: workers.New,
 			ANNThreshold: r.rec.Index.ANNThreshold, ANN: annParams(r.rec)}
 		var err error
 		if r.ref, err = indexrefresh.NewEncoded(r.ctx, r.ds.Corpus.IDs, r.m.Passage.Dim(), r.m.Passage.Params(), step, opts); err != nil {

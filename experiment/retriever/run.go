@@ -160,10 +160,7 @@ func (r *retrieverRun) open() error {
 		return err
 	}
 	var err error
-	if r.dir, err = experiment.PrepareRunDir(rec, o); err != nil {
-		return err
-	}
-	if r.tok, r.tokPath, err = experiment.SaveTokenizer(r.tok, r.dir, r.resume); err != nil {
+	if r.dir, r.tok, r.tokPath, err = experiment.OpenRunDir(rec, o, r.tok); err != nil {
 		return err
 	}
 	if err = r.corpus.open(rec, r.tok, r.dir, o.Out); err != nil {

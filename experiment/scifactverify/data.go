@@ -51,29 +51,27 @@ func ReadCorpus(path string) (*Corpus, error) {
 		return nil, err
 	}
 	c := &Corpus{ByID: map[int]*Doc{}}
-	for n, line := range bytes.Split(b, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var l struct {
-			DocID    *int     `json:"doc_id"`
-			Title    string   `json:"title"`
-			Abstract []string `json:"abstract"`
-		}
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, n+1, err)
-		}
+	type corpusLine struct {
+		DocID    *int     `json:"doc_id"`
+		Title    string   `json:"title"`
+		Abstract []string `json:"abstract"`
+	}
+	err = eachJSONLine(path, b, func(l *corpusLine) error {
 		switch {
 		case l.DocID == nil:
-			return nil, fmt.Errorf("%s:%d: field doc_id missing", path, n+1)
+			return fmt.Errorf("field doc_id missing")
 		case c.ByID[*l.DocID] != nil:
-			return nil, fmt.Errorf("%s:%d: doc_id %d repeated", path, n+1, *l.DocID)
+			return fmt.Errorf("doc_id %d repeated", *l.DocID)
 		case len(l.Abstract) == 0 || len(l.Abstract) > maxSentences:
-			return nil, fmt.Errorf("%s:%d: doc %d has %d sentences, want 1..%d", path, n+1, *l.DocID, len(l.Abstract), maxSentences)
+			return fmt.Errorf("doc %d has %d sentences, want 1..%d", *l.DocID, len(l.Abstract), maxSentences)
 		}
 		d := &Doc{ID: *l.DocID, Title: l.Title, Sents: l.Abstract}
 		c.ByID[d.ID] = d
 		c.Order = append(c.Order, d)
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(c.Order) == 0 {
 		return nil, fmt.Errorf("%s: no abstracts", path)
@@ -91,39 +89,55 @@ func ReadClaims(path string, corpus *Corpus) ([]Claim, error) {
 	}
 	var out []Claim
 	seen := map[int]bool{}
-	for n, line := range bytes.Split(b, []byte("\n")) {
-		if len(bytes.TrimSpace(line)) == 0 {
-			continue
-		}
-		var l struct {
-			ID    *int   `json:"id"`
-			Claim string `json:"claim"`
-			Cited []int  `json:"cited_doc_ids"`
-		}
-		if err := json.Unmarshal(line, &l); err != nil {
-			return nil, fmt.Errorf("%s:%d: %v", path, n+1, err)
-		}
+	type claimLine struct {
+		ID    *int   `json:"id"`
+		Claim string `json:"claim"`
+		Cited []int  `json:"cited_doc_ids"`
+	}
+	err = eachJSONLine(path, b, func(l *claimLine) error {
 		switch {
 		case l.ID == nil:
-			return nil, fmt.Errorf("%s:%d: field id missing", path, n+1)
+			return fmt.Errorf("field id missing")
 		case seen[*l.ID]:
-			return nil, fmt.Errorf("%s:%d: claim id %d repeated", path, n+1, *l.ID)
+			return fmt.Errorf("claim id %d repeated", *l.ID)
 		case len(bytes.TrimSpace([]byte(l.Claim))) == 0:
-			return nil, fmt.Errorf("%s:%d: field claim empty", path, n+1)
+			return fmt.Errorf("field claim empty")
 		}
 		for _, d := range l.Cited {
 			if corpus.ByID[d] == nil {
-				return nil, fmt.Errorf("%s:%d: cited_doc_ids: doc %d is not in the corpus", path, n+1, d)
+				return fmt.Errorf("cited_doc_ids: doc %d is not in the corpus", d)
 			}
 		}
 		seen[*l.ID] = true
 		out = append(out, Claim{ID: *l.ID, Text: l.Claim, Cited: l.Cited})
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("%s: no claims", path)
 	}
 	slices.SortFunc(out, func(a, b Claim) int { return a.ID - b.ID })
 	return out, nil
+}
+
+// eachJSONLine decodes each non-blank line of b, the contents of path, as a T and calls f on
+// it; a line that does not decode, or an error of f, fails with path:line.
+func eachJSONLine[T any](path string, b []byte, f func(l *T) error) error {
+	for n, line := range bytes.Split(b, []byte("\n")) {
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var l T
+		if err := json.Unmarshal(line, &l); err != nil {
+			return fmt.Errorf("%s:%d: %v", path, n+1, err)
+		}
+		if err := f(&l); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n+1, err)
+		}
+	}
+	return nil
 }
 
 // split is one split's claims with their gold evidence (eval.ReadSciFactGold), by claim id.

@@ -142,18 +142,14 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	r := &verifyRun{rec: rec, c: Of(rec), o: o, resume: o.ResumeDir != "", metrics: map[string]float64{}, readers: map[string]*reader{}}
 	defer r.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		r.load,                                  // the memory estimate, init_from, the corpus, the claims and their rankings
 		r.sequences,                             // the training pairs as the plain and the Self-RAG readers' sequences
 		r.open,                                  // the run directory, the log
 		func() error { return r.train(ctx) },    // the readers the systems need; the instruct model (closed-book)
 		func() error { return r.evaluate(ctx) }, // every system on eval_split: predictions, decisions, metrics.json
-	} {
-		if err := stage(); err != nil {
-			return r.dir, err
-		}
-	}
-	return r.dir, nil
+	)
+	return r.dir, err
 }
 
 // verifyRun is the state a scifact_verify run hands from stage to stage.

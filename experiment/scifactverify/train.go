@@ -6,10 +6,10 @@ import (
 	"slices"
 
 	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
 
 	"github.com/ragtrain/ragtrain/losses"
 	"github.com/ragtrain/ragtrain/model"
+	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
@@ -51,21 +51,13 @@ func trainPairs(s *split, retrieved map[int][]int, corpus *Corpus) []pair {
 // depends on the step alone (exact resume); the LoRA dropout masks are drawn from (seed, step).
 type seqTask struct {
 	trainer.GraphParams
-	B, L  int
-	seqs  []seq
-	seed  uint64
-	lora  *model.LlamaLoRA
-	epoch int
-	perm  []int
-	last  float64 // the loss of the last step run
-
-	ids      []int
-	mask     []float32
-	pos, tgt []int
-	keep     []float32
-	in       *model.Inputs
-	tg       *model.Targets
-	loss     *gorgonia.Node
+	B, L int
+	seqs []seq
+	seed uint64
+	lora *model.LlamaLoRA
+	last float64 // the loss of the last step run
+	lb   *model.LMBatch
+	loss *gorgonia.Node
 }
 
 func newSeqTask(m *model.Llama, B int, seqs []seq, seed uint64) (*seqTask, error) {
@@ -73,25 +65,18 @@ func newSeqTask(m *model.Llama, B int, seqs []seq, seed uint64) (*seqTask, error
 	for _, s := range seqs {
 		L = max(L, len(s.ids))
 	}
-	t := &seqTask{B: B, L: L, seqs: seqs, seed: seed, lora: m.LoRA(), epoch: -1}
+	t := &seqTask{B: B, L: L, seqs: seqs, seed: seed, lora: m.LoRA()}
 	if t.lora == nil {
 		return nil, fmt.Errorf("scifact_verify: the reader has no LoRA attached")
 	}
 	t.lora.Train = true
-	M := B * (L - 1)
-	t.ids, t.mask, t.pos, t.tgt = make([]int, B*L), make([]float32, B*L), make([]int, M), make([]int, M)
-	keepT := tensor.New(tensor.WithShape(M), tensor.Of(tensor.Float32))
-	t.keep = keepT.Data().([]float32)
 	g := gorgonia.NewGraph()
 	b := model.NewBinder(g)
-	t.in = model.NewInputs(g, B, L, "sv")
-	t.tg = model.NewTargets(g, M, "sv.targets")
-	logp, err := m.BuildLogProbs(b, t.in, t.tg)
-	if err != nil {
+	var err error
+	if t.lb, err = model.NewLMBatch(g, b, m, B, L, "sv", false); err != nil {
 		return nil, err
 	}
-	keepN := gorgonia.NewTensor(g, tensor.Float32, 1, gorgonia.WithShape(M), gorgonia.WithValue(keepT), gorgonia.WithName("sv.keep"))
-	if t.loss, err = losses.TokenNLL(logp, keepN); err != nil {
+	if t.loss, err = losses.TokenNLL(t.lb.LogP, t.lb.KeepN); err != nil {
 		return nil, err
 	}
 	keep := map[*model.Param]bool{}
@@ -107,45 +92,14 @@ func newSeqTask(m *model.Llama, B int, seqs []seq, seed uint64) (*seqTask, error
 	return t, nil
 }
 
-// let fills the batch: row r's token j predicts token j+1 in slot r·(L-1)+j, kept when token
-// j+1 is a target.
-func (t *seqTask) let(batch []seq) error {
-	clear(t.ids)
-	clear(t.mask)
-	clear(t.keep)
-	for i := range t.pos {
-		t.pos[i], t.tgt[i] = -1, 0
-	}
-	for r, s := range batch {
-		copy(t.ids[r*t.L:], s.ids)
-		for j := range s.ids {
-			t.mask[r*t.L+j] = 1
-			if j+1 < len(s.ids) {
-				k := r*(t.L-1) + j
-				t.pos[k], t.tgt[k] = r*t.L+j, s.ids[j+1]
-				if s.loss[j+1] {
-					t.keep[k] = 1
-				}
-			}
-		}
-	}
-	if err := t.in.Let(t.ids, t.mask, nil); err != nil {
-		return err
-	}
-	return t.tg.Let(t.pos, t.tgt)
-}
-
 func (t *seqTask) Step(step int) (float64, int, error) {
-	n := len(t.seqs)
 	batch := make([]seq, t.B)
-	for j := range batch {
-		k := step*t.B + j
-		if e := k / n; e != t.epoch {
-			t.epoch, t.perm = e, rand.New(rand.NewPCG(t.seed, uint64(e))).Perm(n)
-		}
-		batch[j] = t.seqs[t.perm[k%n]]
+	ids := make([][]int, t.B)
+	for j, k := range ragreader.Cycle(len(t.seqs), t.B, step, t.seed) {
+		batch[j], ids[j] = t.seqs[k], t.seqs[k].ids
 	}
-	if err := t.let(batch); err != nil {
+	// Row r's token j+1 is a target when the sequence's loss mask says so.
+	if err := t.lb.Let(ids, func(r, j int) bool { return batch[r].loss[j] }); err != nil {
 		return 0, 0, err
 	}
 	t.lora.RNG.R = rand.New(rand.NewPCG(t.seed^0x6c6f7261, uint64(step)))

@@ -121,7 +121,7 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 	}
 	s := &selfragRun{start: time.Now(), sr: *Of(rec), dir: o.ResumeDir}
 	defer s.close()
-	for _, stage := range []func() error{
+	err := experiment.RunStages(
 		func() error { return s.resume(o) },          // the latest checkpoint, finished stages and plain reader of a resumed run
 		func() error { return s.open(rec, o) },       // the world, the tokenizer, the run directory, the models
 		func() error { return s.pretrainLM(ctx) },    // stage reader_lm: language-model pretraining, the Retrieve labels
@@ -129,12 +129,8 @@ func runSelfRAG(ctx context.Context, rec *configs.Recipe, o experiment.Options) 
 		s.grow, // the reflection tokens and a grown copy of the plain reader
 		func() error { return s.finetuneReflective(ctx) }, // stage selfrag_finetune: the reflective reader trained
 		s.evaluate, // the reflective reader, over the poisoned datastore too; metrics.json
-	} {
-		if err := stage(); err != nil {
-			return s.dir, err
-		}
-	}
-	return s.dir, nil
+	)
+	return s.dir, err
 }
 
 // resume finds where a resumed run continues: the latest checkpoint of its directory, the
@@ -466,11 +462,7 @@ func (s *selfragRun) writeLabels(labels map[int]bool) error {
 	for i, l := range labels {
 		byID[s.World.Questions[i].ID] = l
 	}
-	b, err := json.MarshalIndent(byID, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(s.Dir, labelsFile), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(s.Dir, labelsFile), byID)
 }
 
 // readLabels reads the Retrieve labels writeLabels wrote; every training question must have one.
@@ -926,17 +918,9 @@ func (s *selfragRun) evaluatePoisoned(ev *ragkit.Eval, plain, refl *model.Reader
 
 // report prints the exact-match table and the rate table.
 func (s *selfragRun) report(ev *ragkit.Eval) {
-	var counts []string
-	n := map[string]int{}
-	for _, q := range ev.Qs {
-		n[q.Bucket]++
-	}
-	for _, b := range garden.Buckets {
-		counts = append(counts, fmt.Sprintf("%s: %d", b, n[b]))
-	}
 	sr := s.sr
 	fmt.Fprintf(s.Opts.Out, "\nexact match on the %d test questions by pretraining mentions of the fact (%s); .no_entry: the %d questions whose gardener has no entry; .poisoned: the questions about a poisoned fact, over the poisoned datastore; reflective decoding with K = %d, retrieve >= %g, relevance >= %g, support weight %g:\n%s",
-		len(ev.Qs), strings.Join(counts, ", "), len(ev.Qs)-ragkit.CountTrue(ev.HasEntry), sr.TopK, sr.RetrieveThreshold, sr.RelevanceThreshold, sr.SupportWeight,
+		len(ev.Qs), ev.BucketCounts(), len(ev.Qs)-ragkit.CountTrue(ev.HasEntry), sr.TopK, sr.RetrieveThreshold, sr.RelevanceThreshold, sr.SupportWeight,
 		eval.FormatTable(ragkit.ReaderColumns(), ev.Rows))
 	fmt.Fprintf(s.Opts.Out, "\nreflective decisions (rates by bucket of the question; n observations); isrel_*: BM25 top-%d passages, judged with every question retrieving:\n%s",
 		sr.TopK, eval.FormatTable(append(append([]string(nil), garden.Buckets...), "all", "n"), s.rateRows))

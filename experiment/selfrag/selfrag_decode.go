@@ -220,57 +220,42 @@ func reflectPairProb(la, lb float64) float64 {
 }
 
 func (s *reflectReader) RetrieveProb(qs []int) ([]float64, error) {
-	var prompts [][]int
-	var todo []int
-	for _, q := range qs {
-		if _, ok := s.pRet[q]; ok || slices.Contains(todo, q) {
-			continue
-		}
-		p, err := s.prompt(qpPair{q: q})
-		if err != nil {
-			return nil, err
-		}
-		prompts, todo = append(prompts, p), append(todo, q)
-	}
-	lp, err := s.next.LogProbs(prompts, []int{s.id.retrieve, s.id.noRetrieve})
-	if err != nil {
-		return nil, err
-	}
-	for j, q := range todo {
-		s.pRet[q] = reflectPairProb(lp[j][0], lp[j][1])
-	}
-	out := make([]float64, len(qs))
-	for i, q := range qs {
-		out[i] = s.pRet[q]
-	}
-	return out, nil
+	prompt := func(q int) ([]int, error) { return s.prompt(qpPair{q: q}) }
+	return pairProbs(s.next, s.pRet, qs, prompt, s.id.retrieve, s.id.noRetrieve)
 }
 
 func (s *reflectReader) Relevance(pairs []qpPair) ([]float64, error) {
+	return pairProbs(s.next, s.rel, pairs, s.prompt, s.id.relevant, s.id.irrelevant)
+}
+
+// pairProbs returns, per key, the reader's probability of the reflection token yes against no
+// (reflectPairProb of the two next-token log-probabilities after the key's prompt): from cache,
+// or computed in one batch for the keys not in it (each once) and added to it.
+func pairProbs[K comparable](next *model.NextTokenRunner, cache map[K]float64, keys []K, prompt func(K) ([]int, error), yes, no int) ([]float64, error) {
 	var prompts [][]int
-	var todo []qpPair
-	seen := map[qpPair]bool{}
-	for _, p := range pairs {
-		if _, ok := s.rel[p]; ok || seen[p] {
+	var todo []K
+	seen := map[K]bool{}
+	for _, k := range keys {
+		if _, ok := cache[k]; ok || seen[k] {
 			continue
 		}
-		ids, err := s.prompt(p)
+		ids, err := prompt(k)
 		if err != nil {
 			return nil, err
 		}
-		seen[p] = true
-		prompts, todo = append(prompts, ids), append(todo, p)
+		seen[k] = true
+		prompts, todo = append(prompts, ids), append(todo, k)
 	}
-	lp, err := s.next.LogProbs(prompts, []int{s.id.relevant, s.id.irrelevant})
+	lp, err := next.LogProbs(prompts, []int{yes, no})
 	if err != nil {
 		return nil, err
 	}
-	for j, p := range todo {
-		s.rel[p] = reflectPairProb(lp[j][0], lp[j][1])
+	for j, k := range todo {
+		cache[k] = reflectPairProb(lp[j][0], lp[j][1])
 	}
-	out := make([]float64, len(pairs))
-	for i, p := range pairs {
-		out[i] = s.rel[p]
+	out := make([]float64, len(keys))
+	for i, k := range keys {
+		out[i] = cache[k]
 	}
 	return out, nil
 }

@@ -258,11 +258,7 @@ func commit(dir string, meta Meta, nShards int, reported []ShardEntry) (*Manifes
 		m.Shards = append(m.Shards, e)
 		m.Count += e.Count
 	}
-	b, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, ManifestFile), append(b, '\n')); err != nil {
+	if err := atomicfile.WriteJSON(filepath.Join(dir, ManifestFile), m); err != nil {
 		return nil, fmt.Errorf("shard: commit: %w", err)
 	}
 	return m, nil

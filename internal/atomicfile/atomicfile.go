@@ -5,6 +5,7 @@ package atomicfile
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -52,6 +53,16 @@ func Write(path string, fill func(w io.Writer) error) (err error) {
 // WriteFile writes data to path atomically.
 func WriteFile(path string, data []byte) error {
 	return Write(path, func(w io.Writer) error { _, err := w.Write(data); return err })
+}
+
+// WriteJSON writes v to path atomically as indented JSON (two spaces) with a final newline; a
+// value that does not encode (a NaN, a channel) is an error naming path.
+func WriteJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return WriteFile(path, append(b, '\n'))
 }
 
 // SyncDir fsyncs a directory so that renames inside it survive a crash.

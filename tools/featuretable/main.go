@@ -14,7 +14,6 @@ package main
 
 import (
 	"bufio"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -28,6 +27,7 @@ import (
 	"github.com/BurntSushi/toml"
 
 	"github.com/ragtrain/ragtrain/configs"
+	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/tools/internal/cli"
 )
 
@@ -71,13 +71,9 @@ func main() {
 
 func load(dir, system string) (row, error) {
 	var r row
-	b, err := os.ReadFile(filepath.Join(dir, "metrics.json"))
+	m, err := experiment.ReadMetrics(dir)
 	if err != nil {
 		return r, err
-	}
-	var m map[string]float64
-	if err := json.Unmarshal(b, &m); err != nil {
-		return r, fmt.Errorf("%s: %w", filepath.Join(dir, "metrics.json"), err)
 	}
 	need := func(k string) (float64, error) {
 		v, ok := m[k]

@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/ragtrain/ragtrain/experiment"
 )
 
 // entry is one recipe of the snapshot.
@@ -57,13 +59,9 @@ func timing(key string) bool {
 // readRun reads a run directory into an entry.
 func readRun(dir string) (entry, error) {
 	e := entry{Metrics: map[string]float64{}, TRECSHA256: map[string]string{}}
-	b, err := os.ReadFile(filepath.Join(dir, "metrics.json"))
+	m, err := experiment.ReadMetrics(dir)
 	if err != nil {
 		return e, err
-	}
-	var m map[string]float64
-	if err := json.Unmarshal(b, &m); err != nil {
-		return e, fmt.Errorf("%s: %w", filepath.Join(dir, "metrics.json"), err)
 	}
 	for k, v := range m {
 		if !timing(k) {

@@ -68,40 +68,12 @@ const encodeBatch = 64
 func (s *Study) NewLiveIndex(ctx context.Context, phase string, mode indexrefresh.Mode, step int) (*LiveIndex, error) {
 	rec, x := s.Rec, s.Index
 	L := rec.Tokenizer.MaxLength
-	batch := s.Tok.EncodeBatch(x.Texts, L) // read-only, shared by every worker
-	cfg, shared, seed := s.RAGConfig.Encoder, rec.Model.SharedTowers, s.Seed
-	onEncode := s.Opts.OnEncode
-	newWorker := func(snap indexrefresh.Snapshot) (indexrefresh.EncodeFunc, error) {
-		// A private tower into which the snapshot is copied: training never touches it.
-		m, err := model.NewBiEncoder(cfg, shared, seed)
-		if err != nil {
-			return nil, err
-		}
-		if err := snap.CopyTo(m.Passage.Params()); err != nil {
-			return nil, err
-		}
-		runner, err := model.NewEncoderRunner(m.Passage, encodeBatch, L)
-		if err != nil {
-			return nil, err
-		}
-		return func(ctx context.Context, lo, hi int) ([]float32, error) {
-			if onEncode != nil {
-				onEncode()
-			}
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			v, err := runner.Encode(batch.IDs[lo*L:hi*L], batch.Mask[lo*L:hi*L], batch.Types[lo*L:hi*L], hi-lo)
-			if err == nil && x.Cosine {
-				biencoder.NormalizeRows(v, x.Dim)
-			}
-			return v, err
-		}, nil
-	}
+	workers := biencoder.PassageWorkers{Cfg: s.RAGConfig.Encoder, Shared: rec.Model.SharedTowers, Seed: s.Seed,
+		Batch: s.Tok.EncodeBatch(x.Texts, L), B: encodeBatch, Cosine: x.Cosine, OnEncode: s.Opts.OnEncode}
 	li := &LiveIndex{x: x, params: s.Encoder.Passage.Params(), phase: phase, lg: s.Log, ctx: ctx, mode: mode, swapAfter: rec.IndexRefresh.SwapAfter}
 	ir := rec.IndexRefresh
 	opts := indexrefresh.Options{Mode: mode, Every: ir.RefreshEvery, Workers: ir.Workers, ShardSize: 8 * encodeBatch,
-		NewWorker: newWorker, OnEvent: li.event}
+		NewWorker: workers.New, OnEvent: li.event}
 	if mode == indexrefresh.ModeAsync {
 		opts.SwapAfter = ir.SwapAfter
 	}
@@ -254,11 +226,7 @@ func (li *LiveIndex) Retrieve(k int) func(step int, qv []float32, texts []string
 			return nil, err
 		}
 		hits, v := li.Refresher.SearchBatch(qv, k)
-		stale := step - v.Step
-		li.staleSum += stale
-		li.staleMax = max(li.staleMax, stale)
-		li.searches++
-		if err := li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale}); err != nil {
+		if err := li.served(step, v); err != nil {
 			return nil, err
 		}
 		out := make([][]int, len(hits))
@@ -317,15 +285,21 @@ func (li *LiveIndex) RetrieveBM25(k, depth int) func(step int, qv []float32, tex
 				out[i] = append(out[i], e.row)
 			}
 		}
-		stale := step - v.Step
-		li.staleSum += stale
-		li.staleMax = max(li.staleMax, stale)
-		li.searches++
-		if err := li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale}); err != nil {
+		if err := li.served(step, v); err != nil {
 			return nil, err
 		}
 		return out, nil
 	}
+}
+
+// served counts a search at step answered by index version v and logs the version and its
+// staleness (step - v.Step, in steps).
+func (li *LiveIndex) served(step int, v indexrefresh.Version) error {
+	stale := step - v.Step
+	li.staleSum += stale
+	li.staleMax = max(li.staleMax, stale)
+	li.searches++
+	return li.lg.Write(map[string]any{"phase": li.phase, "step": step, "index_step": v.Step, "index_hash": v.ParamHash, "staleness": stale})
 }
 
 // Close ends the refresher (cancelling a refresh in flight and waiting for its goroutines) and

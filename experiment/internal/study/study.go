@@ -145,23 +145,11 @@ func prepareStudy(ctx context.Context, rec *configs.Recipe, o experiment.Options
 // world, the log, the tokenizer and the models.
 func openStudy(rec *configs.Recipe, o experiment.Options) (*Study, string, error) {
 	t0 := time.Now()
-	if err := ragkit.CheckMemory(rec, o.Out); err != nil {
-		return nil, "", err
-	}
-	world, err := garden.Generate(rec.World)
+	world, dir, err := ragkit.OpenWorld(rec, o)
 	if err != nil {
-		return nil, "", fmt.Errorf("world: %w", err)
+		return nil, dir, err
 	}
 	resume := o.ResumeDir != ""
-	dir, err := experiment.PrepareRunDir(rec, o)
-	if err != nil {
-		return nil, "", err
-	}
-	if !resume {
-		if err := world.Write(filepath.Join(dir, "world")); err != nil {
-			return nil, dir, err
-		}
-	}
 	d, err := ragkit.NewData(world, rec.RAG.Chunking, rec.RAG.HeldOutQuestions)
 	if err != nil {
 		return nil, dir, err

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"path/filepath"
 	"strings"
 
@@ -64,7 +63,7 @@ func writeCrossEncoderOutputs(out string, m *model.CrossEncoder, tok *tokenize.T
 	if err := export.WriteNPYFloat32(filepath.Join(out, "pair_go.npy"), scores, B); err != nil {
 		return err
 	}
-	return writeInputs(out, in)
+	return atomicfile.WriteJSON(filepath.Join(out, "inputs.json"), in)
 }
 
 // writeBatch writes prefix_ids.npy, prefix_mask.npy and prefix_types.npy (int64 [B, L]; types
@@ -84,12 +83,4 @@ func writeBatch(prefix string, ids []int, mask []float32, types []int, B, L int)
 		return err
 	}
 	return export.WriteNPYInt64(prefix+"_types.npy", t64, B, L)
-}
-
-func writeInputs(out string, in inputs) error {
-	b, err := json.MarshalIndent(in, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(out, "inputs.json"), append(b, '\n'))
 }

@@ -25,7 +25,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -146,11 +145,7 @@ func genBiEncoder(r *export.Run, out string, n int) error {
 	if err := encode(filepath.Join(out, "passage"), m.Passage, tok, in.Passages, meta.MaxLength); err != nil {
 		return err
 	}
-	b, err := json.MarshalIndent(in, "", "  ")
-	if err != nil {
-		return err
-	}
-	return atomicfile.WriteFile(filepath.Join(out, "inputs.json"), append(b, '\n'))
+	return atomicfile.WriteJSON(filepath.Join(out, "inputs.json"), in)
 }
 
 // encode writes prefix_ids.npy, prefix_mask.npy, prefix_types.npy and prefix_go.npy.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/export"
+	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
@@ -217,5 +218,5 @@ func writeReaderOutputs(out string, rd *model.Reader, tok *tokenize.Tokenizer, i
 	if err := export.WriteNPYFloat32(filepath.Join(out, "reader_next_go.npy"), next, B, L); err != nil {
 		return err
 	}
-	return writeInputs(out, in)
+	return atomicfile.WriteJSON(filepath.Join(out, "inputs.json"), in)
 }
