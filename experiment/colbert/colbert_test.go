@@ -3,7 +3,6 @@ package colbert
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -188,7 +187,7 @@ func TestColBERTGradCacheResumesExactly(t *testing.T) {
 	shortenPassages(t, rec.Data.Dir)
 	full, resumed, _ := testkit.Resume(t, rec, "train", 3)
 	testkit.SameCheckpoint(t, "", full, resumed, 6)
-	want, got := logLines(t, full), logLines(t, resumed)
+	want, got := testkit.TrainLines(t, full), testkit.TrainLines(t, resumed)
 	if len(want) != 6 || !slices.Equal(want, got) {
 		t.Errorf("log resumed %v\nuninterrupted %v", got, want)
 	}
@@ -201,7 +200,7 @@ func TestColBERTGradCacheResumesExactly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p := logLines(t, plain); len(p) != 6 || p[0] == want[0] {
+	if p := testkit.TrainLines(t, plain); len(p) != 6 || p[0] == want[0] {
 		t.Errorf("plain run's log %v, the cached run's %v", p, want)
 	}
 }
@@ -229,25 +228,4 @@ func shortenPassages(t *testing.T, dir string) {
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// logLines are log.jsonl's training lines without their timings: phase, step, loss, lr,
-// grad_norm.
-func logLines(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		if _, ok := l["loss"]; ok {
-			out = append(out, fmt.Sprint(l["phase"], l["step"], l["loss"], l["lr"], l["grad_norm"]))
-		}
-	}
-	return out
 }

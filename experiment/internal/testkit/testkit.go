@@ -159,6 +159,27 @@ func Quality(m map[string]float64) map[string]float64 {
 	return out
 }
 
+// TrainLines lists log.jsonl's training lines without their timings, in order, each as
+// "phase step loss lr grad_norm".
+func TrainLines(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var l map[string]any
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if _, ok := l["loss"]; ok {
+			out = append(out, fmt.Sprint(l["phase"], l["step"], l["loss"], l["lr"], l["grad_norm"]))
+		}
+	}
+	return out
+}
+
 // LogSteps lists the (phase, step) of log.jsonl's training lines, in order.
 func LogSteps(t *testing.T, dir string) []string {
 	t.Helper()
