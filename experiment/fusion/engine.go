@@ -1,16 +1,13 @@
 package fusion
 
 import (
-	"fmt"
 	"io"
 	"math"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
-	"github.com/schollz/progressbar/v3"
-
+	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/knnlm"
 	"github.com/ragtrain/ragtrain/model"
 )
@@ -48,16 +45,9 @@ func (e *engine) logProbs(dst, scratch []float64, state []float32) {
 	knnlm.LogSoftmax(dst, scratch)
 }
 
-// bar is a progress bar of n steps.
-func bar(w io.Writer, n int, what string) *progressbar.ProgressBar {
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionSetWidth(24), progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
-}
-
 // buildStore is knnlm.BuildReader with a progress bar.
 func (e *engine) buildStore(rows [][]int, precision, what string) (*knnlm.Store, error) {
-	b := bar(e.progress, len(rows), what)
+	b := experiment.ProgressBar(e.progress, len(rows), what)
 	s, err := knnlm.BuildReader(e.kr, rows, precision, func(n int) { _ = b.Add(n) })
 	_ = b.Finish()
 	return s, err
@@ -173,7 +163,7 @@ func (e *engine) decode(what string, prompts [][]int, s *cachedSearch, m memo, t
 	}
 	mixed := make([]float64, e.V)
 	steps := 0
-	b := bar(e.progress, len(which), what)
+	b := experiment.ProgressBar(e.progress, len(which), what)
 	for start := 0; start < len(which); start += evalBatch {
 		idx := which[start:min(start+evalBatch, len(which))]
 		seqs := make([][]int, len(idx))
@@ -257,7 +247,7 @@ type tokenNLL struct {
 func (e *engine) score(what string, seqs [][]int, s knnlm.Searcher, k int) ([]tokenNLL, error) {
 	var out []tokenNLL
 	lp, scratch := make([]float64, e.V), make([]float64, e.V)
-	b := bar(e.progress, len(seqs), what)
+	b := experiment.ProgressBar(e.progress, len(seqs), what)
 	for start := 0; start < len(seqs); start += evalBatch {
 		batch := seqs[start:min(start+evalBatch, len(seqs))]
 		states, keys, err := e.kr.Run(batch)

@@ -3,14 +3,11 @@ package knnlmlm
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
 	"sort"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/data"
@@ -193,12 +190,6 @@ func (r *lmRun) open() error {
 	return nil
 }
 
-func bar(w io.Writer, n int, what string) *progressbar.ProgressBar {
-	return progressbar.NewOptions(n, progressbar.OptionSetWriter(w), progressbar.OptionSetDescription(what),
-		progressbar.OptionShowCount(), progressbar.OptionSetWidth(24), progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionSetPredictTime(true), progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }))
-}
-
 // build fills the datastore (knnlm.BuildLlama: key = the last layer's MLP input at position t,
 // value = token t+1) shard by shard: shards a resumed run's manifest lists are read back
 // (verified by SHA-256), the others built and written, each shard then the manifest atomically.
@@ -242,7 +233,7 @@ func (r *lmRun) build(ctx context.Context) error {
 	if len(m.Shards) > 0 {
 		fmt.Fprintf(o.Out, "resume: datastore: %d of %d shards (%d pairs) read from %s (verified)\n", len(m.Shards), nShards, r.store.Len(), dir)
 	}
-	b := bar(o.Progress, len(r.storeIDs), "datastore")
+	b := experiment.ProgressBar(o.Progress, len(r.storeIDs), "datastore")
 	_ = b.Add(min(len(m.Shards)*c.ShardDocs, len(r.storeIDs)))
 	built := 0
 	for s := len(m.Shards); s < nShards; s++ {
@@ -378,7 +369,7 @@ func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *gr
 	lp, scratch := make([]float64, V), make([]float64, V)
 	var lmSecs, searchSecs float64
 	tokens := 0
-	b := bar(r.o.Progress, len(ids), name)
+	b := experiment.ProgressBar(r.o.Progress, len(ids), name)
 	for _, id := range ids {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, 0, err
