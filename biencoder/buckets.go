@@ -53,19 +53,15 @@ type BucketedBiTask struct {
 	masked bool
 	opt    BucketOptions
 	B, N   int
-	graphs []*bucketGraph // cached, least recently used first
-	active *bucketGraph   // the graph of the last Step
-	params []trainer.Param
-	built  int
-	qCut   tokenize.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
-	pCut   tokenize.TruncCount // and truncation to Len.Passage of the passages
+	*GraphCache[Lengths, *bucketGraph]
+	qCut tokenize.TruncCount // what truncation to Len.Query cut of the queries, over the steps run
+	pCut tokenize.TruncCount // and truncation to Len.Passage of the passages
 }
 
-// bucketGraph is one cached graph and its shape.
-type bucketGraph struct {
-	biGraph
-	len Lengths
-}
+// bucketGraph is one cached graph.
+type bucketGraph struct{ biGraph }
+
+func (g *bucketGraph) Close() { g.vm.Close() }
 
 // NewBucketedBiTask returns the bucketed task of m for o.B queries and o.N passages a step, cut
 // to o.Lengths, with NewBiTask's loss, mask, seed, stream and batches; o.Buckets bounds the
@@ -84,41 +80,78 @@ func NewBucketedBiTask(m *model.BiEncoder, tok *tokenize.Tokenizer, o TaskOption
 	if opt.MaxTokens == 0 {
 		opt.MaxTokens = B*lens.Query + N*lens.Passage
 	}
-	return &BucketedBiTask{m: m, tok: tok, Len: lens, seed: o.Seed, stream: o.Stream, next: o.Next, loss: o.Loss, masked: o.Masked,
-		opt: opt, B: B, N: N}, nil
+	t := &BucketedBiTask{m: m, tok: tok, Len: lens, seed: o.Seed, stream: o.Stream, next: o.Next, loss: o.Loss, masked: o.Masked,
+		opt: opt, B: B, N: N}
+	t.GraphCache = &GraphCache[Lengths, *bucketGraph]{What: "bi-encoder task", MaxGraphs: opt.MaxGraphs, MaxTokens: opt.MaxTokens, Tokens: t.tokens,
+		Build: func(l Lengths) (*bucketGraph, error) {
+			bg, err := newBiGraph(m, B, N, l, o.Loss, o.Masked)
+			return &bucketGraph{bg}, err
+		}}
+	return t, nil
 }
 
 // tokens is the padded tokens of a graph of shape l.
 func (t *BucketedBiTask) tokens(l Lengths) int { return t.B*l.Query + t.N*l.Passage }
 
-// graph returns the cached graph of shape l, most recently used now, building it (after
-// evicting what the bounds require) the first time.
-func (t *BucketedBiTask) graph(l Lengths) (*bucketGraph, error) {
-	for i, g := range t.graphs {
-		if g.len == l {
-			t.graphs = append(append(t.graphs[:i:i], t.graphs[i+1:]...), g)
-			return g, nil
+// BucketGraph is a training graph a GraphCache keeps: the trainer's parameters with its
+// gradients, and its machine.
+type BucketGraph interface {
+	Params() []trainer.Param
+	AfterUpdate()
+	Close()
+}
+
+// GraphCache keeps the training graphs of the padded shapes K a bucketed task has seen
+// (BucketedBiTask, colbert.BucketedTask), least recently used first, within two bounds:
+// MaxGraphs graphs and MaxTokens padded tokens together (Tokens(k), the tokens of the graph of
+// shape k); the least recently used go first (closed), the graph of the current step is always
+// kept. Every graph binds the same parameters in the same order (checked), so Params is one
+// list whatever the graph and AdamW's moments carry across shapes. Not safe for concurrent use.
+type GraphCache[K comparable, G BucketGraph] struct {
+	What                 string // names the task in errors
+	MaxGraphs, MaxTokens int
+	Tokens               func(K) int
+	Build                func(K) (G, error)
+	graphs               []*cachedGraph[K, G] // least recently used first
+	active               *cachedGraph[K, G]   // the graph of the last Get
+	params               []trainer.Param
+	built                int
+}
+
+type cachedGraph[K comparable, G BucketGraph] struct {
+	key K
+	g   G
+}
+
+// Get returns the graph of shape k, most recently used now and the active one (Ran, AfterUpdate),
+// building it (after evicting what the bounds require) the first time.
+func (c *GraphCache[K, G]) Get(k K) (G, error) {
+	for i, e := range c.graphs {
+		if e.key == k {
+			c.graphs = append(append(c.graphs[:i:i], c.graphs[i+1:]...), e)
+			c.active = e
+			return e.g, nil
 		}
 	}
-	total := t.tokens(l)
-	for _, g := range t.graphs {
-		total += t.tokens(g.len)
+	total := c.Tokens(k)
+	for _, e := range c.graphs {
+		total += c.Tokens(e.key)
 	}
 	evicted := false
-	for len(t.graphs) > 0 && (len(t.graphs)+1 > t.opt.MaxGraphs || total > t.opt.MaxTokens) {
-		g := t.graphs[0]
-		total -= t.tokens(g.len)
-		g.vm.Close()
-		t.graphs[0] = nil
-		t.graphs = t.graphs[1:]
-		if g == t.active {
-			t.active = nil
+	for len(c.graphs) > 0 && (len(c.graphs)+1 > c.MaxGraphs || total > c.MaxTokens) {
+		e := c.graphs[0]
+		total -= c.Tokens(e.key)
+		e.g.Close()
+		c.graphs[0] = nil
+		c.graphs = c.graphs[1:]
+		if e == c.active {
+			c.active = nil
 		}
 		evicted = true
 	}
 	if evicted {
-		for i := range t.params { // the last step's gradients, zero since AfterUpdate
-			t.params[i].Grad = nil
+		for i := range c.params { // the last step's gradients, zero since AfterUpdate
+			c.params[i].Grad = nil
 		}
 		// Return the evicted graphs' buffers before the new graph allocates its own, so that
 		// the heap does not grow past the bound while the collector waits for its goal. Two
@@ -127,30 +160,68 @@ func (t *BucketedBiTask) graph(l Lengths) (*bucketGraph, error) {
 		runtime.GC()
 		runtime.GC()
 	}
-	bg, err := newBiGraph(t.m, t.B, t.N, l, t.loss, t.masked)
+	g, err := c.Build(k)
 	if err != nil {
-		return nil, err
+		return g, err
 	}
-	g := &bucketGraph{biGraph: bg, len: l}
 	ps := g.Params()
-	if t.params == nil {
-		t.params = make([]trainer.Param, len(ps))
+	if c.params == nil {
+		c.params = make([]trainer.Param, len(ps))
 		for i, p := range ps {
-			t.params[i] = trainer.Param{Name: p.Name, Value: p.Value}
+			c.params[i] = trainer.Param{Name: p.Name, Value: p.Value}
 		}
 	} else {
-		if len(ps) != len(t.params) {
-			return nil, fmt.Errorf("bi-encoder task: graph of %v binds %d parameters, the first graph %d", l, len(ps), len(t.params))
+		if len(ps) != len(c.params) {
+			return g, fmt.Errorf("%s: graph of %v binds %d parameters, the first graph %d", c.What, k, len(ps), len(c.params))
 		}
 		for i, p := range ps {
-			if p.Name != t.params[i].Name || &p.Value[0] != &t.params[i].Value[0] {
-				return nil, fmt.Errorf("bi-encoder task: graph of %v binds parameter %d as %s, the first graph as %s", l, i, p.Name, t.params[i].Name)
+			if p.Name != c.params[i].Name || &p.Value[0] != &c.params[i].Value[0] {
+				return g, fmt.Errorf("%s: graph of %v binds parameter %d as %s, the first graph as %s", c.What, k, i, p.Name, c.params[i].Name)
 			}
 		}
 	}
-	t.graphs = append(t.graphs, g)
-	t.built++
+	c.active = &cachedGraph[K, G]{key: k, g: g}
+	c.graphs = append(c.graphs, c.active)
+	c.built++
 	return g, nil
+}
+
+// Ran points Params' gradients at those of the active graph's last run.
+func (c *GraphCache[K, G]) Ran() {
+	for i, p := range c.active.g.Params() {
+		c.params[i].Grad = p.Grad
+	}
+}
+
+// Params are the model's parameters, one list whatever the graph, with the gradients of the
+// last run (nil before the first).
+func (c *GraphCache[K, G]) Params() []trainer.Param { return c.params }
+
+// AfterUpdate zeroes the gradients of the active graph and resets its machine.
+func (c *GraphCache[K, G]) AfterUpdate() {
+	if c.active != nil {
+		c.active.g.AfterUpdate()
+	}
+}
+
+// Built is the number of graphs built so far (one per shape seen, again after an eviction).
+func (c *GraphCache[K, G]) Built() int { return c.built }
+
+// Cached returns the shapes of the cached graphs, least recently used first.
+func (c *GraphCache[K, G]) Cached() []K {
+	ks := make([]K, len(c.graphs))
+	for i, e := range c.graphs {
+		ks[i] = e.key
+	}
+	return ks
+}
+
+// Close releases every cached graph.
+func (c *GraphCache[K, G]) Close() {
+	for _, e := range c.graphs {
+		e.g.Close()
+	}
+	c.graphs, c.active = nil, nil
 }
 
 // longest is the most tokens of a row of b (its mask's ones).
@@ -211,42 +282,16 @@ func (t *BucketedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch)
 			q.B, q.L, p.B, p.L, t.B, t.Len.Query, t.N, t.Len.Passage)
 	}
 	l := t.Shape(q, p)
-	g, err := t.graph(l)
+	g, err := t.Get(l)
 	if err != nil {
 		return 0, 0, err
 	}
-	t.active = g
 	loss, err := g.run(t.m, t.seed^t.stream, step, pb, cut(q, l.Query), cut(p, l.Passage))
 	if err != nil {
 		return 0, 0, err
 	}
-	for i, p := range g.Params() {
-		t.params[i].Grad = p.Grad
-	}
+	t.Ran()
 	return loss, t.B, nil
-}
-
-// Params are the model's parameters, one list whatever the graph, with the gradients of the
-// last Step (nil before the first).
-func (t *BucketedBiTask) Params() []trainer.Param { return t.params }
-
-// AfterUpdate zeroes the gradients of the graph that ran and resets its machine.
-func (t *BucketedBiTask) AfterUpdate() {
-	if t.active != nil {
-		t.active.AfterUpdate()
-	}
-}
-
-// Built is the number of graphs built so far (one per shape seen, again after an eviction).
-func (t *BucketedBiTask) Built() int { return t.built }
-
-// Cached returns the shapes of the cached graphs, least recently used first.
-func (t *BucketedBiTask) Cached() []Lengths {
-	ls := make([]Lengths, len(t.graphs))
-	for i, g := range t.graphs {
-		ls[i] = g.len
-	}
-	return ls
 }
 
 // Truncation reports what truncation cut of the queries (to Len.Query) and of the passages (to
@@ -256,12 +301,4 @@ func (t *BucketedBiTask) Truncation() (int, []tokenize.TruncPart) {
 		{Name: "queries", Count: &t.qCut, L: t.Len.Query},
 		{Name: "passages", Count: &t.pCut, L: t.Len.Passage},
 	}
-}
-
-// Close releases every cached graph's machine.
-func (t *BucketedBiTask) Close() {
-	for _, g := range t.graphs {
-		g.vm.Close()
-	}
-	t.graphs, t.active = nil, nil
 }

@@ -1,9 +1,7 @@
 package colbert
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"runtime"
 
 	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -114,19 +112,19 @@ func (e Encoded) rows(lo, hi int) Encoded {
 // across buckets); after Step each Grad points at the gradients of the graph that ran.
 type BucketedTask struct {
 	source
-	o         TaskOptions
-	graphs    []*bucketGraph // cached, least recently used first
-	active    *bucketGraph
-	params    []trainer.Param
-	maxTokens int
-	built     int
+	o TaskOptions
+	// The graphs by passage length.
+	*biencoder.GraphCache[int, *bucketGraph]
 }
 
 type bucketGraph struct {
 	*Graph
 	gp trainer.GraphParams
-	L  int
 }
+
+func (g *bucketGraph) Params() []trainer.Param { return g.gp.Params() }
+func (g *bucketGraph) AfterUpdate()            { g.gp.AfterUpdate() }
+func (g *bucketGraph) Close()                  { g.VM.Close() }
 
 // NewBucketedTask returns the bucketed task of m (float32) for o.B queries and o.N passages a
 // step; no graph is built before the first Step.
@@ -138,65 +136,18 @@ func NewBucketedTask(m *Model, tok *tokenize.Tokenizer, o TaskOptions) (*Buckete
 	if _, err := lossSpec(o.Loss, o.B, o.N); err != nil {
 		return nil, err
 	}
-	return &BucketedTask{source: src, o: o, maxTokens: o.B*m.Cfg.QueryLength + o.N*m.Cfg.DocumentLength}, nil
-}
-
-func (t *BucketedTask) tokens(L int) int { return t.o.B*t.m.Cfg.QueryLength + t.o.N*L }
-
-// graph returns the cached graph of passage length L, most recently used now, building it
-// (after evicting what the bounds require) the first time.
-func (t *BucketedTask) graph(L int) (*bucketGraph, error) {
-	for i, g := range t.graphs {
-		if g.L == L {
-			t.graphs = append(append(t.graphs[:i:i], t.graphs[i+1:]...), g)
-			return g, nil
-		}
-	}
-	total := t.tokens(L)
-	for _, g := range t.graphs {
-		total += t.tokens(g.L)
-	}
-	evicted := false
-	for len(t.graphs) > 0 && (len(t.graphs)+1 > biencoder.DefaultBucketGraphs || total > t.maxTokens) {
-		g := t.graphs[0]
-		total -= t.tokens(g.L)
-		g.VM.Close()
-		t.graphs = t.graphs[1:]
-		if g == t.active {
-			t.active = nil
-		}
-		evicted = true
-	}
-	if evicted {
-		for i := range t.params { // the evicted graphs' gradients, zero since AfterUpdate
-			t.params[i].Grad = nil
-		}
-		runtime.GC() // return the evicted graph's buffers before the new one allocates (two
-		runtime.GC() // cycles, as biencoder.BucketedBiTask measured)
-	}
-	g, err := newGraph(t.m, t.o.B, t.o.N, L, t.o.Loss, true)
-	if err != nil {
-		return nil, err
-	}
-	bg := &bucketGraph{Graph: g, gp: trainer.NewGraphParams(g.Binder, g.VM), L: L}
-	ps := bg.gp.Params()
-	if t.params == nil {
-		t.params = make([]trainer.Param, len(ps))
-		for i, p := range ps {
-			t.params[i] = trainer.Param{Name: p.Name, Value: p.Value}
-		}
-	}
-	if len(ps) != len(t.params) {
-		return nil, fmt.Errorf("colbert: the graph of passage length %d binds %d parameters, the first graph %d", L, len(ps), len(t.params))
-	}
-	for i, p := range ps {
-		if p.Name != t.params[i].Name {
-			return nil, fmt.Errorf("colbert: the graph of passage length %d binds parameter %d as %s, the first graph as %s", L, i, p.Name, t.params[i].Name)
-		}
-	}
-	t.graphs = append(t.graphs, bg)
-	t.built++
-	return bg, nil
+	t := &BucketedTask{source: src, o: o}
+	t.GraphCache = &biencoder.GraphCache[int, *bucketGraph]{What: "colbert: passage length", MaxGraphs: biencoder.DefaultBucketGraphs,
+		MaxTokens: o.B*m.Cfg.QueryLength + o.N*m.Cfg.DocumentLength,
+		Tokens:    func(L int) int { return o.B*m.Cfg.QueryLength + o.N*L },
+		Build: func(L int) (*bucketGraph, error) {
+			g, err := newGraph(m, o.B, o.N, L, o.Loss, true)
+			if err != nil {
+				return nil, err
+			}
+			return &bucketGraph{Graph: g, gp: trainer.NewGraphParams(g.Binder, g.VM)}, nil
+		}}
+	return t, nil
 }
 
 // Step encodes step's batch, picks its bucket and runs its graph forward and backward.
@@ -206,11 +157,10 @@ func (t *BucketedTask) Step(step int) (float64, int, error) {
 		return 0, 0, err
 	}
 	L := BucketLen(longest(p), t.m.Cfg.DocumentLength)
-	g, err := t.graph(L)
+	g, err := t.Get(L)
 	if err != nil {
 		return 0, 0, err
 	}
-	t.active = g
 	if err := g.fill(q, cutEncoded(p, L), b); err != nil {
 		return 0, 0, err
 	}
@@ -218,30 +168,6 @@ func (t *BucketedTask) Step(step int) (float64, int, error) {
 	if err := g.gp.Run(); err != nil {
 		return 0, 0, err
 	}
-	for i, p := range g.gp.Params() {
-		t.params[i].Grad = p.Grad
-	}
+	t.Ran()
 	return trainer.ScalarValue(g.Loss), t.o.B, nil
-}
-
-// Params are the model's parameters with the gradients of the last Step (nil before the first).
-func (t *BucketedTask) Params() []trainer.Param { return t.params }
-
-// AfterUpdate zeroes the gradients of the graph that ran and resets its machine.
-func (t *BucketedTask) AfterUpdate() {
-	if t.active != nil {
-		t.active.gp.AfterUpdate()
-	}
-}
-
-// Built is the number of graphs built so far (one per passage length seen, again after an
-// eviction).
-func (t *BucketedTask) Built() int { return t.built }
-
-// Close releases every cached graph.
-func (t *BucketedTask) Close() {
-	for _, g := range t.graphs {
-		g.VM.Close()
-	}
-	t.graphs, t.active = nil, nil
 }
