@@ -224,8 +224,8 @@ func (c *GraphCache[K, G]) Close() {
 	c.graphs, c.active = nil, nil
 }
 
-// longest is the most tokens of a row of b (its mask's ones).
-func longest(b tokenize.Batch) int {
+// Longest is the most tokens of a row of b (its mask's leading ones).
+func Longest(b tokenize.Batch) int {
 	n := 0
 	for i := range b.B {
 		row := b.Mask[i*b.L : (i+1)*b.L]
@@ -238,9 +238,9 @@ func longest(b tokenize.Batch) int {
 	return n
 }
 
-// cut returns b with every row cut to its first L positions (L >= longest(b): padding only); nil
+// Cut returns b with every row cut to its first L positions (L >= Longest(b): padding only); nil
 // Types stay nil.
-func cut(b tokenize.Batch, L int) tokenize.Batch {
+func Cut(b tokenize.Batch, L int) tokenize.Batch {
 	if L == b.L {
 		return b
 	}
@@ -262,7 +262,7 @@ func cut(b tokenize.Batch, L int) tokenize.Batch {
 // Shape is the padded lengths the batch of a step runs at: PaddedLen of its longest query and of
 // its longest passage (tokenized as Step tokenizes them).
 func (t *BucketedBiTask) Shape(q, p tokenize.Batch) Lengths {
-	return Lengths{Query: PaddedLen(longest(q), t.Len.Query), Passage: PaddedLen(longest(p), t.Len.Passage)}
+	return Lengths{Query: PaddedLen(Longest(q), t.Len.Query), Passage: PaddedLen(Longest(p), t.Len.Passage)}
 }
 
 func (t *BucketedBiTask) Step(step int) (float64, int, error) {
@@ -286,7 +286,7 @@ func (t *BucketedBiTask) StepTokens(step int, pb PairBatch, q, p tokenize.Batch)
 	if err != nil {
 		return 0, 0, err
 	}
-	loss, err := g.run(t.m, t.seed^t.stream, step, pb, cut(q, l.Query), cut(p, l.Passage))
+	loss, err := g.run(t.m, t.seed^t.stream, step, pb, Cut(q, l.Query), Cut(p, l.Passage))
 	if err != nil {
 		return 0, 0, err
 	}

@@ -112,10 +112,10 @@ func (t *CachedBiTask) side(s *cachedSide, tb tokenize.Batch, emb *gorgonia.Node
 			cb := t.chunk(tb, c)
 			L := s.L
 			if t.Dynamic {
-				L = PaddedLen(longest(cb), s.L)
+				L = PaddedLen(Longest(cb), s.L)
 			}
 			g, err := t.graphs(s, L)
-			return g, cut(cb, L), err
+			return g, Cut(cb, L), err
 		}}
 }
 

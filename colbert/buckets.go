@@ -60,32 +60,14 @@ func BucketLen(n, maxLen int) int {
 	return biencoder.PaddedLen(n+1, maxLen)
 }
 
-// longest is the most attended tokens of a row of e (its mask's leading ones).
-func longest(e Encoded) int {
-	n := 0
-	for r := range e.B {
-		row := e.Mask[r*e.L : (r+1)*e.L]
-		k := 0
-		for k < len(row) && row[k] != 0 {
-			k++
-		}
-		n = max(n, k)
-	}
-	return n
-}
-
-// cutEncoded returns e with every row cut to its first L positions (L >= longest(e): padding
-// only).
+// cutEncoded returns e with every row cut to its first L positions (L >= the longest row's
+// tokens: padding only).
 func cutEncoded(e Encoded, L int) Encoded {
 	if L == e.L {
 		return e
 	}
-	out := Encoded{Batch: tokenize.Batch{B: e.B, L: L, IDs: make([]int, e.B*L), Mask: make([]float32, e.B*L), Types: make([]int, e.B*L),
-		Truncated: e.Truncated, Tokens: e.Tokens, Dropped: e.Dropped}, Score: make([]float32, e.B*L)}
+	out := Encoded{Batch: biencoder.Cut(e.Batch, L), Score: make([]float32, e.B*L)}
 	for r := range e.B {
-		copy(out.IDs[r*L:(r+1)*L], e.IDs[r*e.L:])
-		copy(out.Mask[r*L:(r+1)*L], e.Mask[r*e.L:])
-		copy(out.Types[r*L:(r+1)*L], e.Types[r*e.L:])
 		copy(out.Score[r*L:(r+1)*L], e.Score[r*e.L:])
 	}
 	return out
@@ -156,7 +138,7 @@ func (t *BucketedTask) Step(step int) (float64, int, error) {
 	if err != nil {
 		return 0, 0, err
 	}
-	L := BucketLen(longest(p), t.m.Cfg.DocumentLength)
+	L := BucketLen(biencoder.Longest(p.Batch), t.m.Cfg.DocumentLength)
 	g, err := t.Get(L)
 	if err != nil {
 		return 0, 0, err

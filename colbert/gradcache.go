@@ -5,6 +5,7 @@ import (
 
 	"gorgonia.org/gorgonia"
 
+	"github.com/ragtrain/ragtrain/biencoder"
 	"github.com/ragtrain/ragtrain/gradcache"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
@@ -128,7 +129,7 @@ func (t *CachedTask) side(name string, e Encoded, node *gorgonia.Node, salt uint
 		Chunk: func(c int) (*gradcache.Chunk, tokenize.Batch, error) {
 			ce := e.rows(c*t.M, (c+1)*t.M)
 			if bucket {
-				ce = cutEncoded(ce, BucketLen(longest(ce), ce.L))
+				ce = cutEncoded(ce, BucketLen(biencoder.Longest(ce.Batch), ce.L))
 			}
 			g, err := t.graphs(ce.L)
 			return g, ce.Batch, err
