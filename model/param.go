@@ -1,7 +1,9 @@
 package model
 
 import (
+	"encoding/binary"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 
@@ -17,6 +19,21 @@ import (
 type Param struct {
 	Name  string
 	Value *tensor.Dense
+}
+
+// WriteParams writes the float32 parameters ps to w (a hash), in their order: for each, the
+// line "name shape\n" (the shape as tensor.Shape prints it, e.g. "proj (384, 128)") and then its
+// values' IEEE 754 bits, 4 bytes little-endian each. The ColBERT run's model hash (the PLAID
+// index's manifest) and the retriever's teacher cache key hash these bytes.
+func WriteParams(w io.Writer, ps []*Param) {
+	var buf [4]byte
+	for _, p := range ps {
+		fmt.Fprintf(w, "%s %v\n", p.Name, p.Value.Shape())
+		for _, v := range p.Value.Data().([]float32) {
+			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
+			w.Write(buf[:])
+		}
+	}
 }
 
 // Bound pairs a parameter with its node in one graph.

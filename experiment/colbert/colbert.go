@@ -16,10 +16,8 @@ package colbert
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -34,6 +32,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment/retriever"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/losses"
+	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/sampler"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/trainer"
@@ -283,14 +282,7 @@ func (r *colbertRun) close() {
 // PLAID index's manifest names the model whose vectors it holds.
 func modelHash(m *cb.Model) string {
 	h := sha256.New()
-	var buf [4]byte
-	for _, p := range m.Params() {
-		fmt.Fprintf(h, "%s %v\n", p.Name, p.Value.Shape())
-		for _, v := range p.Value.Data().([]float32) {
-			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
-			h.Write(buf[:])
-		}
-	}
+	model.WriteParams(h, m.Params())
 	return hex.EncodeToString(h.Sum(nil))
 }
 

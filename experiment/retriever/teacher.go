@@ -2,7 +2,6 @@ package retriever
 
 import (
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"math"
@@ -178,14 +177,7 @@ func teacherHash(m *model.CrossEncoder, tok *tokenize.Tokenizer, L int) (string,
 	}
 	fmt.Fprintf(h, "tokenizer %d\n", len(b))
 	h.Write(b)
-	var buf [4]byte
-	for _, p := range m.Params() {
-		fmt.Fprintf(h, "%s %v\n", p.Name, p.Value.Shape())
-		for _, v := range p.Value.Data().([]float32) {
-			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(v))
-			h.Write(buf[:])
-		}
-	}
+	model.WriteParams(h, m.Params())
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 

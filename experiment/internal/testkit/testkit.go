@@ -163,19 +163,9 @@ func Quality(m map[string]float64) map[string]float64 {
 // "phase step loss lr grad_norm".
 func TrainLines(t *testing.T, dir string) []string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var l map[string]any
-		if err := json.Unmarshal([]byte(line), &l); err != nil {
-			t.Fatalf("%s: %v", line, err)
-		}
-		if _, ok := l["loss"]; ok {
-			out = append(out, fmt.Sprint(l["phase"], l["step"], l["loss"], l["lr"], l["grad_norm"]))
-		}
+	for _, l := range trainRecords(t, dir) {
+		out = append(out, fmt.Sprint(l["phase"], l["step"], l["loss"], l["lr"], l["grad_norm"]))
 	}
 	return out
 }
@@ -183,22 +173,30 @@ func TrainLines(t *testing.T, dir string) []string {
 // LogSteps lists the (phase, step) of log.jsonl's training lines, in order.
 func LogSteps(t *testing.T, dir string) []string {
 	t.Helper()
+	var out []string
+	for _, l := range trainRecords(t, dir) {
+		phase, _ := l["phase"].(string)
+		step, _ := l["step"].(float64)
+		out = append(out, fmt.Sprintf("%s/%d", phase, int(step)))
+	}
+	return out
+}
+
+// trainRecords returns log.jsonl's training lines (those with a loss), in order.
+func trainRecords(t *testing.T, dir string) []map[string]any {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(dir, experiment.LogFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out []map[string]any
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var l struct {
-			Phase string   `json:"phase"`
-			Step  int      `json:"step"`
-			Loss  *float64 `json:"loss"`
-		}
+		var l map[string]any
 		if err := json.Unmarshal([]byte(line), &l); err != nil {
 			t.Fatalf("%s: %v", line, err)
 		}
-		if l.Loss != nil {
-			out = append(out, fmt.Sprintf("%s/%d", l.Phase, l.Step))
+		if _, ok := l["loss"]; ok {
+			out = append(out, l)
 		}
 	}
 	return out
