@@ -123,3 +123,40 @@ func (r *ReaderRetrieval) RePlugGraph(both bool, sim losses.Similarity, tauLM fl
 	}
 	return lm, loss, trainer.NewGraphParams(b, gorgonia.NewTapeMachine(g, gorgonia.BindDualValues(b.Nodes()...))), nil
 }
+
+// RePlugTask is a RePlug LSR task (RePlugGraph) over ReaderRetrieval's batches: each Step draws
+// the batch (DrawK), has its fill function write the reader's log-likelihoods of the
+// candidates into lm [B*K] (question b's candidate k at b*K+k), then runs the graph (RunStep).
+type RePlugTask struct {
+	ReaderRetrieval
+	lm   *tensor.Dense // [B,K]
+	loss *gorgonia.Node
+	trainer.GraphParams
+	fill func(batch []int, cands [][]int, lm []float32) error
+}
+
+// NewRePlugTask builds the RePlug task over r (RePlugGraph(both, sim, tauLM)) whose reader
+// log-likelihoods come from fill.
+func NewRePlugTask(r ReaderRetrieval, both bool, sim losses.Similarity, tauLM float64, fill func(batch []int, cands [][]int, lm []float32) error) (*RePlugTask, error) {
+	t := &RePlugTask{ReaderRetrieval: r, fill: fill}
+	var err error
+	if t.lm, t.loss, t.GraphParams, err = t.RePlugGraph(both, sim, tauLM); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Step runs step's batch (trainer.Task.Step).
+func (t *RePlugTask) Step(step int) (float64, int, error) {
+	batch, cands, err := t.DrawK(step)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := t.fill(batch, cands, t.lm.Data().([]float32)); err != nil {
+		return 0, 0, err
+	}
+	return t.RunStep(cands, &t.GraphParams, t.loss)
+}
+
+// Close releases the graph's machine.
+func (t *RePlugTask) Close() { t.VM.Close() }

@@ -8,9 +8,6 @@ import (
 	"path/filepath"
 	"slices"
 
-	"gorgonia.org/gorgonia"
-	"gorgonia.org/tensor"
-
 	"github.com/ragtrain/ragtrain/checkpoints"
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/experiment"
@@ -22,7 +19,6 @@ import (
 	"github.com/ragtrain/ragtrain/ragjoint"
 	"github.com/ragtrain/ragtrain/ragreader"
 	"github.com/ragtrain/ragtrain/tokenize"
-	"github.com/ragtrain/ragtrain/trainer"
 )
 
 // kind = "replug": RePlug LSR (Shi et al. 2023) on the garden world. After the rag pipeline's
@@ -107,13 +103,10 @@ type replugOptions struct {
 // reader's scores and its counters are checkpointed with the steps, so a resumed phase hits
 // the cache and counts as the uninterrupted one does.
 type replugTask struct {
-	ragjoint.ReaderRetrieval
+	*ragjoint.RePlugTask
 	sc    *ragreader.Scorer
-	hash  string        // indexrefresh.HashParams of the reader that sc runs
-	lm    *tensor.Dense // [B,K]
-	loss  *gorgonia.Node
+	hash  string // indexrefresh.HashParams of the reader that sc runs
 	cache map[replugKey]float64
-	trainer.GraphParams
 
 	hits, misses int // cache hits and reader-scored pairs
 }
@@ -127,24 +120,21 @@ type replugKey struct {
 func newReplugTask(m *model.BiEncoder, tok *tokenize.Tokenizer, x *ragjoint.Index, sc *ragreader.Scorer, hash string, qs []ragjoint.Question, o replugOptions,
 	next func(step int) []int) (*replugTask, error) {
 	B, K := o.B, o.K
-	t := &replugTask{ReaderRetrieval: ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
-		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}, sc: sc, hash: hash, cache: map[replugKey]float64{}}
+	t := &replugTask{sc: sc, hash: hash, cache: map[replugKey]float64{}}
+	r := ragjoint.ReaderRetrieval{JointBatch: ragjoint.JointBatch{Name: "replug", M: m, Tok: tok, Index: x, Qs: qs, Next: next, Retrieve: o.Retrieve,
+		B: B, K: K, Source: o.Source, BM25Depth: o.BM25Depth}}
 	var err error
-	if t.lm, t.loss, t.GraphParams, err = t.RePlugGraph(o.Both, o.Similarity, o.TauLM); err != nil {
+	if t.RePlugTask, err = ragjoint.NewRePlugTask(r, o.Both, o.Similarity, o.TauLM, t.fill); err != nil {
 		return nil, err
 	}
 	return t, nil
 }
 
-func (t *replugTask) Step(step int) (float64, int, error) {
-	batch, cands, err := t.DrawK(step)
-	if err != nil {
-		return 0, 0, err
-	}
-	// The reader's log-likelihoods: cached pairs, the others scored in batches.
+// fill writes the reader's log-likelihoods of the step's candidates into lm [B*K]: cached
+// pairs, the others scored in batches.
+func (t *replugTask) fill(batch []int, cands [][]int, lm []float32) error {
 	var todo []ragreader.ScorePair
 	var where []int
-	lm := t.lm.Data().([]float32)
 	for b, qi := range batch {
 		for k, row := range cands[b] {
 			if v, ok := t.cache[replugKey{qi, row, t.hash}]; ok {
@@ -160,7 +150,7 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 	if len(todo) > 0 {
 		ll, _, err := t.sc.Score(todo)
 		if err != nil {
-			return 0, 0, err
+			return err
 		}
 		for i, v := range ll {
 			j := where[i]
@@ -169,10 +159,8 @@ func (t *replugTask) Step(step int) (float64, int, error) {
 		}
 		t.misses += len(todo)
 	}
-	return t.RunStep(cands, &t.GraphParams, t.loss)
+	return nil
 }
-
-func (t *replugTask) Close() { t.VM.Close() }
 
 // The replug task's checkpoint counters and state tensors: the cache of the reader's
 // log-likelihoods, in (question, datastore row) order, and the hash of the reader that scored
