@@ -95,7 +95,7 @@ func (s *state) results() string {
 			cells = append(cells, fmt.Sprintf("%.4f", r.scores[test][m]))
 		}
 		cells = append(cells, cost(r.costs.IndexBytes, r.costs.HasIndex, "%.0f"), cost(r.costs.QueryMS, r.costs.HasQuery, "%.2f"),
-			cost(r.costs.TrainSeconds, r.costs.HasTrain, "%.0f"), r.fusion)
+			cost(r.costs.TrainSeconds, r.costs.HasTrain, "%.4g"), r.fusion)
 		if r.fusion == "" {
 			cells[len(cells)-1] = "-"
 		}
