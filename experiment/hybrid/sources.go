@@ -134,7 +134,13 @@ func ReadRun(path string, qids []string, corpus *data.Corpus, maxHits int) (eval
 	for _, q := range qids {
 		want[q] = true
 	}
-	for q, hits := range run {
+	got := make([]string, 0, len(run))
+	for q := range run {
+		got = append(got, q)
+	}
+	eval.SortQueryIDs(got) // the same first error whatever the map's order
+	for _, q := range got {
+		hits := run[q]
 		if !want[q] {
 			return nil, lineError(path, func(f []string) bool { return f[0] == q }, "query id %q (field 1) is not a query of this split's qrels", q)
 		}
