@@ -1,10 +1,10 @@
 package hybrid
 
 import (
+	"maps"
 	"math"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 
 	"github.com/ragtrain/ragtrain/configs"
@@ -102,14 +102,7 @@ func SplitSystem(s string) (alias, system string, ok bool) {
 }
 
 // Names returns the hybrids' names, sorted: the order they are fused, written and tabled in.
-func (c *Config) Names() []string {
-	names := make([]string, 0, len(c.Fuse))
-	for n := range c.Fuse {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
-}
+func (c *Config) Names() []string { return slices.Sorted(maps.Keys(c.Fuse)) }
 
 // Rows returns the source systems read and tabled: Systems, then those the fusions name.
 func (c *Config) Rows() []string {
@@ -135,11 +128,7 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	if len(c.Sources) == 0 {
 		v.Fail("hybrid.sources", `name at least one source run: [hybrid.sources] alias = "RUN_DIR" or "latest:RECIPE_NAME"`)
 	}
-	aliases := make([]string, 0, len(c.Sources))
-	for a := range c.Sources {
-		aliases = append(aliases, a)
-	}
-	sort.Strings(aliases)
+	aliases := slices.Sorted(maps.Keys(c.Sources))
 	for _, a := range aliases {
 		key := "hybrid.sources." + a
 		if !aliasRE.MatchString(a) {

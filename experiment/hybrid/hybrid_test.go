@@ -16,6 +16,7 @@ import (
 	"github.com/ragtrain/ragtrain/data"
 	"github.com/ragtrain/ragtrain/eval"
 	"github.com/ragtrain/ragtrain/experiment"
+	"github.com/ragtrain/ragtrain/experiment/internal/testkit"
 )
 
 // copyTestdata copies testdata/ (the tiny recipe, its BEIR set and source runs) to a temporary
@@ -45,10 +46,7 @@ func copyTestdata(t *testing.T) string {
 
 func runRecipe(t *testing.T, path string, o experiment.Options) (string, string, error) {
 	t.Helper()
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rec := testkit.RecipeFile(t, path)
 	var out bytes.Buffer
 	o.Out = &out
 	dir, err := experiment.Run(context.Background(), rec, o)
@@ -178,7 +176,7 @@ func TestTinyRecipeEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d, err := rec.Diff(mustLoad(t, recipe)); err != nil || d != "" {
+	if d, err := rec.Diff(testkit.RecipeFile(t, recipe)); err != nil || d != "" {
 		t.Errorf("resolved recipe loads back different: %q %v", d, err)
 	}
 	again, err := experiment.Run(context.Background(), rec, experiment.Options{ResumeDir: dir})
@@ -190,15 +188,6 @@ func TestTinyRecipeEndToEnd(t *testing.T) {
 			t.Errorf("resume changed %s", f)
 		}
 	}
-}
-
-func mustLoad(t *testing.T, path string) *configs.Recipe {
-	t.Helper()
-	rec, err := configs.Load(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return rec
 }
 
 // TestFailedRunLeavesNoDirectory: a bad source fails the run with an error naming the file and

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
@@ -134,10 +135,7 @@ func ReadRun(path string, qids []string, corpus *data.Corpus, maxHits int) (eval
 	for _, q := range qids {
 		want[q] = true
 	}
-	got := make([]string, 0, len(run))
-	for q := range run {
-		got = append(got, q)
-	}
+	got := slices.Collect(maps.Keys(run))
 	eval.SortQueryIDs(got) // the same first error whatever the map's order
 	for _, q := range got {
 		hits := run[q]
@@ -239,12 +237,7 @@ func sumCosts(parts []Costs) Costs {
 // reported (metricsKey -> value), where it reported them: a difference means the run was
 // evaluated on other judgements than data.dir's.
 func checkReported(path string, reported map[string]float64, key string, got map[string]float64) error {
-	names := make([]string, 0, len(got))
-	for n := range got {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(got)) {
 		if v, ok := reported[key+"/"+n]; ok && math.Abs(v-got[n]) > 1e-9 {
 			return fmt.Errorf("%s: scores %s = %.6f against data.dir's qrels, but its run's %s reports %s = %.6f: the run was evaluated on other judgements",
 				path, n, got[n], experiment.MetricsFile, key+"/"+n, v)

@@ -2,6 +2,7 @@ package hybrid
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -79,7 +80,7 @@ func (s *state) results() string {
 	fmt.Fprintf(&b, "# %s: hybrids of saved runs\n\n", rec.Name)
 	fmt.Fprintf(&b, "Data %s: %s split (%d queries) chooses the convex weights on %s, %s split (%d queries) reports. Sources:\n\n",
 		rec.Data.Dir, dev, s.nQueries[dev], c.SelectMetric, test, s.nQueries[test])
-	for _, a := range sortedKeys(s.dirs) {
+	for _, a := range slices.Sorted(maps.Keys(s.dirs)) {
 		fmt.Fprintf(&b, "- %s: %s\n", a, s.dirs[a])
 	}
 	b.WriteString("\nCosts are read from each source run's metrics.json (test split) where it reports them, a hybrid's as the sum of its parts' (\"-\": not reported). Convex: per-query min-max normalised scores (Bruch et al. 2023); RRF: Cormack et al. 2009.\n\n")
@@ -109,15 +110,6 @@ func cost(v float64, ok bool, format string) string {
 		return "-"
 	}
 	return fmt.Sprintf(format, v)
-}
-
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // removeWritten removes what write wrote into a fresh run directory, so that experiment.Run
