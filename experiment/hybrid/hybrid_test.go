@@ -254,3 +254,27 @@ metrics`, `tiny.toml:13: hybrid.systems: "alpha bm25": want "alias:system"`},
 		}
 	}
 }
+
+// TestSourceWithoutMetrics: a source run without metrics.json (an explicit directory, not
+// "latest:") is read; it has no costs and nothing to cross-check.
+func TestSourceWithoutMetrics(t *testing.T) {
+	recipe := copyTestdata(t)
+	if err := os.Remove(filepath.Join(filepath.Dir(recipe), "runs", "beta-20260101-000000", experiment.MetricsFile)); err != nil {
+		t.Fatal(err)
+	}
+	dir, out, err := runRecipe(t, recipe, experiment.Options{})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	m, err := experiment.ReadMetrics(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m["beta:splade/index_bytes"]; ok || m["beta:splade/nDCG@10"] == 0 || m["alpha:dense/train_seconds"] != 12.5 {
+		t.Errorf("metrics: beta:splade/index_bytes present %v, beta:splade/nDCG@10 %v, alpha:dense/train_seconds %v",
+			ok, m["beta:splade/nDCG@10"], m["alpha:dense/train_seconds"])
+	}
+	if !strings.Contains(read(t, filepath.Join(dir, ResultsFile)), "| beta:splade | 0.8155 | 0.6622 | 1.0000 | - | - | - | - |") {
+		t.Errorf("results.md:\n%s", read(t, filepath.Join(dir, ResultsFile)))
+	}
+}
