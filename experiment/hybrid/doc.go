@@ -68,7 +68,7 @@
 // bytes, query milliseconds and training seconds read from the source runs' metrics.json where
 // they report them — "<system>/index_bytes" or "/total_bytes", "<system>/query_ms",
 // "/query_milliseconds" or "/query_encode_ms" + "/query_search_ms", "train/seconds", 0 for
-// bm25, zeroshot and rrf — a hybrid's as the sum of its parts'); and metrics.json, written last:
+// bm25 and zeroshot — a hybrid's as the sum of its parts'); and metrics.json, written last:
 // "<system>/<metric>" on test and "<system>.<dev_split>/<metric>" on dev for each hybrid (as
 // experiment.EvaluateSystems writes them for every kind) and for each source system, named
 // "alias:system", with its costs ("alias:system/index_bytes", "/query_ms", "/train_seconds").
