@@ -189,13 +189,14 @@ type Costs struct {
 }
 
 // untrained are the systems of every kind that involve no training (training time 0): BM25 and
-// the model.init_from model before training.
-var untrained = []string{"bm25", "zeroshot"}
+// the model.init_from model before training (splade_zeroshot: a splade run's file of it).
+var untrained = []string{"bm25", "zeroshot", "splade_zeroshot"}
 
 // sourceCosts reads a system's costs from its run's metrics: index bytes from
 // "<system>/index_bytes" or "<system>/total_bytes" (the PLAID-style index), query latency from
 // "<system>/query_ms", "<system>/query_milliseconds" or "<system>/query_encode_ms" +
-// "<system>/query_search_ms", training time from "train/seconds" (0 for bm25 and zeroshot; a run's rrf fuses its trained model, so it has the run's).
+// "<system>/query_search_ms", training time from "train/seconds" (0 for bm25 and zeroshot; a
+// run's rrf fuses its trained model, and so has the run's).
 func sourceCosts(m map[string]float64, system string) Costs {
 	var c Costs
 	for _, k := range []string{"/index_bytes", "/total_bytes"} {
