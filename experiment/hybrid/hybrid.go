@@ -61,7 +61,7 @@ type state struct {
 // metrics.json).
 func runHybrid(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
 	s := &state{rec: rec, c: Of(rec), weights: map[string]any{}, metrics: map[string]float64{}, files: map[string]string{}, nQueries: map[string]int{}}
-	err := experiment.RunStages(s.readSources(o.ResumeDir), func() error { return s.fuse(ctx) })
+	err := experiment.RunStages(func() error { return s.readSources(o.ResumeDir) }, func() error { return s.fuse(ctx) })
 	if err != nil {
 		return "", err
 	}
@@ -85,71 +85,72 @@ func runHybrid(ctx context.Context, rec *configs.Recipe, o experiment.Options) (
 
 // readSources reads and checks every source system's dev and test rankings, scores them and
 // reads their costs.
-func (s *state) readSources(resumeDir string) func() error {
-	return func() error {
-		rec, c := s.rec, s.c
-		ds, err := data.Load(rec.Data.Dir, rec.Data.DevSplit, rec.Data.TestSplit)
-		if err != nil {
-			return err
-		}
-		s.ds = ds
-		if s.dirs, err = resolveSources(c.Sources, rec.OutputDir, resumeDir); err != nil {
-			return err
-		}
-		s.log = append(s.log, map[string]any{"event": "sources", "dirs": s.dirs})
-		reported := map[string]map[string]float64{}
-		for _, name := range c.Rows() {
-			alias, sys, _ := SplitSystem(name)
-			dir := s.dirs[alias]
-			if _, ok := reported[alias]; !ok {
-				m, err := experiment.ReadMetrics(dir)
-				if err != nil && !os.IsNotExist(err) {
-					return err
-				}
-				reported[alias] = m // nil when the run wrote none
-			}
-			row := &system{name: name, runs: map[string]eval.Run{}, scores: map[string]map[string]float64{},
-				costs: sourceCosts(reported[alias], sys)}
-			for _, split := range []string{rec.Data.DevSplit, rec.Data.TestSplit} {
-				qrels := ds.Qrels[split]
-				qids := qrels.QueryIDs()
-				s.nQueries[split] = len(qids)
-				path := TRECPath(dir, split, sys)
-				run, err := ReadRun(path, qids, ds.Corpus, c.MaxHits)
-				if err != nil {
-					return err
-				}
-				sum, err := bounded.SHA256(path)
-				if err != nil {
-					return err
-				}
-				s.files[path] = sum
-				scores, err := eval.Evaluate(run, qrels, c.Metrics)
-				if err != nil {
-					return fmt.Errorf("%s: %w", path, err)
-				}
-				key := metricsKey(sys, split, rec.Data.TestSplit)
-				if err := checkReported(path, reported[alias], key, scores); err != nil {
-					return err
-				}
-				for m, v := range scores {
-					s.metrics[metricsKey(name, split, rec.Data.TestSplit)+"/"+m] = v
-				}
-				row.runs[split], row.scores[split] = run, scores
-				s.log = append(s.log, map[string]any{"event": "read", "system": name, "split": split, "file": path, "sha256": sum, "queries": len(run)})
-			}
-			for k, v := range map[string]struct {
-				v  float64
-				ok bool
-			}{"index_bytes": {row.costs.IndexBytes, row.costs.HasIndex}, "query_ms": {row.costs.QueryMS, row.costs.HasQuery}, "train_seconds": {row.costs.TrainSeconds, row.costs.HasTrain}} {
-				if v.ok {
-					s.metrics[name+"/"+k] = v.v
-				}
-			}
-			s.sources = append(s.sources, row)
-		}
-		return nil
+func (s *state) readSources(resumeDir string) error {
+	rec, c := s.rec, s.c
+	ds, err := data.Load(rec.Data.Dir, rec.Data.DevSplit, rec.Data.TestSplit)
+	if err != nil {
+		return err
 	}
+	s.ds = ds
+	if s.dirs, err = resolveSources(c.Sources, rec.OutputDir, resumeDir); err != nil {
+		return err
+	}
+	s.log = append(s.log, map[string]any{"event": "sources", "dirs": s.dirs})
+	reported := map[string]map[string]float64{} // alias -> its run's metrics.json (nil: none)
+	for _, name := range c.Rows() {
+		alias, sys, _ := SplitSystem(name)
+		if _, ok := reported[alias]; !ok {
+			m, err := experiment.ReadMetrics(s.dirs[alias])
+			if err != nil && !os.IsNotExist(err) {
+				return err
+			}
+			reported[alias] = m
+		}
+		row := &system{name: name, runs: map[string]eval.Run{}, scores: map[string]map[string]float64{},
+			costs: sourceCosts(reported[alias], sys)}
+		for _, split := range []string{rec.Data.DevSplit, rec.Data.TestSplit} {
+			if err := s.readSplit(row, s.dirs[alias], sys, split, reported[alias]); err != nil {
+				return err
+			}
+		}
+		for k, v := range row.costs.metrics() {
+			s.metrics[name+"/"+k] = v
+		}
+		s.sources = append(s.sources, row)
+	}
+	return nil
+}
+
+// readSplit reads one source system's ranking of split from its run directory dir (ReadRun),
+// scores it, checks the score against what its run reported, and records it in row.
+func (s *state) readSplit(row *system, dir, sys, split string, reported map[string]float64) error {
+	c, test := s.c, s.rec.Data.TestSplit
+	qrels := s.ds.Qrels[split]
+	qids := qrels.QueryIDs()
+	s.nQueries[split] = len(qids)
+	path := TRECPath(dir, split, sys)
+	run, err := ReadRun(path, qids, s.ds.Corpus, c.MaxHits)
+	if err != nil {
+		return err
+	}
+	sum, err := bounded.SHA256(path)
+	if err != nil {
+		return err
+	}
+	s.files[path] = sum
+	scores, err := eval.Evaluate(run, qrels, c.Metrics)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if err := checkReported(path, reported, metricsKey(sys, split, test), scores); err != nil {
+		return err
+	}
+	for m, v := range scores {
+		s.metrics[metricsKey(row.name, split, test)+"/"+m] = v
+	}
+	row.runs[split], row.scores[split] = run, scores
+	s.log = append(s.log, map[string]any{"event": "read", "system": row.name, "split": split, "file": path, "sha256": sum, "queries": len(run)})
+	return nil
 }
 
 // metricsKey is EvaluateSystems' key of a system's metrics: "<system>" on the test split,

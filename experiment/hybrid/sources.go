@@ -224,7 +224,23 @@ func sourceCosts(m map[string]float64, system string) Costs {
 	return c
 }
 
-// sum adds the costs of a hybrid's parts: each column is known when every part's is.
+// metrics returns the known costs by their metrics.json names (index_bytes, query_ms,
+// train_seconds).
+func (c Costs) metrics() map[string]float64 {
+	m := map[string]float64{}
+	if c.HasIndex {
+		m["index_bytes"] = c.IndexBytes
+	}
+	if c.HasQuery {
+		m["query_ms"] = c.QueryMS
+	}
+	if c.HasTrain {
+		m["train_seconds"] = c.TrainSeconds
+	}
+	return m
+}
+
+// sumCosts adds the costs of a hybrid's parts: each column is known when every part's is.
 func sumCosts(parts []Costs) Costs {
 	s := Costs{HasIndex: true, HasQuery: true, HasTrain: true}
 	for _, p := range parts {
