@@ -278,3 +278,26 @@ func TestSourceWithoutMetrics(t *testing.T) {
 		t.Errorf("results.md:\n%s", read(t, filepath.Join(dir, ResultsFile)))
 	}
 }
+
+// TestRemoveWritten: after a write fails in a fresh run directory, removeWritten leaves only what
+// experiment.RemoveIfUntrained (which experiment.Run calls on a failed fresh run) removes.
+func TestRemoveWritten(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "hybrid-tiny-20260101-000000")
+	for f, text := range map[string]string{experiment.ResolvedRecipeFile: "kind = \"hybrid\"\n", experiment.LockFile: "1\n",
+		SourcesFile: "{}\n", experiment.LogFile: "{}\n", WeightsFile: "{}\n", "runs/dev.x.trec": "q Q0 d 1 1 x\n"} {
+		os.MkdirAll(filepath.Dir(filepath.Join(dir, f)), 0o755)
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	experiment.RemoveIfUntrained(dir)
+	if _, err := os.Stat(dir); err != nil {
+		t.Fatalf("RemoveIfUntrained removed a directory holding rankings: %v", err)
+	}
+	removeWritten(dir)
+	experiment.RemoveIfUntrained(dir)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		entries, _ := os.ReadDir(dir)
+		t.Errorf("the directory stays after removeWritten: %v", entries)
+	}
+}
