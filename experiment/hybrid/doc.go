@@ -21,6 +21,22 @@
 //	method = "convex"                               # or "rrf" (rrf_k = 60)
 //	grid = [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]
 //
+// Every key, its default and its meaning (Config, config.go; NAME is a hybrid's name, the
+// sources and fusions are tables of their own, [hybrid.sources] and [hybrid.fuse.NAME]):
+//
+//	key                                 default        meaning
+//	[hybrid.sources]                    {}             alias = "RUN_DIR" (relative to output_dir) or "latest:RECIPE_NAME" (newest finished run of that recipe in output_dir); at least one
+//	hybrid.systems                      []             source systems tabled, "alias:system"; every system a fusion names is tabled too, after these
+//	hybrid.fuse.NAME.systems            []             the fused source systems, "alias:system"; at least two, distinct
+//	hybrid.fuse.NAME.method             ""             "rrf" or "convex"; required
+//	hybrid.fuse.NAME.rrf_k              60             k of 1 / (k + rank), method "rrf" only; >= 1
+//	hybrid.fuse.NAME.grid               [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  values a weight may take, method "convex" only: every vector of them summing to 1 is tried on dev; in [0, 1], distinct
+//	hybrid.depth                        1000           hits read from each source list (by rank) and written per hybrid; >= 1 and >= every metric's cut-off
+//	hybrid.max_hits                     10000          most hits a source file may hold per query (and its size bound: queries x max_hits x 256 bytes); >= depth
+//	hybrid.metrics                      ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  computed for every system on both splits (package eval)
+//	hybrid.select_metric                "nDCG@10"      dev metric that chooses the convex weights; one of metrics
+//	hybrid.table                        ["nDCG@10", "Recall@100"]  test metrics of results.md; each one of metrics
+//
 // A source system "alias:system" is read from <source run>/runs/<dev_split>.<system>.trec and
 // runs/<test_split>.<system>.trec: both must exist (a retriever run ranks dev only when its
 // eval.splits lists it). Relative source directories are taken relative to output_dir, where
