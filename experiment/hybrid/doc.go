@@ -39,7 +39,9 @@
 //
 // A source system "alias:system" is read from <source run>/runs/<dev_split>.<system>.trec and
 // runs/<test_split>.<system>.trec: both must exist (a retriever run ranks dev only when its
-// eval.splits lists it). Relative source directories are taken relative to output_dir, where
+// eval.splits lists it; for one that ranked test only, `train search` over its saved index makes
+// the same dev rankings into a source directory of one's own: docs/results/scifact-hybrid.md).
+// Relative source directories are taken relative to output_dir, where
 // the other recipes put their runs (recipes/scifact-hybrid.toml names its sources by
 // "latest:NAME", so that it reads whatever the other SciFact recipes last produced; the run
 // records the directories it read in sources.json and log.jsonl, with each file's SHA-256).
