@@ -14,6 +14,7 @@ import (
 	_ "github.com/ragtrain/ragtrain/experiment/atlas"
 	_ "github.com/ragtrain/ragtrain/experiment/colbert"
 	_ "github.com/ragtrain/ragtrain/experiment/fusion"
+	_ "github.com/ragtrain/ragtrain/experiment/hybrid"
 	_ "github.com/ragtrain/ragtrain/experiment/knnlmlm"
 	_ "github.com/ragtrain/ragtrain/experiment/rag"
 	_ "github.com/ragtrain/ragtrain/experiment/readerlm"
