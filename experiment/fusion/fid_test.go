@@ -124,11 +124,10 @@ func gardenRun(t *testing.T, rec *configs.Recipe) (*ragkit.GardenRun, *ragkit.Da
 	return run, d
 }
 
-// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
-// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
-// state the new answer, which differs from the gardener's and is a value of the relation.
-func TestFiDExamples(t *testing.T) {
-	rec := tinyFiDRecipe(t, "")
+// trainingStudy opens rec's fid stage: the study, its training questions and their top
+// max(fid.ks) entries.
+func trainingStudy(t *testing.T, rec *configs.Recipe) (*fidStudy, []int, [][]string) {
+	t.Helper()
 	run, d := gardenRun(t, rec)
 	s, err := newFiDStudy(run, d)
 	if err != nil {
@@ -139,6 +138,15 @@ func TestFiDExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, trainQ, top
+}
+
+// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
+// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
+// state the new answer, which differs from the gardener's and is a value of the relation.
+func TestFiDExamples(t *testing.T) {
+	rec := tinyFiDRecipe(t, "")
+	s, trainQ, top := trainingStudy(t, rec)
 	rewritten := 0
 	for step := 0; step < 20; step++ {
 		ex, again := s.examples(trainQ, top, step), s.examples(trainQ, top, step)
