@@ -104,11 +104,22 @@ type FiDConfig struct {
 	// passage token reads the question and the passage before it, as the LM copied in was
 	// trained). Default false: bidirectional, as Izacard & Grave's T5 encoder.
 	EncoderCausal bool `toml:"encoder_causal"`
+	// EncoderLRScale multiplies fid.lr for FiD's encoder ("fid.encoder.*"), CrossLRScale for its
+	// decoder's cross-attention sublayers ("layer.N.xattn.*", "layer.N.ln_x.*"); each in
+	// (0, 100]. Default 1 and 1. A slower encoder keeps its memory from collapsing early in
+	// training: while the decoder's cross-attention is still nearly uniform over the K·Le
+	// encodings, the loss gradient on every memory row of a question is almost the same vector
+	// (its share 0.997-0.9999 of the gradient's squared norm in the first 20 steps of the garden
+	// run), Adam turns that consistent push into full-size steps of the encoder's weights, and
+	// within 25 steps every row of the final-LayerNormed memory is nearly the same vector
+	// (docs/results/fusion-garden.md, "Why FiD did not read").
+	EncoderLRScale float64 `toml:"encoder_lr_scale"`
+	CrossLRScale   float64 `toml:"cross_lr_scale"`
 }
 
 func defaultFiDConfig() FiDConfig {
 	return FiDConfig{Ks: []int{1, 3, 10}, Steps: 600, BatchSize: 16, LR: 1e-3, EncoderLength: 48, ReaderLength: 320, DecoderLength: 16, DecoderPrefix: "cloze", CheckpointEvery: 100,
-		Init: "scratch", LMSteps: 300, LMBatchSize: 16, LMLR: 1.5e-3, CrossInit: "new"}
+		Init: "scratch", LMSteps: 300, LMBatchSize: 16, LMLR: 1.5e-3, CrossInit: "new", EncoderLRScale: 1, CrossLRScale: 1}
 }
 
 func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
@@ -139,6 +150,14 @@ func checkFiD(v *configs.Checker, _ *configs.Recipe, c *FiDConfig) {
 	}
 	v.OneOf("fid.decoder_prefix", c.DecoderPrefix, []string{"cloze", "none"})
 	configs.AtLeast(v, "fid.checkpoint_every", c.CheckpointEvery, 0)
+	for _, sc := range []struct {
+		key string
+		v   float64
+	}{{"fid.encoder_lr_scale", c.EncoderLRScale}, {"fid.cross_lr_scale", c.CrossLRScale}} {
+		if !(sc.v > 0 && sc.v <= 100) {
+			v.Fail(sc.key, "must be in (0, 100], got %g", sc.v)
+		}
+	}
 	v.OneOf("fid.init", c.Init, []string{"scratch", "lm"})
 	v.OneOf("fid.cross_init", c.CrossInit, []string{"new", "self"})
 	if c.CrossInit == "self" && c.Init != "lm" {
@@ -318,8 +337,19 @@ func newFiDTask(s *fidStudy, next func(int) []fidExample) (*fidTask, error) {
 	if err != nil {
 		return nil, err
 	}
-	t.mask, t.loss, t.GraphParams, err = nllGraph(g, b, lp, B*S, "fid")
-	return t, err
+	if t.mask, t.loss, t.GraphParams, err = nllGraph(g, b, lp, B*S, "fid"); err != nil {
+		return nil, err
+	}
+	ps := t.GraphParams.Params()
+	for i := range ps {
+		switch {
+		case strings.HasPrefix(ps[i].Name, model.PrefixFiD+".encoder."):
+			ps[i].LRScale = s.fc.EncoderLRScale
+		case strings.Contains(ps[i].Name, ".xattn.") || strings.Contains(ps[i].Name, ".ln_x."):
+			ps[i].LRScale = s.fc.CrossLRScale
+		}
+	}
+	return t, nil
 }
 
 func (t *fidTask) Step(step int) (float64, int, error) {

@@ -124,11 +124,10 @@ func gardenRun(t *testing.T, rec *configs.Recipe) (*ragkit.GardenRun, *ragkit.Da
 	return run, d
 }
 
-// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
-// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
-// state the new answer, which differs from the gardener's and is a value of the relation.
-func TestFiDExamples(t *testing.T) {
-	rec := tinyFiDRecipe(t, "")
+// trainingStudy opens rec's fid stage: the study, its training questions and their top
+// max(fid.ks) entries.
+func trainingStudy(t *testing.T, rec *configs.Recipe) (*fidStudy, []int, [][]string) {
+	t.Helper()
 	run, d := gardenRun(t, rec)
 	s, err := newFiDStudy(run, d)
 	if err != nil {
@@ -139,6 +138,15 @@ func TestFiDExamples(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s, trainQ, top
+}
+
+// TestFiDExamples: a step's examples are a function of the step; k is one of fid.ks; with
+// counterfactual_fraction = 1 an example whose entries hold the gold entry has it rewritten to
+// state the new answer, which differs from the gardener's and is a value of the relation.
+func TestFiDExamples(t *testing.T) {
+	rec := tinyFiDRecipe(t, "")
+	s, trainQ, top := trainingStudy(t, rec)
 	rewritten := 0
 	for step := 0; step < 20; step++ {
 		ex, again := s.examples(trainQ, top, step), s.examples(trainQ, top, step)
@@ -164,7 +172,8 @@ func TestFiDExamples(t *testing.T) {
 
 func TestFiDConfigErrors(t *testing.T) {
 	for _, extra := range []string{"ks = [0]", "ks = [3, 3]", "encoder_length = 4", "reader_length = 4096", "batch_size = 0", `init = "bert"`,
-		"init = \"lm\"\nlm_steps = 0", "init = \"lm\"\nreader_length = 24\nencoder_length = 30", `cross_init = "self"`, `cross_init = "old"`} {
+		"init = \"lm\"\nlm_steps = 0", "init = \"lm\"\nreader_length = 24\nencoder_length = 30", `cross_init = "self"`, `cross_init = "old"`,
+		"encoder_lr_scale = 0", "encoder_lr_scale = -1", "cross_lr_scale = 101"} {
 		text := strings.Replace(testkit.RecipeText(t, "rag-small", nil), `kind = "rag"`, `kind = "fusion"`, 1) + "\n[fid]\n" + extra + "\n"
 		if _, err := testkit.LoadText(t, filepath.Join(t.TempDir(), "bad.toml"), text); err == nil || !strings.Contains(err.Error(), "fid.") {
 			t.Errorf("%s: err = %v, want one naming the fid key", extra, err)
@@ -177,6 +186,48 @@ func TestFiDConfigErrors(t *testing.T) {
 	c.Only = false
 	if c.systemName("rag", 1) != "rag_long@1" {
 		t.Error("a run of every stage names the in-context reader rag_long")
+	}
+}
+
+// TestFiDLRScales: fid.encoder_lr_scale reaches every encoder parameter of FiD's training task,
+// fid.cross_lr_scale every cross-attention parameter (xattn and its ln_x), and nothing else
+// (the decoder's own parameters and the shared word embedding, a decoder parameter, keep 1);
+// the defaults leave every scale 1. A step then moves an encoder weight by 0.1 of what the same
+// step moves it with scale 1 (Adam's first step is lr·sign(g), weight decay aside).
+func TestFiDLRScales(t *testing.T) {
+	for _, c := range []struct {
+		extra      string
+		enc, cross float64
+	}{{"", 1, 1}, {"encoder_lr_scale = 0.1\ncross_lr_scale = 3\n", 0.1, 3}} {
+		rec := tinyFiDRecipe(t, c.extra)
+		run, d := gardenRun(t, rec)
+		s, err := newFiDStudy(run, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		task, err := newFiDTask(s, func(int) []fidExample { return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := map[string]int{}
+		for _, p := range task.Params() {
+			want, kind := 1.0, "decoder"
+			switch {
+			case strings.HasPrefix(p.Name, "fid.encoder."):
+				want, kind = c.enc, "encoder"
+			case strings.Contains(p.Name, ".xattn.") || strings.Contains(p.Name, ".ln_x."):
+				want, kind = c.cross, "cross"
+			}
+			n[kind]++
+			if got := p.LRScale; got != want && !(want == 1 && got == 0) {
+				t.Errorf("%q: %s has LR scale %g, want %g", c.extra, p.Name, got, want)
+			}
+		}
+		task.Close()
+		L := s.fid.Cfg.Layers
+		if n["cross"] != 10*L || n["encoder"] != 16*L+2+1 || n["decoder"] != 16*L+2+2 {
+			t.Errorf("%q: %v parameters by kind", c.extra, n)
+		}
 	}
 }
 
