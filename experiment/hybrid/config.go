@@ -157,51 +157,7 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("hybrid.fuse", `name at least one fusion: [hybrid.fuse.NAME] with systems = ["a:x", "b:y"] and method = "rrf" or "convex"`)
 	}
 	for _, n := range c.Names() {
-		f := c.Fuse[n]
-		key := "hybrid.fuse." + n
-		if !nameRE.MatchString(n) {
-			v.Fail(key, "name %q: want letters, digits, '_', '+' or '-' (it names runs/<split>.%s.trec)", n, n)
-		}
-		if len(f.Systems) < 2 {
-			v.Fail(key+".systems", "fuse at least two systems, got %d", len(f.Systems))
-		}
-		v.Distinct(key+".systems", f.Systems)
-		for _, s := range f.Systems {
-			checkSystem(key+".systems", s)
-		}
-		v.OneOf(key+".method", f.Method, methods)
-		switch f.Method {
-		case MethodRRF:
-			if f.RRFK == 0 && !v.IsSet(key+".rrf_k") {
-				f.RRFK = DefaultRRFK
-			}
-			configs.AtLeast(v, key+".rrf_k", f.RRFK, 1)
-			if len(f.Grid) > 0 {
-				v.Fail(key+".grid", "a weight grid is for method = \"convex\"; RRF has no weights")
-			}
-		case MethodConvex:
-			if f.RRFK != 0 {
-				v.Fail(key+".rrf_k", "rrf_k is for method = \"rrf\"")
-			}
-			if f.Grid == nil && !v.IsSet(key+".grid") {
-				f.Grid = DefaultGrid()
-			}
-			if len(f.Grid) == 0 {
-				v.Fail(key+".grid", "empty: list the values a weight may take, e.g. [0.0, 0.5, 1.0]")
-			}
-			for _, w := range f.Grid {
-				v.InRange(key+".grid", w, 0, 1, true)
-			}
-			for i, w := range f.Grid {
-				if slices.Contains(f.Grid[:i], w) {
-					v.Fail(key+".grid", "%v listed twice", w)
-				}
-			}
-			if len(f.Systems) >= 2 && len(f.Grid) > 0 && len(WeightVectors(f.Grid, len(f.Systems))) == 0 {
-				v.Fail(key+".grid", "no %d values of %v sum to 1", len(f.Systems), f.Grid)
-			}
-		}
-		c.Fuse[n] = f
+		c.Fuse[n] = checkFuse(v, n, c.Fuse[n], checkSystem)
 	}
 	configs.AtLeast(v, "hybrid.depth", c.Depth, 1)
 	if c.MaxHits < c.Depth {
@@ -230,29 +186,104 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	}
 }
 
+// checkFuse checks the fusion [hybrid.fuse.<n>] and returns it with its method's defaults set.
+func checkFuse(v *configs.Checker, n string, f Fuse, checkSystem func(key, s string)) Fuse {
+	key := "hybrid.fuse." + n
+	if !nameRE.MatchString(n) {
+		v.Fail(key, "name %q: want letters, digits, '_', '+' or '-' (it names runs/<split>.%s.trec)", n, n)
+	}
+	if len(f.Systems) < 2 {
+		v.Fail(key+".systems", "fuse at least two systems, got %d", len(f.Systems))
+	}
+	v.Distinct(key+".systems", f.Systems)
+	for _, s := range f.Systems {
+		checkSystem(key+".systems", s)
+	}
+	v.OneOf(key+".method", f.Method, methods)
+	switch f.Method {
+	case MethodRRF:
+		if f.RRFK == 0 && !v.IsSet(key+".rrf_k") {
+			f.RRFK = DefaultRRFK
+		}
+		configs.AtLeast(v, key+".rrf_k", f.RRFK, 1)
+		if len(f.Grid) > 0 {
+			v.Fail(key+".grid", "a weight grid is for method = \"convex\"; RRF has no weights")
+		}
+	case MethodConvex:
+		if f.RRFK != 0 {
+			v.Fail(key+".rrf_k", "rrf_k is for method = \"rrf\"")
+		}
+		if f.Grid == nil && !v.IsSet(key+".grid") {
+			f.Grid = DefaultGrid()
+		}
+		if len(f.Grid) == 0 {
+			v.Fail(key+".grid", "empty: list the values a weight may take, e.g. [0.0, 0.5, 1.0]")
+		}
+		for _, w := range f.Grid {
+			v.InRange(key+".grid", w, 0, 1, true)
+		}
+		for i, w := range f.Grid {
+			if slices.Contains(f.Grid[:i], w) {
+				v.Fail(key+".grid", "%v listed twice", w)
+			}
+		}
+		if len(f.Systems) >= 2 && len(f.Grid) > 0 {
+			if vecs, ok := weightVectors(f.Grid, len(f.Systems)); !ok {
+				v.Fail(key+".grid", "more than %d weight vectors of %d systems from %d grid values: use a coarser grid", MaxWeightVectors, len(f.Systems), len(f.Grid))
+			} else if len(vecs) == 0 {
+				v.Fail(key+".grid", "no %d values of %v sum to 1", len(f.Systems), f.Grid)
+			}
+		}
+	}
+	return f
+}
+
 // WeightVectors returns every vector of n values of grid (repeats allowed) whose sum is 1
 // within 1e-9, in lexicographic order of their positions in grid (the first weight varying
 // slowest): the convex combinations tried, in the order that breaks ties between equal dev
 // scores (the first wins).
 func WeightVectors(grid []float64, n int) [][]float64 {
-	var out [][]float64
+	out, _ := weightVectors(grid, n)
+	return out
+}
+
+// MaxWeightVectors bounds the convex combinations one fusion tries (each one fuses every dev
+// query); maxWeightVisits bounds the partial vectors the search visits to find them. Both are
+// checked when the recipe is read, before any source is opened.
+const (
+	MaxWeightVectors = 20000
+	maxWeightVisits  = 10_000_000
+)
+
+// weightVectors is WeightVectors with the bounds: ok is false (and the list incomplete) once more
+// than MaxWeightVectors vectors are found or more than maxWeightVisits partial vectors visited.
+func weightVectors(grid []float64, n int) (out [][]float64, ok bool) {
 	w := make([]float64, n)
-	var rec func(i int, sum float64)
-	rec = func(i int, sum float64) {
+	visits := 0
+	var rec func(i int, sum float64) bool
+	rec = func(i int, sum float64) bool {
+		if visits++; visits > maxWeightVisits {
+			return false
+		}
 		if i == n {
 			if math.Abs(sum-1) <= 1e-9 {
+				if len(out) == MaxWeightVectors {
+					return false
+				}
 				out = append(out, slices.Clone(w))
 			}
-			return
+			return true
 		}
 		for _, g := range grid {
 			if sum+g > 1+1e-9 {
 				continue
 			}
 			w[i] = g
-			rec(i+1, sum+g)
+			if !rec(i+1, sum+g) {
+				return false
+			}
 		}
+		return true
 	}
-	rec(0, 0)
-	return out
+	return out, rec(0, 0)
 }

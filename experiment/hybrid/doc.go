@@ -30,7 +30,7 @@
 //	hybrid.fuse.NAME.systems            []             the fused source systems, "alias:system"; at least two, distinct
 //	hybrid.fuse.NAME.method             ""             "rrf" or "convex"; required
 //	hybrid.fuse.NAME.rrf_k              60             k of 1 / (k + rank), method "rrf" only; >= 1
-//	hybrid.fuse.NAME.grid               [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  values a weight may take, method "convex" only: every vector of them summing to 1 is tried on dev; in [0, 1], distinct
+//	hybrid.fuse.NAME.grid               [0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0]  values a weight may take, method "convex" only: every vector of them summing to 1 is tried on dev; in [0, 1], distinct, at most 20,000 such vectors
 //	hybrid.depth                        1000           hits read from each source list (by rank) and written per hybrid; >= 1 and >= every metric's cut-off
 //	hybrid.max_hits                     10000          most hits a source file may hold per query (and its size bound: queries x max_hits x 256 bytes); >= depth
 //	hybrid.metrics                      ["nDCG@10", "MRR@10", "Recall@100", "Recall@1000", "MAP", "P@10"]  computed for every system on both splits (package eval)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -222,6 +223,12 @@ func TestFailedRunLeavesNoDirectory(t *testing.T) {
 
 // TestRecipeErrors: [hybrid] mistakes stop configs.Load with the file, line and key.
 func TestRecipeErrors(t *testing.T) {
+	// 0, 0.001, ..., 1: 501,501 triples sum to 1, past MaxWeightVectors.
+	g := make([]string, 1001)
+	for i := range g {
+		g[i] = strconv.FormatFloat(float64(i)/1000, 'f', -1, 64)
+	}
+	thousandths := "[" + strings.Join(g, ", ") + "]"
 	recipe := copyTestdata(t)
 	base := read(t, recipe)
 	for _, c := range []struct{ old, new, want string }{
@@ -241,6 +248,7 @@ metrics`, `tiny.toml:13: hybrid.systems: "alpha bm25": want "alias:system"`},
 		{`method = "rrf"`, "method = \"rrf\"\nrrf_k = 0", `tiny.toml:24: hybrid.fuse.dense_bm25_rrf.rrf_k: must be >= 1, got 0`},
 		{`beta = "beta-20260101-000000"`, `beta = "latest:../beta"`, `hybrid.sources.beta: "latest:../beta": a recipe name holds no path separator`},
 		{`[hybrid.fuse.all3]`, "[hybrid.fuse.all3]\nweights = [1]", `unknown key "hybrid.fuse.all3.weights"`},
+		{`grid = [0.0, 0.5, 1.0]`, "grid = " + thousandths, `tiny.toml:33: hybrid.fuse.all3.grid: more than 20000 weight vectors of 3 systems from 1001 grid values`},
 	} {
 		if !strings.Contains(base, c.old) {
 			t.Fatalf("tiny.toml lacks %q", c.old)
