@@ -50,6 +50,13 @@ type Config struct {
 	// RelThreshold: the Self-RAG decoder keeps an abstract only when p([Relevant]) /
 	// (p([Relevant]) + p([Irrelevant])) >= RelThreshold; in [0,1]. Default 0.5.
 	RelThreshold float64 `toml:"rel_threshold"`
+	// SelectTopK and SelectRelThreshold, when either is set, choose each Self-RAG system's
+	// top_k and rel_threshold on data.dev_split before eval_split is read (select.go): the
+	// grid's best abstract Label-Only F1 on dev. An unset one holds top_k or rel_threshold
+	// alone. k in [1,100], thresholds in [0,1]; eval_split must not be the dev split, and
+	// the *_minilm systems need minilm_run for both splits ("{split}").
+	SelectTopK         []int     `toml:"select_top_k"`
+	SelectRelThreshold []float64 `toml:"select_rel_threshold"`
 	// MaxLength is L, the tokens of a training sequence and of a decoded one; 64..8192 and at
 	// most the model's context. Default 320.
 	MaxLength int `toml:"max_length"`
@@ -91,6 +98,23 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("scifact_verify.top_k", "must be <= 100, got %d", c.TopK)
 	}
 	v.InRange("scifact_verify.rel_threshold", c.RelThreshold, 0, 1, true)
+	for _, k := range c.SelectTopK {
+		if k < 1 || k > 100 {
+			v.Fail("scifact_verify.select_top_k", "each k must be in [1, 100], got %d", k)
+		}
+	}
+	for _, t := range c.SelectRelThreshold {
+		v.InRange("scifact_verify.select_rel_threshold", t, 0, 1, true)
+	}
+	if c.selecting() {
+		if r.Data.DevSplit == "" || c.EvalSplit == r.Data.DevSplit {
+			v.Fail("scifact_verify.eval_split", "select_top_k / select_rel_threshold choose on data.dev_split and report on eval_split: they must differ (dev_split %q, eval_split %q)",
+				r.Data.DevSplit, c.EvalSplit)
+		}
+		if !c.wants(isSelfRAG) {
+			v.Fail("scifact_verify.select_top_k", "chooses the Self-RAG decoder's settings: systems must hold selfrag_bm25, selfrag_minilm or oracle_selfrag")
+		}
+	}
 	configs.AtLeast(v, "scifact_verify.abstract_tokens", c.AbstractTokens, 16)
 	configs.AtLeast(v, "scifact_verify.max_length", c.MaxLength, 64)
 	if c.MaxLength > 8192 {
@@ -114,6 +138,30 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 // lora is the model.LoRAConfig of the section.
 func (c *Config) lora() model.LoRAConfig {
 	return model.LoRAConfig{Rank: c.LoRARank, Alpha: c.LoRAAlpha, Dropout: c.LoRADropout, Targets: slices.Clone(c.LoRATargets)}
+}
+
+// selecting reports whether the Self-RAG decoder's settings are chosen on dev.
+func (c *Config) selecting() bool { return len(c.SelectTopK) > 0 || len(c.SelectRelThreshold) > 0 }
+
+// grid returns the candidate k and thresholds, each sorted ascending and distinct (top_k or
+// rel_threshold alone where the recipe sets no list).
+func (c *Config) grid() ([]int, []float64) {
+	ks, ts := slices.Clone(c.SelectTopK), slices.Clone(c.SelectRelThreshold)
+	if len(ks) == 0 {
+		ks = []int{c.TopK}
+	}
+	if len(ts) == 0 {
+		ts = []float64{c.RelThreshold}
+	}
+	slices.Sort(ks)
+	slices.Sort(ts)
+	return slices.Compact(ks), slices.Compact(ts)
+}
+
+// depth is the number of abstracts ranked per eval (and dev) claim: top_k, or the grid's largest.
+func (c *Config) depth() int {
+	ks, _ := c.grid()
+	return max(c.TopK, ks[len(ks)-1], 1)
 }
 
 // wants reports whether any of the asked systems has the suffix or prefix s.

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -149,7 +151,7 @@ func writePredictions(path string, preds []eval.SciFactPrediction) error {
 // VerifyOptions are the choices of Verify.
 type VerifyOptions struct {
 	Reader string // "selfrag" (default) or "plain"
-	TopK   int    // abstracts read per claim; 0: the run's scifact_verify.top_k (selfrag) or 1 (plain)
+	TopK   int    // abstracts read per claim; 0: the run's choice on dev, else its top_k (selfrag), or 1 (plain)
 	Corpus string // a SciFact corpus.jsonl; "": the run's data.dir/verify/corpus.jsonl
 	Out    io.Writer
 	// Progress receives the progress bar and the truncation line (nil: discarded); the summary
@@ -214,7 +216,19 @@ func Verify(runDir, claimsPath, outPath string, o VerifyOptions) error {
 	if err != nil {
 		return err
 	}
-	k := o.TopK
+	k, threshold := o.TopK, c.RelThreshold
+	if o.Reader == SelfRAGPhase { // the settings the run chose on dev for selfrag_bm25, if it did
+		m, err := experiment.ReadMetrics(runDir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		if v, ok := m["dev/selfrag_bm25/rel_threshold"]; ok {
+			threshold = v
+		}
+		if v, ok := m["dev/selfrag_bm25/top_k"]; ok && k <= 0 {
+			k = int(v)
+		}
+	}
 	if k <= 0 {
 		k = 1
 		if o.Reader == SelfRAGPhase {
@@ -229,7 +243,7 @@ func Verify(runDir, claimsPath, outPath string, o VerifyOptions) error {
 		return err
 	}
 	l := &loaded{f: f, corpus: corpus, evals: &split{claims: claims}, ranked: map[string]map[int][]int{"bm25": ranked}}
-	r := &reader{f: f, dec: dec, relThreshold: c.RelThreshold}
+	r := &reader{f: f, dec: dec, relThreshold: threshold}
 	preds, err := predict(context.Background(), o.Reader+"_bm25", map[string]*reader{o.Reader: r}, l, k, o.Progress, nil)
 	if err != nil {
 		return err

@@ -32,6 +32,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ import (
 	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/gguf"
+	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/model"
 )
@@ -87,6 +89,9 @@ type loaded struct {
 	// rankings of the eval claims by retriever ("bm25", "minilm"), and of the train claims by BM25
 	ranked    map[string]map[int][]int
 	trainRank map[int][]int
+	// the dev claims and their rankings, when the Self-RAG decoder's settings are chosen there
+	dev       *split
+	devRanked map[string]map[int][]int
 }
 
 func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
@@ -98,7 +103,7 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 	if c.MaxLength > m.Cfg.MaxPosition {
 		return nil, fmt.Errorf("scifact_verify.max_length = %d exceeds the model's context of %d tokens", c.MaxLength, m.Cfg.MaxPosition)
 	}
-	l := &loaded{m: m, ranked: map[string]map[int][]int{}}
+	l := &loaded{m: m}
 	if l.f, err = newFormat(tok, c.AbstractTokens, c.MaxLength); err != nil {
 		return nil, err
 	}
@@ -108,46 +113,68 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 	if l.train, err = readSplit(rec.Data.Dir, rec.Data.TrainSplit, l.corpus); err != nil {
 		return nil, err
 	}
-	if l.evals, err = readSplit(rec.Data.Dir, c.EvalSplit, l.corpus); err != nil {
-		return nil, err
-	}
-	if n := c.MaxEvalClaims; n > 0 && n < len(l.evals.claims) {
-		l.evals.claims = l.evals.claims[:n]
-	}
 	bm := bm25(l.corpus)
-	k := max(c.TopK, 1)
 	if l.trainRank, err = retrieve(l.train.claims, c.TrainK, bm.Search); err != nil {
 		return nil, err
 	}
-	if l.ranked["bm25"], err = retrieve(l.evals.claims, k, bm.Search); err != nil {
+	if l.evals, l.ranked, err = readRanked(rec, c.EvalSplit, l.corpus, bm); err != nil {
 		return nil, err
 	}
-	if c.wants(func(s string) bool { return strings.HasSuffix(s, "_minilm") }) {
-		if c.MinilmRun == "" {
-			return nil, fmt.Errorf("scifact_verify.minilm_run: required by the *_minilm systems (a MiniLM retriever's TREC run over the corpus)")
-		}
-		path := strings.ReplaceAll(c.MinilmRun, "{split}", c.EvalSplit)
-		if l.ranked["minilm"], err = fromRun(path, l.evals.claims, k, l.corpus); err != nil {
-			return nil, fmt.Errorf("scifact_verify.minilm_run: %w", err)
+	if c.selecting() {
+		if l.dev, l.devRanked, err = readRanked(rec, rec.Data.DevSplit, l.corpus, bm); err != nil {
+			return nil, err
 		}
 	}
 	fmt.Fprintf(out, "scifact_verify: %s (%d layers, H = %d); %d abstracts; %d train claims, %d %s claims\n",
 		c.InitFrom, m.Cfg.Layers, m.Cfg.Hidden, len(l.corpus.Order), len(l.train.claims), len(l.evals.claims), c.EvalSplit)
+	if l.dev != nil {
+		fmt.Fprintf(out, "scifact_verify: the Self-RAG decoder's top_k and rel_threshold chosen on %d %s claims\n", len(l.dev.claims), rec.Data.DevSplit)
+	}
 	return l, nil
+}
+
+// readRanked reads the claims of split name (the first max_eval_claims when set) and their
+// rankings to the config's depth: BM25, and minilm_run ("{split}" replaced by name) when a
+// *_minilm system is asked for.
+func readRanked(rec *configs.Recipe, name string, corpus *Corpus, bm *index.BM25) (*split, map[string]map[int][]int, error) {
+	c := Of(rec)
+	s, err := readSplit(rec.Data.Dir, name, corpus)
+	if err != nil {
+		return nil, nil, err
+	}
+	if n := c.MaxEvalClaims; n > 0 && n < len(s.claims) {
+		s.claims = s.claims[:n]
+	}
+	ranked := map[string]map[int][]int{}
+	if ranked["bm25"], err = retrieve(s.claims, c.depth(), bm.Search); err != nil {
+		return nil, nil, err
+	}
+	if c.wants(func(s string) bool { return strings.HasSuffix(s, "_minilm") }) {
+		if c.MinilmRun == "" {
+			return nil, nil, fmt.Errorf("scifact_verify.minilm_run: required by the *_minilm systems (a MiniLM retriever's TREC run over the corpus)")
+		}
+		path := strings.ReplaceAll(c.MinilmRun, "{split}", name)
+		if ranked["minilm"], err = fromRun(path, s.claims, c.depth(), corpus); err != nil {
+			return nil, nil, fmt.Errorf("scifact_verify.minilm_run: %w", err)
+		}
+	}
+	return s, ranked, nil
 }
 
 // run trains the plain and the Self-RAG readers (resuming each from its directory's latest
 // checkpoint with -resume) and evaluates the asked systems on eval_split, as named stages,
 // methods of verifyRun, which carries the run's state from one to the next.
 func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
-	r := &verifyRun{rec: rec, c: Of(rec), o: o, resume: o.ResumeDir != "", metrics: map[string]float64{}, readers: map[string]*reader{}}
+	r := &verifyRun{rec: rec, c: Of(rec), o: o, resume: o.ResumeDir != "", metrics: map[string]float64{}, readers: map[string]*reader{},
+		choices: map[string]choice{}}
 	defer r.close()
 	err := experiment.RunStages(
-		r.load,                                  // the memory estimate, init_from, the corpus, the claims and their rankings
-		r.sequences,                             // the training pairs as the plain and the Self-RAG readers' sequences
-		r.open,                                  // the run directory, the log
-		func() error { return r.train(ctx) },    // the readers the systems need; the instruct model (closed-book)
-		func() error { return r.evaluate(ctx) }, // every system on eval_split: predictions, decisions, metrics.json
+		r.load,                               // the memory estimate, init_from, the corpus, the claims and their rankings
+		r.sequences,                          // the training pairs as the plain and the Self-RAG readers' sequences
+		r.open,                               // the run directory, the log
+		func() error { return r.train(ctx) }, // the readers the systems need; the instruct model (closed-book)
+		func() error { return r.selectOnDev(ctx) }, // the Self-RAG decoder's top_k and rel_threshold chosen on dev
+		func() error { return r.evaluate(ctx) },    // every system on eval_split: predictions, decisions, metrics.json
 	)
 	return r.dir, err
 }
@@ -163,6 +190,7 @@ type verifyRun struct {
 	dir     string
 	env     *experiment.Env
 	readers map[string]*reader
+	choices map[string]choice // Self-RAG systems' settings chosen on dev (selectOnDev)
 	metrics map[string]float64
 }
 
@@ -278,8 +306,22 @@ func (r *verifyRun) evaluate(ctx context.Context) error {
 func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.SciFactClaim) (eval.Row, error) {
 	c, dir := r.c, r.dir
 	start := time.Now()
+	k, readers := c.TopK, r.readers
+	if ch, ok := r.choices[sys]; ok {
+		sr := *r.readers[SelfRAGPhase]
+		sr.relThreshold = ch.threshold
+		readers = maps.Clone(r.readers)
+		readers[SelfRAGPhase] = &sr
+		k = max(ch.k, 1)
+	}
+	if isSelfRAG(sys) {
+		r.metrics[c.EvalSplit+"/"+sys+"/rel_threshold"] = readers[SelfRAGPhase].relThreshold
+		if sys != "oracle_selfrag" {
+			r.metrics[c.EvalSplit+"/"+sys+"/top_k"] = float64(k)
+		}
+	}
 	var trace bytes.Buffer
-	preds, err := predict(ctx, sys, r.readers, r.l, c.TopK, r.o.Progress, &trace)
+	preds, err := predict(ctx, sys, readers, r.l, k, r.o.Progress, &trace)
 	if err != nil {
 		return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
 	}

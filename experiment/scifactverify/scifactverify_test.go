@@ -442,6 +442,10 @@ func TestRecipeErrors(t *testing.T) {
 		{`lora_dropout = 1.0`, "scifact_verify.lora_dropout"},
 		{`max_length = 100`, "scifact_verify.max_length: must hold the claim"},
 		{`top_k = 0`, "scifact_verify.top_k"},
+		{`select_top_k = [1, 0]`, "scifact_verify.select_top_k: each k must be in [1, 100], got 0"},
+		{`select_rel_threshold = [0.5, 1.5]`, "scifact_verify.select_rel_threshold"},
+		{"select_top_k = [1, 3]\neval_split = \"dev\"", "scifact_verify.eval_split: select_top_k / select_rel_threshold choose on data.dev_split"},
+		{"select_rel_threshold = [0.5]\nsystems = [\"plain_bm25\"]", "scifact_verify.select_top_k: chooses the Self-RAG decoder's settings"},
 	} {
 		path := filepath.Join(t.TempDir(), "r.toml")
 		text := "kind = \"scifact_verify\"\nname = \"x\"\n[data]\ndir = \"../../datasets/scifact\"\n[scifact_verify]\ninit_from = \"" +
@@ -544,5 +548,148 @@ func TestTruncationCounted(t *testing.T) {
 	}
 	if again := f.cut.report(&out, "verify"); again != "" {
 		t.Errorf("a second report without reading: %q", again)
+	}
+}
+
+// TestSelectOnDev: with select_top_k and select_rel_threshold the Self-RAG systems decode the
+// dev claims once (the grid's largest k, its lowest threshold), score every grid point, and
+// read eval_split with the first best; a grid point assembled from those decisions is byte for
+// byte what decoding dev directly at that point writes (two points, two runs), and a decisions
+// file made at a higher threshold is not reused.
+func TestSelectOnDev(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	runWith := func(split string, ks []int, ts []float64, k int, th float64) string {
+		rec := tinyRecipe(t, "")
+		c := Of(rec)
+		c.Systems, c.EvalSplit, c.SelectTopK, c.SelectRelThreshold, c.TopK, c.RelThreshold = []string{"selfrag_bm25", "oracle_selfrag"}, split, ks, ts, k, th
+		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	sel := runWith("test", []int{2, 1}, []float64{0.6, 0, 0.3}, 2, 0.5)
+	mt, err := experiment.ReadMetrics(sel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tsv, err := os.ReadFile(filepath.Join(sel, experiment.RunsDir, "dev.selfrag_bm25.select.tsv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(tsv)), "\n")[1:]
+	var grid []string
+	bestF1, best := -1.0, ""
+	for _, row := range rows {
+		f := strings.Split(row, "\t")
+		grid = append(grid, f[0]+"/"+f[1])
+		var f1 float64
+		fmt.Sscan(f[2], &f1)
+		if f1 > bestF1+1e-9 {
+			bestF1, best = f1, f[0]+"/"+f[1]
+		}
+	}
+	if want := []string{"1/0", "1/0.3", "1/0.6", "2/0", "2/0.3", "2/0.6"}; !slices.Equal(grid, want) {
+		t.Fatalf("grid %v, want %v", grid, want)
+	}
+	chosen := fmt.Sprintf("%g/%g", mt["dev/selfrag_bm25/top_k"], mt["dev/selfrag_bm25/rel_threshold"])
+	if chosen != best || math.Abs(mt["dev/selfrag_bm25/abstract_label_only/f1"]-bestF1) > 1e-6 {
+		t.Errorf("chose %s (F1 %v), the grid's first best is %s (%v)", chosen, mt["dev/selfrag_bm25/abstract_label_only/f1"], best, bestF1)
+	}
+	if used := fmt.Sprintf("%g/%g", mt["test/selfrag_bm25/top_k"], mt["test/selfrag_bm25/rel_threshold"]); used != chosen || mt["test/claims"] != 4 {
+		t.Errorf("test read with %s (%v claims), chosen %s", used, mt["test/claims"], chosen)
+	}
+	if _, ok := mt["dev/oracle_selfrag/rel_threshold"]; !ok {
+		t.Errorf("no threshold chosen for oracle_selfrag")
+	}
+
+	rec := tinyRecipe(t, "")
+	corpus, err := ReadCorpus(filepath.Join(VerifyDir(rec.Data.Dir), "corpus.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims, err := ReadClaims(filepath.Join(VerifyDir(rec.Data.Dir), "claims_dev.jsonl"), corpus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claims = claims[:4]
+	path := filepath.Join(sel, experiment.RunsDir, "dev.selfrag_bm25.decisions.jsonl")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := parseDecisions(path, b)
+	if err != nil || len(ds) != 8 {
+		t.Fatalf("%d dev decisions (4 claims x 2), %v", len(ds), err)
+	}
+	for _, p := range []choice{{1, 0.3}, {2, 0.6}} {
+		direct := runWith("dev", nil, nil, p.k, p.threshold)
+		got := filepath.Join(t.TempDir(), "assembled.jsonl")
+		if err := writePredictions(got, assemble(claims, ds, p.k, p.threshold, false)); err != nil {
+			t.Fatal(err)
+		}
+		testkit.SameFile(t, filepath.Join(direct, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), got)
+	}
+
+	// decisions made at threshold 1 (every abstract cut by relevance) are not those of 0.3
+	hi := runWith("dev", nil, nil, 2, 1)
+	if b, err = os.ReadFile(filepath.Join(hi, experiment.RunsDir, "dev.selfrag_bm25.decisions.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	hds, err := parseDecisions(path, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := bm25(corpus)
+	ranked, err := retrieve(claims, 2, bm.Search)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := func(cl Claim) []int { return ranked[cl.ID] }
+	if !decodedAs(ds, claims, want, 0) || !decodedAs(hds, claims, want, 1) {
+		t.Errorf("decisions not recognised as decoded at their own threshold")
+	}
+	if decodedAs(hds, claims, want, 0.3) || decodedAs(ds[:7], claims, want, 0) {
+		t.Errorf("decisions at threshold 1, or one short, taken for threshold 0.3's")
+	}
+}
+
+// TestChooseOnGrid: hand-made decisions of three claims (one NEI) over two ranks, scored at
+// every (k, threshold): abstract Label-Only F1 0.4, 0.5, 0.667, 0.667 at k = 1 and 0.571, 0.8,
+// 1, 1 at k = 2; the first best (k = 2, threshold 0.7) is chosen, not the tie after it; the
+// oracle (every abstract read) has one k.
+func TestChooseOnGrid(t *testing.T) {
+	sup, con := eval.Support, eval.Contradict
+	gold := []eval.SciFactClaim{
+		{ID: 1, Evidence: map[int]eval.SciFactGoldAbstract{10: {Label: sup, Sets: [][]int{{0}}}}},
+		{ID: 2, Evidence: map[int]eval.SciFactGoldAbstract{20: {Label: con, Sets: [][]int{{1}}}}},
+		{ID: 3, Evidence: map[int]eval.SciFactGoldAbstract{}},
+	}
+	claims := []Claim{{ID: 1}, {ID: 2}, {ID: 3}}
+	d := func(id, doc int, l eval.VerifyLabel, pRel float64) decision {
+		return decision{ID: id, Doc: doc, Label: l, Sentences: []int{0}, PRelevant: pRel, PSup: 0.5, PCon: 0.3, PNoSupp: 0.2}
+	}
+	ds := []decision{d(1, 11, sup, 0.4), d(1, 10, sup, 0.9), d(2, 20, con, 0.8), d(2, 21, sup, 0.3), d(3, 30, sup, 0.5), {ID: 3, Doc: 31, PRelevant: 0.1}}
+	best, f1, tsv, err := chooseOnGrid(gold, claims, ds, []int{1, 2}, []float64{0, 0.5, 0.7, 0.75}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, row := range strings.Split(strings.TrimSpace(string(tsv)), "\n")[1:] {
+		f := strings.Split(row, "\t")
+		got = append(got, f[0]+"/"+f[1]+"="+f[2])
+	}
+	want := []string{"1/0=0.400000", "1/0.5=0.500000", "1/0.7=0.666667", "1/0.75=0.666667", "2/0=0.571429", "2/0.5=0.800000", "2/0.7=1.000000", "2/0.75=1.000000"}
+	if !slices.Equal(got, want) {
+		t.Errorf("grid %v\nwant %v", got, want)
+	}
+	if best != (choice{k: 2, threshold: 0.7}) || f1 != 1 {
+		t.Errorf("chose %+v (F1 %v), want k 2, threshold 0.7 (F1 1)", best, f1)
+	}
+	best, f1, tsv, err = chooseOnGrid(gold, claims, ds, []int{1, 2}, []float64{0, 0.7}, true)
+	if err != nil || best != (choice{k: 2, threshold: 0.7}) || f1 != 1 || strings.Count(string(tsv), "\n") != 3 {
+		t.Errorf("oracle: chose %+v (F1 %v, %v):\n%s", best, f1, err, tsv)
 	}
 }
