@@ -33,8 +33,9 @@ type Config struct {
 	// EvalSplit is the split whose claims are verified and scored ("dev" to choose, "test"
 	// once). Default "test".
 	EvalSplit string `toml:"eval_split"`
-	// MaxEvalClaims, when > 0, verifies only the first n claims of EvalSplit (by id): a slice,
-	// said so in the metrics. Default 0 (all).
+	// MaxEvalClaims, when > 0, verifies only the first n claims of EvalSplit (by id), and of
+	// the dev split where settings are chosen there: a slice, said so in the metrics
+	// (<split>/claims). Default 0 (all).
 	MaxEvalClaims int `toml:"max_eval_claims"`
 	// MinilmRun is a TREC run of the MiniLM retriever over the whole corpus for EvalSplit's
 	// claims (e.g. a retriever run's runs/test.dense.trec); "{split}" is replaced by EvalSplit.
