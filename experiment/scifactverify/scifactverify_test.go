@@ -598,7 +598,7 @@ func TestSelectOnDev(t *testing.T) {
 	if chosen != best || math.Abs(mt["dev/selfrag_bm25/abstract_label_only/f1"]-bestF1) > 1e-6 {
 		t.Errorf("chose %s (F1 %v), the grid's first best is %s (%v)", chosen, mt["dev/selfrag_bm25/abstract_label_only/f1"], best, bestF1)
 	}
-	if used := fmt.Sprintf("%g/%g", mt["test/selfrag_bm25/top_k"], mt["test/selfrag_bm25/rel_threshold"]); used != chosen || mt["test/claims"] != 4 {
+	if used := fmt.Sprintf("%g/%g", mt["test/selfrag_bm25/top_k"], mt["test/selfrag_bm25/rel_threshold"]); used != chosen || mt["test/claims"] != 4 || mt["dev/claims"] != 4 {
 		t.Errorf("test read with %s (%v claims), chosen %s", used, mt["test/claims"], chosen)
 	}
 	if _, ok := mt["dev/oracle_selfrag/rel_threshold"]; !ok {

@@ -65,6 +65,7 @@ func (r *verifyRun) selectOnDev(ctx context.Context) error {
 	for _, cl := range r.l.dev.claims {
 		gold = append(gold, r.l.dev.gold[cl.ID])
 	}
+	r.metrics["dev/claims"] = float64(len(gold))
 	ks, ts := c.grid()
 	for _, sys := range c.Systems {
 		if !isSelfRAG(sys) {
