@@ -1,10 +1,8 @@
 package scifactverify
 
 import (
-	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -163,16 +161,11 @@ func (r *verifyRun) devDecisions(ctx context.Context, sys string, k int, t float
 // parseDecisions reads a decisions file, one JSON object per line; an error names the line.
 func parseDecisions(path string, b []byte) ([]decision, error) {
 	var out []decision
-	sc := bufio.NewScanner(bytes.NewReader(b))
-	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
-	for n := 1; sc.Scan(); n++ {
-		var d decision
-		if err := json.Unmarshal(sc.Bytes(), &d); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, n, err)
-		}
-		out = append(out, d)
-	}
-	return out, sc.Err()
+	err := eachJSONLine(path, b, func(d *decision) error {
+		out = append(out, *d)
+		return nil
+	})
+	return out, err
 }
 
 // decodedAs reports whether ds are the decisions of decoding claims' abstracts want(claim), in
