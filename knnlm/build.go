@@ -38,18 +38,15 @@ func BuildReader(kr *model.KeyRunner, rows [][]int, precision string, done func(
 }
 
 // BuildLlama fills a datastore over a corpus with a LLaMA decoder (its keys: the last layer's
-// MLP input, LlamaDecoder.KeepKeys): one pair per position t of every sequence but its last,
-// valued by token t+1. Each sequence runs alone with a fresh cache of its length; done, if not
-// nil, is told 1 per sequence.
+// MLP input, LlamaDecoder.ForwardKeys, which skips the last MLP and the head): one pair per
+// position t of every sequence but its last, valued by token t+1. Each sequence runs alone with
+// a fresh cache of its length; done, if not nil, is told 1 per sequence.
 func BuildLlama(d *model.LlamaDecoder, seqs [][]int, precision string, done func(int)) (*Store, error) {
 	H := d.Hidden()
 	s, err := NewStore(H, precision)
 	if err != nil {
 		return nil, err
 	}
-	keep := d.KeepKeys
-	d.KeepKeys = true
-	defer func() { d.KeepKeys = keep }()
 	for i, seq := range seqs {
 		if len(seq) < 2 {
 			continue
@@ -58,11 +55,12 @@ func BuildLlama(d *model.LlamaDecoder, seqs [][]int, precision string, done func
 		if err != nil {
 			return nil, err
 		}
-		if _, err := d.Forward([]*model.LlamaCache{c}, [][]int{seq}, true); err != nil {
+		keys, err := d.ForwardKeys([]*model.LlamaCache{c}, [][]int{seq})
+		if err != nil {
 			return nil, fmt.Errorf("knnlm: sequence %d: %w", i, err)
 		}
 		for t := 0; t+1 < len(seq); t++ {
-			if err := s.Add(d.Keys[t*H:(t+1)*H], seq[t+1]); err != nil {
+			if err := s.Add(keys[t*H:(t+1)*H], seq[t+1]); err != nil {
 				return nil, err
 			}
 		}

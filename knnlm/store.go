@@ -154,8 +154,14 @@ func (s *Store) Search(qs []float32, k int) [][]Neighbor {
 		model.Sgemm(false, true, B, n, D, 1, qs, D, keys, D, 0, scores, n)
 		for b := 0; b < B; b++ {
 			t := &tops[b]
+			norms := s.norms[start : start+n]
 			for j, dot := range scores[b*n : (b+1)*n] {
-				d := max(qn[b]-2*dot+s.norms[start+j], 0)
+				d := max(qn[b]-2*dot+norms[j], 0)
+				// rows are offered in ascending order, so once the heap is full a key at the
+				// heap's largest distance or farther is not nearer (a tie loses on its row)
+				if len(t.h) == t.k && d >= t.h[0].Dist {
+					continue
+				}
 				t.offer(d, start+j)
 			}
 		}

@@ -90,6 +90,26 @@ func (d *LlamaDecoder) w(name string) []float32 { return d.m.byName[name].Value.
 // logits of the next token: with all, one [len(toks[s]), V] block per sequence (row j scoring the
 // token after toks[s][j]); else one [V] row per sequence, after its last token.
 func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([][]float32, error) {
+	return d.forward(caches, toks, all, false)
+}
+
+// ForwardKeys appends toks[s] to the sequence of caches[s] as Forward(caches, toks, true) does
+// and returns the kNN-LM key of every new row (as KeepKeys keeps them: [rows, Hidden],
+// sequence by sequence), the same bits, but stops there: the last layer's MLP, the final norm
+// and the head (a [rows, Vocab] product: a fifth of SmolLM2-135M's work per token) are not
+// computed, so the caches' last layer holds keys and values but the sequences have no logits.
+// It is the datastore builder's pass (knnlm.BuildLlama). Keys is left as it was.
+func (d *LlamaDecoder) ForwardKeys(caches []*LlamaCache, toks [][]int) ([]float32, error) {
+	keep, kept := d.KeepKeys, d.Keys
+	defer func() { d.KeepKeys, d.Keys = keep, kept }()
+	d.KeepKeys = true
+	if _, err := d.forward(caches, toks, true, true); err != nil {
+		return nil, err
+	}
+	return d.Keys, nil
+}
+
+func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly bool) ([][]float32, error) {
 	c := d.cfg
 	h, dh, v := c.Hidden, c.HeadDim(), c.Vocab
 	qw, kw := c.Heads*dh, c.KVHeads*dh
@@ -187,6 +207,12 @@ func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([]
 			d.Keys = make([]float32, len(sel)*h)
 			for j, r := range sel {
 				copy(d.Keys[j*h:], hn[r*h:(r+1)*h])
+			}
+			if keysOnly {
+				for s := range toks {
+					caches[s].n += len(toks[s])
+				}
+				return nil, nil
 			}
 		}
 		proj(g, hn, h, llamaLayer(i, "mlp.gate_proj"), c.FFN)

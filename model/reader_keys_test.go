@@ -2,6 +2,7 @@ package model
 
 import (
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -127,4 +128,109 @@ func abs64(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// ForwardKeys: the keys of Forward(all) with KeepKeys, bit for bit, for two sequences with
+// cached prefixes of different lengths; the caches advance as Forward's do (a next step scores
+// the same logits after either), and the decoder's KeepKeys and Keys are left as they were.
+func TestLlamaForwardKeys(t *testing.T) {
+	m, err := NewLlama(tinyLlamaConfig(), 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perturbNorms(m, 2)
+	d, err := NewLlamaDecoder(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix, toks := [][]int{{7}, {8, 9}}, [][]int{{1, 2, 3}, {4, 5}}
+	run := func(keysOnly bool) ([]float32, [][]float32) {
+		var caches []*LlamaCache
+		for s := range toks {
+			c, err := d.NewCache(8)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := d.Forward([]*LlamaCache{c}, [][]int{prefix[s]}, false); err != nil {
+				t.Fatal(err)
+			}
+			caches = append(caches, c)
+		}
+		var keys []float32
+		if keysOnly {
+			d.KeepKeys, d.Keys = false, []float32{42}
+			if keys, err = d.ForwardKeys(caches, toks); err != nil {
+				t.Fatal(err)
+			}
+			if d.KeepKeys || len(d.Keys) != 1 || d.Keys[0] != 42 {
+				t.Fatalf("KeepKeys %v, Keys %v after ForwardKeys: not restored", d.KeepKeys, d.Keys)
+			}
+		} else {
+			d.KeepKeys = true
+			if _, err := d.Forward(caches, toks, true); err != nil {
+				t.Fatal(err)
+			}
+			keys, d.KeepKeys = d.Keys, false
+		}
+		next, err := d.Forward(caches, [][]int{{6}, {6}}, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return keys, next
+	}
+	want, wantNext := run(false)
+	got, gotNext := run(true)
+	if len(want) != 5*16 || !slices.Equal(got, want) {
+		t.Fatalf("ForwardKeys: %d values, differ from Forward's %d", len(got), len(want))
+	}
+	for s := range wantNext {
+		if !slices.Equal(gotNext[s], wantNext[s]) {
+			t.Errorf("sequence %d: the step after ForwardKeys scores differently from the step after Forward", s)
+		}
+	}
+}
+
+// BenchmarkLlamaDatastorePass: one 256-token sequence through a randomly initialised LLaMA of
+// SmolLM2-135M's shapes (H 576, 30 layers, 9 / 3 heads, FFN 1536, V 49,152), as the kNN-LM
+// datastore builder runs it: Forward(all) with KeepKeys (every row's logits too) against
+// ForwardKeys (keys only; no last MLP, final norm or head).
+func BenchmarkLlamaDatastorePass(b *testing.B) {
+	cfg := LlamaConfig{Hidden: 576, Layers: 30, Heads: 9, KVHeads: 3, FFN: 1536, Vocab: 49152, RopeTheta: 100000, RMSEps: 1e-5,
+		MaxPosition: 2048, TieEmbeddings: true}
+	m, err := NewLlama(cfg, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := NewLlamaDecoder(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	seq := make([]int, 256)
+	for i := range seq {
+		seq[i] = (i*7919 + 13) % cfg.Vocab
+	}
+	for _, keysOnly := range []bool{false, true} {
+		name := "forward_all"
+		if keysOnly {
+			name = "forward_keys"
+		}
+		b.Run(name, func(b *testing.B) {
+			for range b.N {
+				c, err := d.NewCache(len(seq))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if keysOnly {
+					_, err = d.ForwardKeys([]*LlamaCache{c}, [][]int{seq})
+				} else {
+					d.KeepKeys = true
+					_, err = d.Forward([]*LlamaCache{c}, [][]int{seq}, true)
+					d.KeepKeys = false
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
