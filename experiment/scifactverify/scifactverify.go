@@ -21,8 +21,10 @@
 // formula, title + sentences), or a MiniLM retriever's TREC run (scifact_verify.minilm_run).
 // The run writes runs/<split>.<system>.scifact.jsonl per system (SciFact's prediction format),
 // runs/<split>.<system>.decisions.jsonl (per claim and abstract read: the reflection-token
-// probabilities, the decoded answer, the emitted label) and metrics.json with <split>/<system>/<metric>/{precision,recall,f1} for the four official
-// metrics. Training has two phases, "plain" and "selfrag", checkpointed in the run's plain/
+// probabilities, the decoded answer, the emitted label), runs/<split>.<system>.done.json (the
+// claims and settings it was read with: a resumed run scores such a system from its files
+// instead of decoding it again) and metrics.json with <split>/<system>/<metric>/{precision,
+// recall,f1} for the four official metrics. Training has two phases, "plain" and "selfrag", checkpointed in the run's plain/
 // and selfrag/ directories (export.ReaderLMConfig: `train export -run <run>/selfrag`), each
 // resumed exactly. `train verify` runs a trained reader on a file of claims (Verify).
 package scifactverify
@@ -30,8 +32,11 @@ package scifactverify
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"path/filepath"
 	"strings"
@@ -45,6 +50,7 @@ import (
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
+	"github.com/ragtrain/ragtrain/internal/bounded"
 	"github.com/ragtrain/ragtrain/model"
 )
 
@@ -301,11 +307,11 @@ func (r *verifyRun) evaluate(ctx context.Context) error {
 }
 
 // evaluateSystem runs system sys on the eval claims, writes its predictions
-// (runs/<split>.<sys>.scifact.jsonl) and decisions, and scores them against gold into metrics
-// and a table row.
+// (runs/<split>.<sys>.scifact.jsonl), decisions and done marker, and scores them against gold
+// into metrics and a table row. A resumed run scores a system from its files instead when its
+// done marker says it was read with the same claims and settings (evaluated).
 func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.SciFactClaim) (eval.Row, error) {
-	c, dir := r.c, r.dir
-	start := time.Now()
+	c := r.c
 	k, readers := c.TopK, r.readers
 	if ch, ok := r.choices[sys]; ok {
 		sr := *r.readers[SelfRAGPhase]
@@ -314,25 +320,30 @@ func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.
 		readers[SelfRAGPhase] = &sr
 		k = max(ch.k, 1)
 	}
+	want := sysDone{Claims: len(gold), TopK: k}
 	if isSelfRAG(sys) {
-		r.metrics[c.EvalSplit+"/"+sys+"/rel_threshold"] = readers[SelfRAGPhase].relThreshold
+		want.RelThreshold = readers[SelfRAGPhase].relThreshold
+		r.metrics[c.EvalSplit+"/"+sys+"/rel_threshold"] = want.RelThreshold
 		if sys != "oracle_selfrag" {
 			r.metrics[c.EvalSplit+"/"+sys+"/top_k"] = float64(k)
 		}
 	}
-	var trace bytes.Buffer
-	preds, err := predict(ctx, sys, readers, r.l, k, r.o.Progress, &trace)
+	preds, seconds, err := r.evaluated(sys, gold, want)
 	if err != nil {
-		return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
-	}
-	r.metrics[c.EvalSplit+"/"+sys+"/seconds"] = time.Since(start).Seconds()
-	path := filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".scifact.jsonl")
-	if err := writePredictions(path, preds); err != nil {
 		return eval.Row{}, err
 	}
-	if err := atomicfile.WriteFile(filepath.Join(dir, experiment.RunsDir, c.EvalSplit+"."+sys+".decisions.jsonl"), trace.Bytes()); err != nil {
-		return eval.Row{}, err
+	if preds == nil {
+		start := time.Now()
+		var trace bytes.Buffer
+		if preds, err = predict(ctx, sys, readers, r.l, k, r.o.Progress, &trace); err != nil {
+			return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
+		}
+		seconds = time.Since(start).Seconds()
+		if err := r.writeSystem(sys, preds, trace.Bytes(), want, seconds); err != nil {
+			return eval.Row{}, err
+		}
 	}
+	r.metrics[c.EvalSplit+"/"+sys+"/seconds"] = seconds
 	sc, err := eval.ScoreSciFact(gold, preds)
 	if err != nil {
 		return eval.Row{}, fmt.Errorf("%s: %w", sys, err)
@@ -345,6 +356,64 @@ func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.
 		row.Scores[name+" P"], row.Scores[name+" R"], row.Scores[name+" F1"] = p.Precision, p.Recall, p.F1
 	}
 	return row, nil
+}
+
+// sysDone is a system's done marker, runs/<split>.<system>.done.json, written after its
+// predictions and decisions: the claims and settings it was read with and its seconds.
+type sysDone struct {
+	Claims       int     `json:"claims"`
+	TopK         int     `json:"top_k"`
+	RelThreshold float64 `json:"rel_threshold"`
+	Seconds      float64 `json:"seconds"`
+}
+
+// systemPath is the path of one of system sys's files under runs/ (suffix: "scifact.jsonl",
+// "decisions.jsonl", "done.json").
+func (r *verifyRun) systemPath(sys, suffix string) string {
+	return filepath.Join(r.dir, experiment.RunsDir, r.c.EvalSplit+"."+sys+"."+suffix)
+}
+
+// writeSystem writes system sys's predictions, decisions and, last, its done marker (each a
+// temporary file renamed into place).
+func (r *verifyRun) writeSystem(sys string, preds []eval.SciFactPrediction, decisions []byte, d sysDone, seconds float64) error {
+	if err := writePredictions(r.systemPath(sys, "scifact.jsonl"), preds); err != nil {
+		return err
+	}
+	if err := atomicfile.WriteFile(r.systemPath(sys, "decisions.jsonl"), decisions); err != nil {
+		return err
+	}
+	d.Seconds = seconds
+	return atomicfile.WriteJSON(r.systemPath(sys, "done.json"), d)
+}
+
+// evaluated returns, in a resumed run, system sys's predictions read back from its file and its
+// seconds when its done marker matches want (the claims and settings; seconds aside), else nil.
+func (r *verifyRun) evaluated(sys string, gold []eval.SciFactClaim, want sysDone) ([]eval.SciFactPrediction, float64, error) {
+	if !r.resume {
+		return nil, 0, nil
+	}
+	b, err := bounded.ReadFile(r.systemPath(sys, "done.json"), bounded.SmallFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, 0, nil
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	var got sysDone
+	if err := json.Unmarshal(b, &got); err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", r.systemPath(sys, "done.json"), err)
+	}
+	seconds := got.Seconds
+	if got.Seconds = 0; got != want {
+		fmt.Fprintf(r.o.Out, "scifact_verify: %s: read again (its files were made with %+v, now %+v)\n", sys, got, want)
+		return nil, 0, nil
+	}
+	preds, err := eval.ReadSciFactPredictions(r.systemPath(sys, "scifact.jsonl"), gold)
+	if err != nil {
+		return nil, 0, err
+	}
+	fmt.Fprintf(r.o.Out, "scifact_verify: %s: scored from the files a run before this one wrote (%d claims)\n", sys, len(preds))
+	return preds, seconds, nil
 }
 
 // close closes the log.

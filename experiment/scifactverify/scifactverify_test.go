@@ -693,3 +693,59 @@ func TestChooseOnGrid(t *testing.T) {
 		t.Errorf("oracle: chose %+v (F1 %v, %v):\n%s", best, f1, err, tsv)
 	}
 }
+
+// TestEvaluationResumes: a finished run resumed scores each system whose done marker matches
+// from its files (the marker's seconds come back in metrics.json), reads again a system whose
+// marker is missing or was made with other settings, and ends with the same prediction files.
+func TestEvaluationResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end runs")
+	}
+	rec := tinyRecipe(t, "")
+	Of(rec).Systems = []string{"closedbook_bm25", "plain_bm25", "selfrag_bm25"}
+	full, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := func(sys, suffix string) string { return filepath.Join(full, experiment.RunsDir, "dev."+sys+"."+suffix) }
+	before := map[string][]byte{}
+	for _, sys := range Of(rec).Systems {
+		b, err := os.ReadFile(path(sys, "scifact.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[sys] = b
+	}
+	// closedbook_bm25: kept, its seconds set to a mark; plain_bm25: marker gone (killed before
+	// it); selfrag_bm25: marker of another top_k.
+	if err := os.WriteFile(path("closedbook_bm25", "done.json"), []byte(`{"claims": 4, "top_k": 2, "rel_threshold": 0, "seconds": 12345}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path("plain_bm25", "done.json")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path("selfrag_bm25", "done.json"), []byte(`{"claims": 4, "top_k": 3, "rel_threshold": 0, "seconds": 12345}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	resumed, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: full})
+	if err != nil || resumed != full {
+		t.Fatalf("resume: %v (%s)", err, resumed)
+	}
+	mt, err := experiment.ReadMetrics(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for sys, reused := range map[string]bool{"closedbook_bm25": true, "plain_bm25": false, "selfrag_bm25": false} {
+		if got := mt["dev/"+sys+"/seconds"] == 12345; got != reused {
+			t.Errorf("%s: scored from its files %v, want %v (seconds %v)\n%s", sys, got, reused, mt["dev/"+sys+"/seconds"], out.String())
+		}
+		b, err := os.ReadFile(path(sys, "scifact.jsonl"))
+		if err != nil || string(b) != string(before[sys]) {
+			t.Errorf("%s: predictions after the resume differ (%v)", sys, err)
+		}
+		if _, err := os.Stat(path(sys, "done.json")); err != nil {
+			t.Errorf("%s: no done marker after the resume: %v", sys, err)
+		}
+	}
+}
