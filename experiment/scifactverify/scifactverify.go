@@ -24,9 +24,9 @@
 // probabilities, the decoded answer, the emitted label), runs/<split>.<system>.done.json (the
 // claims and settings it was read with: a resumed run scores such a system from its files
 // instead of decoding it again) and metrics.json with <split>/<system>/<metric>/{precision,
-// recall,f1} for the four official metrics. Training has two phases, "plain" and "selfrag", checkpointed in the run's plain/
-// and selfrag/ directories (export.ReaderLMConfig: `train export -run <run>/selfrag`), each
-// resumed exactly. `train verify` runs a trained reader on a file of claims (Verify).
+// recall,f1} for the four official metrics. Training has two phases, "plain" and "selfrag",
+// checkpointed in the run's plain/ and selfrag/ directories (export.ReaderLMConfig: `train
+// export -run <run>/selfrag`), each resumed exactly. `train verify` runs a trained reader on a file of claims (Verify).
 package scifactverify
 
 import (
