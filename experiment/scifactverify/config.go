@@ -61,8 +61,9 @@ type Config struct {
 	// MaxLength is L, the tokens of a training sequence and of a decoded one; 64..8192 and at
 	// most the model's context. Default 320.
 	MaxLength int `toml:"max_length"`
-	// AbstractTokens bounds the abstract's tokens in a sequence (title and whole numbered
-	// sentences, later ones dropped); >= 16. Default 224.
+	// AbstractTokens bounds a passage's tokens: an abstract is read as passages of its title
+	// and whole numbered sentences that fit (format.windows; a sentence that alone does not fit
+	// is cut), each judged alone; >= 16. Default 224.
 	AbstractTokens int `toml:"abstract_tokens"`
 	// LoRA of each fine-tuned reader (model.LoRAConfig, peft's names): rank >= 1, alpha > 0,
 	// dropout in [0,1), targets among q_proj k_proj v_proj o_proj gate_proj up_proj down_proj.

@@ -26,6 +26,9 @@ type verdict struct {
 	sents                     []int
 	pRel, pSup, pCon, pNoSupp float64
 	text                      string // the decoded answer (rationale; the plain reader's label too)
+	// window is the passage judged (Self-RAG: the most relevant; plain: the first that gave the
+	// label, else the first) of the abstract's passages
+	window, passages int
 }
 
 // groupProbs is the softmax of the logits restricted to the first tokens of the group's words.
@@ -86,35 +89,45 @@ func argmax(x []float32) int {
 	return best
 }
 
-// selfrag is Self-RAG's short-form decoding of one retrieved abstract: the prefix up to the
-// passage, then p([Relevant]) from the relevance group; below relThreshold the abstract is
-// dropped (abstain). Else [Relevant] is forced, the rationale indices are decoded greedily,
-// "\nVerdict:" forced, and the support group read: [Fully supported] -> SUPPORT,
-// [Contradicted] -> CONTRADICT, [No support / Contradictory] -> abstain; the emitted label is
-// the group's argmax.
+// selfrag is Self-RAG's short-form decoding of one retrieved abstract, read as its passages
+// (format.windows): each passage's prefix up to the relevance token gives p([Relevant]) from the
+// relevance group, and the abstract is judged on its most relevant passage. Below relThreshold
+// the abstract is dropped (abstain). Else [Relevant] is forced after that passage, the rationale
+// indices are decoded greedily, "\nVerdict:" forced, and the support group read: [Fully
+// supported] -> SUPPORT, [Contradicted] -> CONTRADICT, [No support / Contradictory] ->
+// abstain; the emitted label is the group's argmax.
 func (r *reader) selfrag(claim string, d *Doc) (verdict, error) {
-	p, shown := r.f.selfragPrompt(claim, d)
-	c, err := r.dec.NewCache(len(p.ids) + reserveTokens + maxNewTokens)
-	if err != nil {
-		return verdict{}, err
-	}
-	logits, err := r.feed(c, p.ids)
-	if err != nil {
-		return verdict{}, err
-	}
+	ws := r.f.windows(d)
 	rt := r.f.rt
-	v := verdict{pRel: groupProbs(logits, rt.relevant, rt.irrelevant)[0]}
+	var v verdict
+	var best *model.LlamaCache
+	for i, w := range ws {
+		p := r.f.selfragPrompt(claim, d, w)
+		c, err := r.dec.NewCache(len(p.ids) + reserveTokens + maxNewTokens)
+		if err != nil {
+			return verdict{}, err
+		}
+		logits, err := r.feed(c, p.ids)
+		if err != nil {
+			return verdict{}, err
+		}
+		if pRel := groupProbs(logits, rt.relevant, rt.irrelevant)[0]; best == nil || pRel > v.pRel {
+			v.pRel, v.window, best = pRel, i, c
+		}
+	}
+	v.passages = len(ws)
 	if v.pRel < r.relThreshold {
 		return v, nil
 	}
-	if logits, err = r.feed(c, append(slices.Clone(rt.relevant), r.f.rationale...)); err != nil {
-		return v, err
-	}
-	gen, err := r.greedy(c, logits)
+	logits, err := r.feed(best, append(slices.Clone(rt.relevant), r.f.rationale...))
 	if err != nil {
 		return v, err
 	}
-	if logits, err = r.feed(c, r.f.verdict); err != nil {
+	gen, err := r.greedy(best, logits)
+	if err != nil {
+		return v, err
+	}
+	if logits, err = r.feed(best, r.f.verdict); err != nil {
 		return v, err
 	}
 	v.text = r.f.tok.Decode(gen, true)
@@ -128,33 +141,58 @@ func (r *reader) selfrag(claim string, d *Doc) (verdict, error) {
 	default:
 		return v, nil
 	}
-	v.text = r.f.tok.Decode(gen, true)
-	v.sents = parseRationale(v.text, shown)
+	v.sents = parseRationale(v.text, ws[v.window])
 	return v, nil
 }
 
-// plain decodes the plain reader's answer greedily after "Rationale:" (to eos or
-// maxNewTokens + 8 tokens) and parses "<indices>\nLabel: <label>"; a label other than SUPPORT
-// or CONTRADICT abstains.
+// plain reads each passage of the abstract (format.windows): the answer is decoded greedily
+// after "Rationale:" (to eos or maxNewTokens + 8 tokens), and the passages' answers are
+// combined (combinePlain).
 func (r *reader) plain(claim string, d *Doc) (verdict, error) {
-	p, shown := r.f.plainPrompt(claim, d)
-	ids := append(p.ids, r.f.plainRationale...)
-	gen, err := r.dec.Generate([][]int{ids}, model.SampleOptions{MaxNew: maxNewTokens + 8, Stop: []int{r.f.tok.EOS()}, Batch: 1})
-	if err != nil {
-		return verdict{}, err
+	ws := r.f.windows(d)
+	answers := make([]string, len(ws))
+	for i, w := range ws {
+		ids := append(r.f.plainPrompt(claim, d, w).ids, r.f.plainRationale...)
+		gen, err := r.dec.Generate([][]int{ids}, model.SampleOptions{MaxNew: maxNewTokens + 8, Stop: []int{r.f.tok.EOS()}, Batch: 1})
+		if err != nil {
+			return verdict{}, err
+		}
+		answers[i] = r.f.tok.Decode(gen[0].Tokens, true)
 	}
-	v := verdict{text: r.f.tok.Decode(gen[0].Tokens, true)}
-	rat, lab, _ := strings.Cut(v.text, "Label:")
-	switch strings.TrimSpace(lab) {
-	case string(eval.Support):
-		v.label = eval.Support
-	case string(eval.Contradict):
-		v.label = eval.Contradict
-	default:
-		return v, nil
+	return combinePlain(answers, ws), nil
+}
+
+// combinePlain judges an abstract from the plain reader's answers on its passages ws, each
+// parsed as "<indices>\nLabel: <label>" (a label other than SUPPORT or CONTRADICT abstains on
+// that passage): the abstract's label is the first passage's that does not abstain, its
+// rationale the sentences of every passage giving that label (in passage order); it abstains
+// when every passage does. The verdict's text and window are that first passage's (else the
+// first passage's).
+func combinePlain(answers []string, ws []window) verdict {
+	v := verdict{passages: len(ws)}
+	for i, text := range answers {
+		rat, lab, _ := strings.Cut(text, "Label:")
+		var got eval.VerifyLabel
+		switch strings.TrimSpace(lab) {
+		case string(eval.Support):
+			got = eval.Support
+		case string(eval.Contradict):
+			got = eval.Contradict
+		}
+		if i == 0 || (v.label == "" && got != "") {
+			v.text, v.window = text, i
+		}
+		if got == "" || (v.label != "" && got != v.label) {
+			continue
+		}
+		v.label = got
+		for _, s := range parseRationale(rat, ws[i]) {
+			if !slices.Contains(v.sents, s) {
+				v.sents = append(v.sents, s)
+			}
+		}
 	}
-	v.sents = parseRationale(rat, shown)
-	return v, nil
+	return v
 }
 
 // closedBook asks the instruct model, with its chat template and no abstract, whether the claim

@@ -62,13 +62,14 @@ type format struct {
 }
 
 // truncation counts what the sequence layout cut, each claim text and each abstract once: the
-// claims longer than claimTokens, and the abstracts over abstract_tokens with the sentences
-// they left out (not shown) or cut (the first sentence, shown in part when it alone does not
-// fit; a title cut to half the budget counts the abstract only).
+// claims longer than claimTokens, and the abstracts over abstract_tokens, with the passages
+// they were read as (format.windows: every sentence is shown, in one passage) and the sentences
+// cut (one that alone does not fit a passage is shown in part; a title cut to half the budget
+// counts the abstract only).
 type truncation struct {
 	claims, cutClaims       map[string]bool
 	abstracts, cutAbstracts map[int]bool
-	sentsLeftOut, sentsCut  int
+	passages, sentsCut      int
 }
 
 // report writes one line of what was cut since the last report, under what, and starts
@@ -77,8 +78,8 @@ func (t *truncation) report(out io.Writer, what string) string {
 	if len(t.claims) == 0 && len(t.abstracts) == 0 {
 		return ""
 	}
-	line := fmt.Sprintf("truncation: claims cut to %d tokens %d of %d; abstracts over abstract_tokens %d of %d (%d sentences left out, %d cut)",
-		claimTokens, len(t.cutClaims), len(t.claims), len(t.cutAbstracts), len(t.abstracts), t.sentsLeftOut, t.sentsCut)
+	line := fmt.Sprintf("truncation: claims cut to %d tokens %d of %d; abstracts over abstract_tokens %d of %d (read as %d passages, %d sentences cut)",
+		claimTokens, len(t.cutClaims), len(t.claims), len(t.cutAbstracts), len(t.abstracts), t.passages, t.sentsCut)
 	fmt.Fprintf(out, "%s: %s\n", what, line)
 	*t = truncation{}
 	return line
@@ -95,9 +96,9 @@ func (t *truncation) claimRead(text string, cut bool) {
 	}
 }
 
-// abstractRead records an abstract, the sentences it showed, whether its first sentence was
-// shown in part and whether its title line was cut.
-func (t *truncation) abstractRead(d *Doc, shown int, cutFirst, cutTitle bool) {
+// abstractRead records an abstract read as passages windows, with sentsCut sentences shown in
+// part and whether its title line was cut.
+func (t *truncation) abstractRead(d *Doc, passages, sentsCut int, cutTitle bool) {
 	if t.abstracts == nil {
 		t.abstracts, t.cutAbstracts = map[int]bool{}, map[int]bool{}
 	}
@@ -105,12 +106,10 @@ func (t *truncation) abstractRead(d *Doc, shown int, cutFirst, cutTitle bool) {
 		return
 	}
 	t.abstracts[d.ID] = true
-	if shown < len(d.Sents) || cutFirst || cutTitle {
+	if passages > 1 || sentsCut > 0 || cutTitle {
 		t.cutAbstracts[d.ID] = true
-		t.sentsLeftOut += len(d.Sents) - shown
-		if cutFirst {
-			t.sentsCut++
-		}
+		t.passages += passages
+		t.sentsCut += sentsCut
 	}
 }
 
@@ -150,26 +149,62 @@ func (f *format) claim(text string) []int {
 	return append(ids, f.tok.Encode("\n")...)
 }
 
-// abstract is "Abstract: <title>\n(0) <sentence 0>\n(1) ...", whole sentences while they fit the
-// budget (the first one cut if it alone does not); it returns the tokens and the number of
-// sentences shown.
-func (f *format) abstractOf(d *Doc) ([]int, int) {
+// window is one passage of an abstract: its sentences from .. to-1.
+type window struct{ from, to int }
+
+// holds reports whether sentence i is in the window.
+func (w window) holds(i int) bool { return i >= w.from && i < w.to }
+
+// titleLine is "Abstract: <title>\n", cut to half the abstract budget; it reports the cut.
+func (f *format) titleLine(d *Doc) ([]int, bool) {
 	ids := f.tok.Encode("Abstract: " + d.Title + "\n")
-	cutTitle, cutFirst := len(ids) > f.abstract/2, false
-	ids = ids[:min(len(ids), f.abstract/2)]
-	shown := 0
-	for i, s := range d.Sents {
-		t := f.tok.Encode("(" + strconv.Itoa(i) + ") " + s + "\n")
-		if len(ids)+len(t) > f.abstract {
-			if i == 0 {
-				ids, shown, cutFirst = append(ids, t[:f.abstract-len(ids)]...), 1, true
+	return ids[:min(len(ids), f.abstract/2)], len(ids) > f.abstract/2
+}
+
+// sentence is "(i) <sentence i>\n".
+func (f *format) sentence(d *Doc, i int) []int {
+	return f.tok.Encode("(" + strconv.Itoa(i) + ") " + d.Sents[i] + "\n")
+}
+
+// windows partitions d's sentences, in order, into the passages a reader reads one at a time
+// (Self-RAG's retrieved passages; Asai et al. read 100-word chunks): each is the title line and
+// whole sentences while they fit abstract_tokens; a sentence that alone does not fit is a passage
+// of its own, cut. An abstract with no sentences is one passage of its title.
+func (f *format) windows(d *Doc) []window {
+	title, cutTitle := f.titleLine(d)
+	var out []window
+	cut := 0
+	from := 0
+	for {
+		n, to := len(title), from
+		for to < len(d.Sents) {
+			l := len(f.sentence(d, to))
+			if n+l > f.abstract {
+				if to == from {
+					to, cut = to+1, cut+1
+				}
+				break
 			}
+			n, to = n+l, to+1
+		}
+		out = append(out, window{from, to})
+		if from = to; from >= len(d.Sents) {
 			break
 		}
-		ids, shown = append(ids, t...), i+1
 	}
-	f.cut.abstractRead(d, shown, cutFirst, cutTitle)
-	return ids, shown
+	f.cut.abstractRead(d, len(out), cut, cutTitle)
+	return out
+}
+
+// passage is "Abstract: <title>\n(i) <sentence i>\n..." for the sentences of window w, at most
+// abstract_tokens tokens (a sentence that alone does not fit is cut).
+func (f *format) passage(d *Doc, w window) []int {
+	ids, _ := f.titleLine(d)
+	for i := w.from; i < w.to; i++ {
+		t := f.sentence(d, i)
+		ids = append(ids, t[:min(len(t), f.abstract-len(ids))]...)
+	}
+	return ids
 }
 
 // seq is a token sequence and which of its tokens are targets of the loss.
@@ -205,11 +240,27 @@ func goldOf(g eval.SciFactClaim, doc int) gold {
 	return gold{label: ga.Label, sents: slices.Compact(s)}
 }
 
-// rationaleText is " 0, 3" for the shown sentences among sents (at most maxRationale), or " none".
-func rationaleText(sents []int, shown int) string {
+// in is the annotation of passage w: the label and the rationale sentences it holds, or NOT
+// ENOUGH INFO when it holds none of them (the evidence is in another passage).
+func (g gold) in(w window) gold {
+	var s []int
+	for _, i := range g.sents {
+		if w.holds(i) {
+			s = append(s, i)
+		}
+	}
+	if g.label == "" || len(s) == 0 {
+		return gold{}
+	}
+	return gold{label: g.label, sents: s}
+}
+
+// rationaleText is " 0, 3" for the sentences among sents in passage w (at most maxRationale),
+// or " none".
+func rationaleText(sents []int, w window) string {
 	var parts []string
 	for _, i := range sents {
-		if i < shown && len(parts) < maxRationale {
+		if w.holds(i) && len(parts) < maxRationale {
 			parts = append(parts, strconv.Itoa(i))
 		}
 	}
@@ -220,23 +271,22 @@ func rationaleText(sents []int, shown int) string {
 }
 
 // selfragPrompt is the Self-RAG reader's prefix up to the relevance token: the claim, the
-// retrieval decision, the abstract.
-func (f *format) selfragPrompt(claim string, d *Doc) (seq, int) {
+// retrieval decision, passage w of the abstract.
+func (f *format) selfragPrompt(claim string, d *Doc, w window) seq {
 	var s seq
 	s.add(f.claim(claim), false)
 	s.add(f.rt.retrieve, true)
-	a, shown := f.abstractOf(d)
-	s.add(a, false) // the retrieved passage is no target (Self-RAG masks it out of the loss)
-	return s, shown
+	s.add(f.passage(d, w), false) // the retrieved passage is no target (Self-RAG masks it out of the loss)
+	return s
 }
 
-// selfragSeq is a Self-RAG training sequence:
+// selfragSeq is a Self-RAG training sequence of passage w, annotated g (gold.in):
 //
 //	Claim: <claim>\n[Retrieval]Abstract: ...\n[Relevant|Irrelevant]\nRationale: 0, 3\nVerdict:[support token]<eos>
 //
 // with the loss on the reflection tokens and the answer, not on the claim or the abstract.
-func (f *format) selfragSeq(claim string, d *Doc, g gold) (seq, error) {
-	s, shown := f.selfragPrompt(claim, d)
+func (f *format) selfragSeq(claim string, d *Doc, w window, g gold) (seq, error) {
+	s := f.selfragPrompt(claim, d, w)
 	rel, sup := f.rt.irrelevant, f.rt.unsupported
 	switch g.label {
 	case eval.Support:
@@ -246,32 +296,31 @@ func (f *format) selfragSeq(claim string, d *Doc, g gold) (seq, error) {
 	}
 	s.add(rel, true)
 	s.add(f.rationale, true)
-	s.add(f.tok.Encode(rationaleText(g.sents, shown)), true)
+	s.add(f.tok.Encode(rationaleText(g.sents, w)), true)
 	s.add(f.verdict, true)
 	s.add(sup, true)
 	s.add([]int{f.tok.EOS()}, true)
 	return s, f.fits(s)
 }
 
-// plainPrompt is the plain reader's prefix: the claim and the abstract.
-func (f *format) plainPrompt(claim string, d *Doc) (seq, int) {
+// plainPrompt is the plain reader's prefix: the claim and passage w of the abstract.
+func (f *format) plainPrompt(claim string, d *Doc, w window) seq {
 	var s seq
 	s.add(f.claim(claim), false)
-	a, shown := f.abstractOf(d)
-	s.add(a, false)
-	return s, shown
+	s.add(f.passage(d, w), false)
+	return s
 }
 
 // plainLabels are the plain reader's label words.
 var plainLabels = map[eval.VerifyLabel]string{eval.Support: " SUPPORT", eval.Contradict: " CONTRADICT", "": " NOT ENOUGH INFO"}
 
-// plainSeq is a plain reader's training sequence, no reflection tokens:
+// plainSeq is a plain reader's training sequence of passage w, annotated g, no reflection tokens:
 //
 //	Claim: <claim>\nAbstract: ...\nRationale: 0, 3\nLabel: SUPPORT|CONTRADICT|NOT ENOUGH INFO<eos>
-func (f *format) plainSeq(claim string, d *Doc, g gold) (seq, error) {
-	s, shown := f.plainPrompt(claim, d)
+func (f *format) plainSeq(claim string, d *Doc, w window, g gold) (seq, error) {
+	s := f.plainPrompt(claim, d, w)
 	s.add(f.plainRationale, true) // the abstract ends in "\n"
-	s.add(f.tok.Encode(rationaleText(g.sents, shown)), true)
+	s.add(f.tok.Encode(rationaleText(g.sents, w)), true)
 	s.add(f.label, true)
 	s.add(f.tok.Encode(plainLabels[g.label]), true)
 	s.add([]int{f.tok.EOS()}, true)
@@ -287,13 +336,13 @@ func (f *format) fits(s seq) error {
 
 var digits = regexp.MustCompile(`\d+`)
 
-// parseRationale reads the sentence indices of a decoded answer: the integers of its text below
-// shown, distinct, in order.
-func parseRationale(text string, shown int) []int {
+// parseRationale reads the sentence indices of a decoded answer: the integers of its text in
+// passage w, distinct, in order.
+func parseRationale(text string, w window) []int {
 	var out []int
 	for _, m := range digits.FindAllString(text, -1) {
 		i, err := strconv.Atoi(m)
-		if err == nil && i < shown && !slices.Contains(out, i) {
+		if err == nil && w.holds(i) && !slices.Contains(out, i) {
 			out = append(out, i)
 		}
 	}

@@ -59,7 +59,8 @@ func predictClaim(r *reader, how string, claim Claim, docs []*Doc, trace *bytes.
 		}
 		if trace != nil {
 			b, err := json.Marshal(map[string]any{"id": claim.ID, "doc": d.ID, "label": v.label, "sentences": append([]int{}, v.sents...),
-				"p_relevant": v.pRel, "p_supported": v.pSup, "p_contradicts": v.pCon, "p_insufficient": v.pNoSupp, "text": v.text})
+				"p_relevant": v.pRel, "p_supported": v.pSup, "p_contradicts": v.pCon, "p_insufficient": v.pNoSupp, "text": v.text,
+				"passage": v.window, "passages": v.passages})
 			if err != nil {
 				return p, err
 			}

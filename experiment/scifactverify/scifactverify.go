@@ -213,24 +213,29 @@ func (r *verifyRun) load() error {
 	return err
 }
 
-// sequences lays out every training pair (gold evidence and the top train_k BM25 abstracts of
-// each claim) as a plain and a Self-RAG sequence.
+// sequences lays out every training pair (trainPairs: passages of the gold evidence abstracts
+// and of the top train_k BM25 abstracts of each claim) as a plain and a Self-RAG sequence.
 func (r *verifyRun) sequences() error {
 	l := r.l
-	pairs := trainPairs(l.train, l.trainRank, l.corpus)
+	pairs := trainPairs(l.f, l.train, l.trainRank, l.corpus)
 	r.seqs = map[string][]seq{}
+	evidence := 0
 	for _, p := range pairs {
-		a, err := l.f.plainSeq(p.claim.Text, p.doc, p.gold)
+		if p.gold.label != "" {
+			evidence++
+		}
+		a, err := l.f.plainSeq(p.claim.Text, p.doc, p.w, p.gold)
 		if err != nil {
 			return err
 		}
-		b, err := l.f.selfragSeq(p.claim.Text, p.doc, p.gold)
+		b, err := l.f.selfragSeq(p.claim.Text, p.doc, p.w, p.gold)
 		if err != nil {
 			return err
 		}
 		r.seqs[PlainPhase], r.seqs[SelfRAGPhase] = append(r.seqs[PlainPhase], a), append(r.seqs[SelfRAGPhase], b)
 	}
-	fmt.Fprintf(r.o.Out, "scifact_verify: %d training pairs (gold evidence + top %d BM25 per claim)\n", len(pairs), r.c.TrainK)
+	fmt.Fprintf(r.o.Out, "scifact_verify: %d training passages (every passage of the gold evidence abstracts, one of each of the top %d BM25 others per claim), %d holding rationale sentences\n",
+		len(pairs), r.c.TrainK, evidence)
 	l.f.cut.report(r.o.Out, "scifact_verify: training sequences")
 	return nil
 }

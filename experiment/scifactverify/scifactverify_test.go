@@ -167,7 +167,7 @@ func TestResumesExactly(t *testing.T) {
 	}
 	testkit.SameFile(t, filepath.Join(full, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), pred)
 	// what the layout cut is said on Progress (stderr) and in the summary line
-	cutLine := regexp.MustCompile(`truncation: claims cut to 48 tokens \d+ of 4; abstracts over abstract_tokens \d+ of \d+ \(\d+ sentences left out, \d+ cut\)`)
+	cutLine := regexp.MustCompile(`truncation: claims cut to 48 tokens \d+ of 4; abstracts over abstract_tokens \d+ of \d+ \(read as \d+ passages, \d+ sentences cut\)`)
 	if !cutLine.MatchString(verr.String()) || !cutLine.MatchString(vout.String()) {
 		t.Errorf("train verify's truncation counts: progress %q, summary %q", verr.String(), vout.String())
 	}
@@ -211,16 +211,17 @@ func TestFormat(t *testing.T) {
 		{gold{eval.Contradict, []int{1}}, f.rt.relevant, f.rt.contradicted, " CONTRADICT", " 1"},
 		{gold{}, f.rt.irrelevant, f.rt.unsupported, " NOT ENOUGH INFO", " none"},
 	} {
-		s, err := f.selfragSeq("Aspirin works.", d, c.g)
+		ws := f.windows(d)
+		if !slices.Equal(ws, []window{{0, 2}, {2, 3}}) {
+			t.Fatalf("passages %v, want sentences 0-1 and 2 (the third is past the 40-token budget)", ws)
+		}
+		w := ws[0]
+		s, err := f.selfragSeq("Aspirin works.", d, w, c.g.in(w))
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, shown := f.abstractOf(d)
-		if shown != 2 {
-			t.Fatalf("shown %d sentences, want 2 (the third is past the 40-token budget)", shown)
-		}
 		cl := f.claim("Aspirin works.")
-		a, _ := f.abstractOf(d)
+		a := f.passage(d, w)
 		var want []int
 		for _, p := range [][]int{cl, f.rt.retrieve, a, c.rel, f.rationale, tok.Encode(c.rationale), f.verdict, c.sup, {tok.EOS()}} {
 			want = append(want, p...)
@@ -234,7 +235,27 @@ func TestFormat(t *testing.T) {
 				t.Fatalf("%q: token %d loss %v (claim or abstract: %v)", c.g.label, i, l, inPrompt)
 			}
 		}
-		p, err := f.plainSeq("Aspirin works.", d, c.g)
+		// the second passage shows sentence 2: the SUPPORT pair's rationale there, the others none
+		s2, err := f.selfragSeq("Aspirin works.", d, ws[1], c.g.in(ws[1]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantRel, wantRat, wantSup := f.rt.irrelevant, " none", f.rt.unsupported
+		if c.g.label == eval.Support {
+			wantRel, wantRat, wantSup = f.rt.relevant, " 2", f.rt.supported
+		}
+		a2 := f.passage(d, ws[1])
+		want = nil
+		for _, p := range [][]int{cl, f.rt.retrieve, a2, wantRel, f.rationale, tok.Encode(wantRat), f.verdict, wantSup, {tok.EOS()}} {
+			want = append(want, p...)
+		}
+		if !slices.Equal(s2.ids, want) {
+			t.Errorf("%q: second passage's selfrag ids %v, want %v", c.g.label, s2.ids, want)
+		}
+		if !strings.Contains(tok.Decode(a2, true), "(2) A third sentence") || strings.Contains(tok.Decode(a2, true), "(0)") {
+			t.Errorf("second passage %q", tok.Decode(a2, true))
+		}
+		p, err := f.plainSeq("Aspirin works.", d, w, c.g.in(w))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,8 +268,17 @@ func TestFormat(t *testing.T) {
 			}
 		}
 	}
-	if got := parseRationale(" 3, 1, 3, 12 and 0", 5); !slices.Equal(got, []int{3, 1, 0}) {
+	if got := parseRationale(" 3, 1, 3, 12 and 0", window{0, 5}); !slices.Equal(got, []int{3, 1, 0}) {
 		t.Errorf("parseRationale = %v", got)
+	}
+	if got := parseRationale(" 3, 1, 3, 12 and 0", window{1, 4}); !slices.Equal(got, []int{3, 1}) {
+		t.Errorf("parseRationale in passage 1-3 = %v", got)
+	}
+	if g := (gold{eval.Contradict, []int{1, 4, 6}}).in(window{2, 5}); g.label != eval.Contradict || !slices.Equal(g.sents, []int{4}) {
+		t.Errorf("gold.in = %+v", g)
+	}
+	if g := (gold{eval.Support, []int{1}}).in(window{2, 5}); g.label != "" || g.sents != nil {
+		t.Errorf("gold.in a passage without rationale = %+v, want NOT ENOUGH INFO", g)
 	}
 	if g := goldOf(eval.SciFactClaim{Evidence: map[int]eval.SciFactGoldAbstract{5: {Label: eval.Support, Sets: [][]int{{4}, {1, 2}}}}}, 5); g.label != eval.Support || !slices.Equal(g.sents, []int{1, 2, 4}) {
 		t.Errorf("goldOf = %+v", g)
@@ -257,7 +287,7 @@ func TestFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	short, _ := newFormat(tok, 40, 60)
-	if _, err := short.selfragSeq("Aspirin works.", d, gold{}); err == nil || !strings.Contains(err.Error(), "max_length = 60") {
+	if _, err := short.selfragSeq("Aspirin works.", d, window{0, 2}, gold{}); err == nil || !strings.Contains(err.Error(), "max_length = 60") {
 		t.Errorf("a sequence past max_length: err = %v", err)
 	}
 }
@@ -295,6 +325,7 @@ func TestSelfRAGDecision(t *testing.T) {
 	}
 	open := &reader{f: f, dec: dec}
 	labels := map[eval.VerifyLabel]int{}
+	multi := 0
 	for i, d := range corpus.Order[:6] {
 		claim := []string{"Aspirin lowers the risk of stroke.", "Vitamin D deficiency causes rickets."}[i%2]
 		v, err := open.selfrag(claim, d)
@@ -315,12 +346,33 @@ func TestSelfRAGDecision(t *testing.T) {
 			t.Errorf("doc %d: label %q, support group %v %v %v", d.ID, v.label, v.pSup, v.pCon, v.pNoSupp)
 		}
 		labels[v.label]++
-		_, shown := f.abstractOf(d)
+		ws := f.windows(d)
+		if v.passages != len(ws) || v.window < 0 || v.window >= len(ws) {
+			t.Fatalf("doc %d: passage %d of %d, the abstract has %d", d.ID, v.window, v.passages, len(ws))
+		}
 		for _, s := range v.sents {
-			if s >= shown {
-				t.Errorf("doc %d: rationale %d of %d shown sentences", d.ID, s, shown)
+			if !ws[v.window].holds(s) {
+				t.Errorf("doc %d: rationale %d outside the judged passage %+v", d.ID, s, ws[v.window])
 			}
 		}
+		// p([Relevant]) is the passages' largest, each read alone, and the judged passage's
+		best := -1.0
+		for i, w := range ws {
+			c, _ := dec.NewCache(200)
+			logits, err := open.feed(c, f.selfragPrompt(claim, d, w).ids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p := groupProbs(logits, f.rt.relevant, f.rt.irrelevant)[0]
+			if i == v.window && p != v.pRel {
+				t.Errorf("doc %d: p(rel) %v, its judged passage's %v", d.ID, v.pRel, p)
+			}
+			best = max(best, p)
+		}
+		if best != v.pRel {
+			t.Errorf("doc %d: p(rel) %v, the passages' largest %v", d.ID, v.pRel, best)
+		}
+		multi += min(len(ws)-1, 1)
 		closed := &reader{f: f, dec: dec, relThreshold: math.Nextafter(v.pRel, 2)}
 		w, err := closed.selfrag(claim, d)
 		if err != nil {
@@ -330,7 +382,10 @@ func TestSelfRAGDecision(t *testing.T) {
 			t.Errorf("doc %d: above the threshold: %+v", d.ID, w)
 		}
 	}
-	t.Logf("labels of the random tiny model: %v", labels)
+	if multi == 0 {
+		t.Errorf("no abstract of the test was read as several passages")
+	}
+	t.Logf("labels of the random tiny model: %v; %d of 6 abstracts read as several passages", labels, multi)
 }
 
 // TestAbstains: with rel_threshold = 1 the Self-RAG reader never reaches p([Relevant]) = 1 on
@@ -530,19 +585,21 @@ func TestTruncationCounted(t *testing.T) {
 		t.Fatalf("the long claim is %d tokens", n)
 	}
 	fits := &Doc{ID: 1, Title: "T", Sents: []string{"Aspirin helps."}}
-	leftOut := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
+	twoPassages := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
 	firstCut := &Doc{ID: 7, Title: "T", Sents: []string{strings.Repeat("a very long first sentence ", 20), "second"}}
 	for _, c := range []struct {
 		claim string
 		d     *Doc
-	}{{"Aspirin works.", fits}, {long, leftOut}, {long, leftOut}, {"Aspirin works.", firstCut}} {
-		if _, err := f.plainSeq(c.claim, c.d, gold{}); err != nil {
-			t.Fatal(err)
+	}{{"Aspirin works.", fits}, {long, twoPassages}, {long, twoPassages}, {"Aspirin works.", firstCut}} {
+		for _, w := range f.windows(c.d) {
+			if _, err := f.plainSeq(c.claim, c.d, w, gold{}); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	var out strings.Builder
 	line := f.cut.report(&out, "verify")
-	want := "truncation: claims cut to 48 tokens 1 of 2; abstracts over abstract_tokens 2 of 3 (2 sentences left out, 1 cut)"
+	want := "truncation: claims cut to 48 tokens 1 of 2; abstracts over abstract_tokens 2 of 3 (read as 4 passages, 1 sentences cut)"
 	if line != want || out.String() != "verify: "+want+"\n" {
 		t.Errorf("report %q, printed %q, want %q", line, out.String(), want)
 	}
@@ -746,6 +803,72 @@ func TestEvaluationResumes(t *testing.T) {
 		}
 		if _, err := os.Stat(path(sys, "done.json")); err != nil {
 			t.Errorf("%s: no done marker after the resume: %v", sys, err)
+		}
+	}
+}
+
+// TestTrainPairs: every passage of a gold evidence abstract is a pair (the one holding the
+// rationale labelled, the other NOT ENOUGH INFO), a retrieved abstract that is evidence is not
+// repeated, and each other retrieved abstract gives one passage, NOT ENOUGH INFO, the same on
+// every call.
+func TestTrainPairs(t *testing.T) {
+	f, _ := testFormat(t)
+	two := &Doc{ID: 5, Title: "T", Sents: []string{"Aspirin helps.", "It does.", "A third sentence here that is long enough to be cut off by the budget."}}
+	other := &Doc{ID: 7, Title: "T", Sents: []string{strings.Repeat("a very long first sentence ", 20), "second"}}
+	one := &Doc{ID: 9, Title: "T", Sents: []string{"Short."}}
+	corpus := &Corpus{ByID: map[int]*Doc{5: two, 7: other, 9: one}, Order: []*Doc{two, other, one}}
+	s := &split{claims: []Claim{{ID: 1, Text: "Aspirin works."}},
+		gold: map[int]eval.SciFactClaim{1: {ID: 1, Evidence: map[int]eval.SciFactGoldAbstract{5: {Label: eval.Support, Sets: [][]int{{2}}}}}}}
+	got := trainPairs(f, s, map[int][]int{1: {7, 5, 9}}, corpus)
+	var desc []string
+	for _, p := range got {
+		desc = append(desc, fmt.Sprintf("%d %v %q %v", p.doc.ID, p.w, p.gold.label, p.gold.sents))
+	}
+	ws := f.windows(other)
+	if len(ws) != 2 {
+		t.Fatalf("doc 7: %d passages, want 2", len(ws))
+	}
+	want := []string{`5 {0 2} "" []`, `5 {2 3} "SUPPORT" [2]`, fmt.Sprintf(`7 %v "" []`, ws[pickPassage(1, 7, 2)]), `9 {0 1} "" []`}
+	if !slices.Equal(desc, want) {
+		t.Errorf("pairs\n%v\nwant\n%v", desc, want)
+	}
+	again := trainPairs(f, s, map[int][]int{1: {7, 5, 9}}, corpus)
+	if len(again) != len(got) || again[2].w != got[2].w {
+		t.Errorf("not deterministic")
+	}
+	// over SciFact-sized ids every passage of a three-passage abstract is picked, about a third each
+	count := [3]int{}
+	for c := range 300 {
+		for d := range 10 {
+			count[pickPassage(c*37+1, 4000000+d*7919, 3)]++
+		}
+	}
+	for i, n := range count {
+		if n < 850 || n > 1150 {
+			t.Errorf("passage %d picked %d of 3000 times", i, n)
+		}
+	}
+}
+
+// TestCombinePlain: an abstract's plain verdict from its passages' answers, by hand: the first
+// labelled passage decides, passages with the other label or none add nothing, rationale
+// indices outside their passage are dropped; all abstaining abstains.
+func TestCombinePlain(t *testing.T) {
+	ws := []window{{0, 3}, {3, 5}, {5, 8}}
+	for _, c := range []struct {
+		answers []string
+		label   eval.VerifyLabel
+		sents   []int
+		window  int
+	}{
+		{[]string{" none\nLabel: NOT ENOUGH INFO", " 3, 4\nLabel: SUPPORT", " 6, 1\nLabel: SUPPORT"}, eval.Support, []int{3, 4, 6}, 1},
+		{[]string{" 2\nLabel: CONTRADICT", " 3\nLabel: SUPPORT", " 7\nLabel: CONTRADICT"}, eval.Contradict, []int{2, 7}, 0},
+		{[]string{" none\nLabel: NOT ENOUGH INFO", " 4\nLabel: MAYBE", " none\nLabel: NOT ENOUGH INFO"}, "", nil, 0},
+		{[]string{" 9, 0\nLabel: SUPPORT", "", ""}, eval.Support, []int{0}, 0},
+	} {
+		v := combinePlain(c.answers, ws)
+		if v.label != c.label || !slices.Equal(v.sents, c.sents) || v.window != c.window || v.passages != 3 || v.text != c.answers[c.window] {
+			t.Errorf("%q: %q %v passage %d of %d (%q), want %q %v passage %d", c.answers, v.label, v.sents, v.window, v.passages, v.text, c.label, c.sents, c.window)
 		}
 	}
 }

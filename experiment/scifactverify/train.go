@@ -13,18 +13,22 @@ import (
 	"github.com/ragtrain/ragtrain/trainer"
 )
 
-// pair is one training (claim, abstract) pair: the claim's gold evidence abstracts and its
-// top train_k BM25 abstracts.
+// pair is one training (claim, passage) pair: a passage (format.windows) of one of the claim's
+// gold evidence abstracts or of its top train_k BM25 abstracts, with the passage's annotation.
 type pair struct {
 	claim Claim
 	doc   *Doc
+	w     window
 	gold  gold
 }
 
-// trainPairs lists each training claim's gold evidence abstracts (in doc id order), then its
-// retrieved abstracts that are not evidence (in rank order): the critic's judgements of
-// Self-RAG come from the annotation, not from a critic model.
-func trainPairs(s *split, retrieved map[int][]int, corpus *Corpus) []pair {
+// trainPairs lists, for each training claim, every passage of its gold evidence abstracts (in
+// doc id order; a passage holding rationale sentences carries the label and them, another is
+// NOT ENOUGH INFO: its evidence is elsewhere), then one passage of each retrieved abstract that
+// is not evidence (in rank order; NOT ENOUGH INFO), the passage a hash of (claim, doc) picks so
+// that such passages come from every part of an abstract, as at decoding. The critic's
+// judgements of Self-RAG come from the annotation, not from a critic model.
+func trainPairs(f *format, s *split, retrieved map[int][]int, corpus *Corpus) []pair {
 	var out []pair
 	for _, c := range s.claims {
 		g := s.gold[c.ID]
@@ -33,16 +37,29 @@ func trainPairs(s *split, retrieved map[int][]int, corpus *Corpus) []pair {
 			docs = append(docs, d)
 		}
 		slices.Sort(docs)
-		for _, d := range retrieved[c.ID] {
-			if _, ok := g.Evidence[d]; !ok {
-				docs = append(docs, d)
+		for _, d := range docs {
+			doc, gd := corpus.ByID[d], goldOf(g, d)
+			for _, w := range f.windows(doc) {
+				out = append(out, pair{claim: c, doc: doc, w: w, gold: gd.in(w)})
 			}
 		}
-		for _, d := range docs {
-			out = append(out, pair{claim: c, doc: corpus.ByID[d], gold: goldOf(g, d)})
+		for _, d := range retrieved[c.ID] {
+			if _, ok := g.Evidence[d]; ok {
+				continue
+			}
+			doc := corpus.ByID[d]
+			ws := f.windows(doc)
+			out = append(out, pair{claim: c, doc: doc, w: ws[pickPassage(c.ID, d, len(ws))]})
 		}
 	}
 	return out
+}
+
+// pickPassage is which of n passages of doc a non-evidence training pair of claim shows: a
+// multiplicative hash of the two ids, so every part of the abstracts is shown across pairs.
+func pickPassage(claim, doc, n int) int {
+	c, d := uint64(claim), uint64(doc)
+	return int(((c*0x9e3779b97f4a7c15 ^ d*0xbf58476d1ce4e5b9) >> 17) % uint64(n))
 }
 
 // seqTask trains the LoRA adapters on batches of B sequences of at most L tokens, the loss the
