@@ -58,7 +58,7 @@ type format struct {
 	maxLength int
 	// the fixed pieces
 	rationale, verdict, label, plainRationale []int
-	cut                                       truncation // what claim and abstractOf cut since the last report
+	cut                                       truncation // what claim and windows cut since the last report
 }
 
 // truncation counts what the sequence layout cut, each claim text and each abstract once: the
