@@ -37,7 +37,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"maps"
 	"path/filepath"
 	"strings"
 	"time"
@@ -319,11 +318,7 @@ func (r *verifyRun) evaluateSystem(ctx context.Context, sys string, gold []eval.
 	c := r.c
 	k, readers := c.TopK, r.readers
 	if ch, ok := r.choices[sys]; ok {
-		sr := *r.readers[SelfRAGPhase]
-		sr.relThreshold = ch.threshold
-		readers = maps.Clone(r.readers)
-		readers[SelfRAGPhase] = &sr
-		k = max(ch.k, 1)
+		readers, k = withThreshold(r.readers, ch.threshold), max(ch.k, 1)
 	}
 	want := sysDone{Claims: len(gold), TopK: k}
 	if isSelfRAG(sys) {

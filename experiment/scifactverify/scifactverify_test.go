@@ -617,8 +617,12 @@ func TestSelectOnDev(t *testing.T) {
 	if testing.Short() {
 		t.Skip("end-to-end runs")
 	}
+	var selRec *configs.Recipe
 	runWith := func(split string, ks []int, ts []float64, k int, th float64) string {
 		rec := tinyRecipe(t, "")
+		if ks != nil {
+			selRec = rec
+		}
 		c := Of(rec)
 		c.Systems, c.EvalSplit, c.SelectTopK, c.SelectRelThreshold, c.TopK, c.RelThreshold = []string{"selfrag_bm25", "oracle_selfrag"}, split, ks, ts, k, th
 		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
@@ -688,6 +692,36 @@ func TestSelectOnDev(t *testing.T) {
 			t.Fatal(err)
 		}
 		testkit.SameFile(t, filepath.Join(direct, experiment.RunsDir, "dev.selfrag_bm25.scifact.jsonl"), got)
+	}
+
+	// a resumed run reuses the dev decisions; a damaged file is decoded again, the same bytes
+	before, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, damage := range []bool{false, true} {
+		if damage {
+			if err := os.WriteFile(path, before[:len(before)/2], 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var out strings.Builder
+		if _, err := experiment.Run(context.Background(), selRec, experiment.Options{Out: &out, Progress: io.Discard, ResumeDir: sel}); err != nil {
+			t.Fatal(err)
+		}
+		reused := strings.Contains(out.String(), "selfrag_bm25: the dev decisions of "+path+" reused (8)")
+		again := strings.Contains(out.String(), "selfrag_bm25: "+path+" is not this decoding")
+		if reused == damage || again != damage {
+			t.Errorf("damaged %v: reused %v, decoded again %v:\n%s", damage, reused, again, out.String())
+		}
+		after, err := os.ReadFile(path)
+		if err != nil || string(after) != string(before) {
+			t.Errorf("damaged %v: the dev decisions after the resume differ (%v)", damage, err)
+		}
+		mt2, err := experiment.ReadMetrics(sel)
+		if err != nil || mt2["dev/selfrag_bm25/top_k"] != mt["dev/selfrag_bm25/top_k"] || mt2["dev/selfrag_bm25/rel_threshold"] != mt["dev/selfrag_bm25/rel_threshold"] {
+			t.Errorf("damaged %v: the choice changed on resume (%v)", damage, err)
+		}
 	}
 
 	// decisions made at threshold 1 (every abstract cut by relevance) are not those of 0.3

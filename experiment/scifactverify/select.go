@@ -139,13 +139,15 @@ func (r *verifyRun) devDecisions(ctx context.Context, sys string, k int, t float
 			fmt.Fprintf(r.o.Out, "scifact_verify: %s: the dev decisions of %s reused (%d)\n", sys, path, len(ds))
 			return ds, nil
 		}
+		why := "other claims, abstracts or threshold"
+		if err != nil {
+			why = err.Error()
+		}
+		fmt.Fprintf(r.o.Out, "scifact_verify: %s: %s is not this decoding (k %d, threshold %g: %s): decoded again\n", sys, path, k, t, why)
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, err
 	}
-	sr := *r.readers[SelfRAGPhase]
-	sr.relThreshold = t
-	readers := maps.Clone(r.readers)
-	readers[SelfRAGPhase] = &sr
+	readers := withThreshold(r.readers, t)
 	l := *r.l
 	l.evals, l.ranked = r.l.dev, r.l.devRanked
 	var trace bytes.Buffer
@@ -205,6 +207,16 @@ func assemble(claims []Claim, ds []decision, k int, t float64, all bool) []eval.
 		}
 		out[i] = p
 	}
+	return out
+}
+
+// withThreshold is readers with the Self-RAG reader's relevance cut set to t (a copy: the
+// run's readers are left as they are).
+func withThreshold(readers map[string]*reader, t float64) map[string]*reader {
+	sr := *readers[SelfRAGPhase]
+	sr.relThreshold = t
+	out := maps.Clone(readers)
+	out[SelfRAGPhase] = &sr
 	return out
 }
 
