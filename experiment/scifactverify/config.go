@@ -54,8 +54,9 @@ type Config struct {
 	// SelectTopK and SelectRelThreshold, when either is set, choose each Self-RAG system's
 	// top_k and rel_threshold on data.dev_split before eval_split is read (select.go): the
 	// grid's best abstract Label-Only F1 on dev. An unset one holds top_k or rel_threshold
-	// alone. k in [1,100], thresholds in [0,1]; eval_split must not be the dev split, and
-	// the *_minilm systems need minilm_run for both splits ("{split}").
+	// alone. k in [1,100] (at most 100 values), thresholds in [0,1] (at most 101); eval_split
+	// must not be the dev split, and the *_minilm systems need minilm_run for both splits
+	// ("{split}").
 	SelectTopK         []int     `toml:"select_top_k"`
 	SelectRelThreshold []float64 `toml:"select_rel_threshold"`
 	// MaxLength is L, the tokens of a training sequence and of a decoded one; 64..8192 and at
@@ -100,6 +101,9 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("scifact_verify.top_k", "must be <= 100, got %d", c.TopK)
 	}
 	v.InRange("scifact_verify.rel_threshold", c.RelThreshold, 0, 1, true)
+	if len(c.SelectTopK) > 100 || len(c.SelectRelThreshold) > 101 {
+		v.Fail("scifact_verify.select_top_k", "the dev grid holds at most 100 k and 101 thresholds, got %d and %d", len(c.SelectTopK), len(c.SelectRelThreshold))
+	}
 	for _, k := range c.SelectTopK {
 		if k < 1 || k > 100 {
 			v.Fail("scifact_verify.select_top_k", "each k must be in [1, 100], got %d", k)

@@ -499,6 +499,7 @@ func TestRecipeErrors(t *testing.T) {
 		{`top_k = 0`, "scifact_verify.top_k"},
 		{`select_top_k = [1, 0]`, "scifact_verify.select_top_k: each k must be in [1, 100], got 0"},
 		{`select_rel_threshold = [0.5, 1.5]`, "scifact_verify.select_rel_threshold"},
+		{"select_rel_threshold = [" + strings.Repeat("0.5, ", 101) + "0.5]", "scifact_verify.select_top_k: the dev grid holds at most 100 k and 101 thresholds, got 0 and 102"},
 		{"select_top_k = [1, 3]\neval_split = \"dev\"", "scifact_verify.eval_split: select_top_k / select_rel_threshold choose on data.dev_split"},
 		{"select_rel_threshold = [0.5]\nsystems = [\"plain_bm25\"]", "scifact_verify.select_top_k: chooses the Self-RAG decoder's settings"},
 	} {
