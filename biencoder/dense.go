@@ -164,6 +164,21 @@ func (d *Searcher) HNSW() *ann.HNSW {
 	return h
 }
 
+// IndexBytes is the size in bytes of the passage index a search reads: the HNSW graph's
+// ann.HNSW.Bytes (vectors, links, ids); for an exact search the vectors alone, 4·N·dim in
+// memory (index.Flat), N·dim at the stored value size in embedding shards (shard.Reader's
+// VectorBytes: float32 shards give the in-memory figure). Ids and the query tower are not
+// counted.
+func (d *Searcher) IndexBytes() int64 {
+	if h := d.HNSW(); h != nil {
+		return h.Bytes()
+	}
+	if d.shards != nil {
+		return d.shards.VectorBytes()
+	}
+	return 4 * int64(d.flat.Len()) * int64(d.flat.Dim())
+}
+
 // Describe says in one line how the corpus is searched: "HNSW over N passages (M m,
 // efConstruction c, efSearch s), built in X s" (approximate; built from embedding shards,
 // "HNSW over N passages (M m, efConstruction c, efSearch s) from K shards, built in X s, Y MiB"

@@ -94,6 +94,9 @@ func (r *retrieverRun) evaluateSplits(metrics map[string]float64) error {
 	}
 	tokenize.ReportTruncation(out, "eval corpus", searcher.Len.Passage, tokenize.TruncPart{Name: "passages", Count: &searcher.PassageCut})
 	reportSearch(out, "dense", searcher)
+	for _, name := range denseSystems(rec.Eval.Systems) {
+		metrics[name+"/index_bytes"] = float64(searcher.IndexBytes())
+	}
 	if h := searcher.HNSW(); h != nil { // only then, so an exact run's metrics.json is unchanged
 		p := h.Params()
 		metrics["dense/hnsw_passages"] = float64(h.Len())
@@ -140,9 +143,25 @@ func (r *retrieverRun) evaluateSplit(split string, searcher *biencoder.Searcher,
 	}
 	tokenize.ReportTruncation(out, "eval "+split, searcher.Len.Query, tokenize.TruncPart{Name: "queries", Count: &searcher.QueryCut})
 	runs := map[string]eval.Run{"bm25": {}, "dense": {}}
+	start := time.Now()
 	for i, hits := range denseHits {
 		runs["dense"][qids[i]] = hits
 		runs["bm25"][qids[i]] = r.bm25.Search(texts[i], depth)
+	}
+	bm25Sec := time.Since(start).Seconds()
+	denseMS, err := queryLatency(searcher, texts, depth)
+	if err != nil {
+		return err
+	}
+	sysKey := func(s string) string { // EvaluateSystems' names: "<system>" on test, else "<system>.<split>"
+		if split == rec.Data.TestSplit {
+			return s
+		}
+		return s + "." + split
+	}
+	metrics[sysKey("bm25")+"/query_milliseconds"] = 1000 * bm25Sec / float64(max(1, len(qids)))
+	for _, name := range denseSystems(rec.Eval.Systems) {
+		metrics[sysKey(name)+"/query_milliseconds"] = denseMS
 	}
 	runs["finetuned"] = runs["dense"]
 	if zr, ok := r.zeroShotRuns[split]; ok {
@@ -179,5 +198,45 @@ func (r *retrieverRun) evaluateSplit(split string, searcher *biencoder.Searcher,
 		return err
 	}
 	fmt.Fprintf(out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
+	fmt.Fprintf(out, "per query: dense %.2f ms (encode and search, one at a time, first %d queries), BM25 %.3f ms; dense index %.1f MiB\n",
+		denseMS, min(len(texts), latencyQueries), metrics[sysKey("bm25")+"/query_milliseconds"], float64(searcher.IndexBytes())/(1<<20))
 	return nil
+}
+
+// denseSystems names the eval systems that are the trained model's dense search ("dense",
+// "finetuned"), under which its index bytes and query latency are written; "dense" when
+// neither is listed.
+func denseSystems(systems []string) []string {
+	var out []string
+	for _, s := range systems {
+		if s == "dense" || s == "finetuned" {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		out = []string{"dense"}
+	}
+	return out
+}
+
+// latencyQueries bounds the queries timed one at a time by queryLatency.
+const latencyQueries = 100
+
+// queryLatency is the mean milliseconds of answering one query (its text encoded by the query
+// tower, then the index searched to depth), timed over the first latencyQueries of texts one at
+// a time, as a server answers a request; the run's GOMAXPROCS threads serve each query.
+func queryLatency(searcher *biencoder.Searcher, texts []string, depth int) (float64, error) {
+	n := min(len(texts), latencyQueries)
+	if n == 0 {
+		return 0, nil
+	}
+	cut := searcher.QueryCut // the truncation report counts each query once
+	defer func() { searcher.QueryCut = cut }()
+	start := time.Now()
+	for _, t := range texts[:n] {
+		if _, err := searcher.Search([]string{t}, depth); err != nil {
+			return 0, err
+		}
+	}
+	return 1000 * time.Since(start).Seconds() / float64(n), nil
 }

@@ -73,6 +73,15 @@ func TestRetrieverSliceBeatsRandomAndWritesOutputs(t *testing.T) {
 			t.Errorf("metrics.json lacks %q", k)
 		}
 	}
+	// The exact index holds the 200 passages' float32 vectors; every split's queries were timed.
+	if want := float64(4 * 200 * rec.Model.Hidden); m["dense/index_bytes"] != want {
+		t.Errorf("dense/index_bytes = %v, want 4 x 200 passages x %d = %v", m["dense/index_bytes"], rec.Model.Hidden, want)
+	}
+	for _, k := range []string{"dense/query_milliseconds", "bm25/query_milliseconds"} {
+		if !(m[k] > 0) {
+			t.Errorf("%s = %v, want > 0", k, m[k])
+		}
+	}
 	// The TREC run on disk is the one evaluated.
 	run, err := eval.ReadTREC(filepath.Join(runDir, "runs", "test.dense.trec"))
 	if err != nil {

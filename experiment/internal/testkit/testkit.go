@@ -147,11 +147,12 @@ func NewSlice(t *testing.T) string {
 	return dir
 }
 
-// Quality drops the timing entries of metrics.json, which differ from run to run.
+// Quality drops the timing entries of metrics.json, which differ from run to run: train/*,
+// rates ("per_second") and times ("seconds", "milliseconds").
 func Quality(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "train/") || strings.Contains(k, "per_second") {
+		if strings.HasPrefix(k, "train/") || strings.Contains(k, "per_second") || strings.Contains(k, "seconds") {
 			continue
 		}
 		out[k] = v
