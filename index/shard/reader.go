@@ -109,7 +109,9 @@ func (r *Reader) Dim() int { return r.meta.Dim }
 
 // VectorBytes returns the bytes of the stored vector values, N·dim times the value size of the
 // shards' dtype (float32 4, float16 2, int8 1), without ids, scales or headers.
-func (r *Reader) VectorBytes() int64 { return r.m.Count * int64(r.meta.Dim) * r.meta.DType.valueBytes() }
+func (r *Reader) VectorBytes() int64 {
+	return r.m.Count * int64(r.meta.Dim) * r.meta.DType.valueBytes()
+}
 
 // Verify hashes every shard file and compares the sum with the manifest's; the error names
 // the first file that differs.
