@@ -146,7 +146,11 @@ func withDefaults(rec *configs.Recipe) *configs.Recipe {
 func (r *colbertRun) load() error {
 	rec, c := r.rec, r.c
 	var err error
-	if r.ds, r.passages, err = experiment.LoadPassages(rec); err != nil {
+	var extra []string
+	if c.selecting() {
+		extra = append(extra, rec.Data.DevSplit) // the PLAID-style search settings' grid
+	}
+	if r.ds, r.passages, err = experiment.LoadPassages(rec, extra...); err != nil {
 		return err
 	}
 	if r.tok, err = experiment.PrepareTokenizer(rec, r.o.ResumeDir, r.passages, r.o.Out); err != nil {
@@ -308,8 +312,19 @@ func (r *colbertRun) evaluate() error {
 	if err != nil {
 		return err
 	}
+	c := r.c
+	sp := cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs}
+	if plaid != nil && c.selecting() {
+		if sp, err = r.choosePlaid(enc, exact, plaid); err != nil {
+			return err
+		}
+	}
+	if plaid != nil { // the settings every split was searched with; train search reads them
+		r.metrics["colbert_plaid/ncells"], r.metrics["colbert_plaid/ndocs"] = float64(sp.NCells), float64(sp.NDocs)
+		r.metrics["colbert_plaid/centroid_score_threshold"] = sp.CentroidScoreThreshold
+	}
 	for _, split := range r.rec.Eval.Splits {
-		if err := r.evaluateSplit(split, enc, exact, plaid); err != nil {
+		if err := r.evaluateSplit(split, enc, exact, plaid, sp); err != nil {
 			return err
 		}
 	}
@@ -360,9 +375,8 @@ func (r *colbertRun) buildPlaid(docs *cb.Tokens) (*cb.Plaid, error) {
 // evaluateSplit ranks split's queries by BM25, exact MaxSim and the index (when built), writes
 // the runs and prints the table, with the index's recall of the exact top 10 and the query
 // latencies.
-func (r *colbertRun) evaluateSplit(split string, enc *cb.Encoder, exact *cb.Exact, plaid *cb.Plaid) error {
-	rec, c, metrics, depth := r.rec, r.c, r.metrics, r.rec.Eval.Depth
-	sp := cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs}
+func (r *colbertRun) evaluateSplit(split string, enc *cb.Encoder, exact *cb.Exact, plaid *cb.Plaid, sp cb.SearchParams) error {
+	rec, metrics, depth := r.rec, r.metrics, r.rec.Eval.Depth
 	qrels := r.ds.Qrels[split]
 	qids := qrels.QueryIDs()
 	texts := make([]string, len(qids))

@@ -41,14 +41,31 @@ type Config struct {
 	// NDocs is the candidates kept after centroid interaction; a quarter of them are
 	// decompressed and scored exactly. >= 4. Default 4096.
 	NDocs int `toml:"ndocs"`
+	// SelectNCells, SelectNDocs and SelectCentroidScoreThreshold, when any is set, make a grid
+	// of PLAID-style search settings (an empty list: the single value above) searched on the
+	// data.dev_split queries before any split is evaluated; the cheapest point (fewest ncells,
+	// then fewest ndocs, then the highest threshold) whose dev nDCG@10 is within
+	// SelectTolerance of exact MaxSim's is used for every split and by `train search`, else the
+	// point of best dev nDCG@10 (select.go). At most 16 values each.
+	SelectNCells                 []int     `toml:"select_ncells"`
+	SelectNDocs                  []int     `toml:"select_ndocs"`
+	SelectCentroidScoreThreshold []float64 `toml:"select_centroid_score_threshold"`
+	// SelectTolerance is the dev nDCG@10 below exact MaxSim's a chosen point may lose; in
+	// [0, 1]. Default 0.005 (issue 40's bound on the test split).
+	SelectTolerance float64 `toml:"select_tolerance"`
+}
+
+// selecting reports whether the PLAID-style search settings are chosen on dev.
+func (c *Config) selecting() bool {
+	return len(c.SelectNCells)+len(c.SelectNDocs)+len(c.SelectCentroidScoreThreshold) > 0
 }
 
 func defaultConfig() Config {
 	return Config{Dim: 128, QueryLength: 32, DocumentLength: 180, EncodeBatch: 32, Plaid: true, NBits: 2, KMeansIters: 4,
-		NCells: 4, CentroidScoreThreshold: 0.4, NDocs: 4096}
+		NCells: 4, CentroidScoreThreshold: 0.4, NDocs: 4096, SelectTolerance: 0.005}
 }
 
-func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
+func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	if c.Dim < 1 || c.Dim > 4096 {
 		v.Fail("colbert.dim", "must be in 1..4096, got %d", c.Dim)
 	}
@@ -67,4 +84,31 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 	configs.AtLeast(v, "colbert.ncells", c.NCells, 1)
 	v.Finite("colbert.centroid_score_threshold", c.CentroidScoreThreshold)
 	configs.AtLeast(v, "colbert.ndocs", c.NDocs, 4)
+	for name, n := range map[string]int{"colbert.select_ncells": len(c.SelectNCells), "colbert.select_ndocs": len(c.SelectNDocs),
+		"colbert.select_centroid_score_threshold": len(c.SelectCentroidScoreThreshold)} {
+		if n > maxSelectValues {
+			v.Fail(name, "at most %d values, got %d", maxSelectValues, n)
+		}
+	}
+	for _, n := range c.SelectNCells {
+		configs.AtLeast(v, "colbert.select_ncells", n, 1)
+	}
+	for _, n := range c.SelectNDocs {
+		configs.AtLeast(v, "colbert.select_ndocs", n, 4)
+	}
+	for _, x := range c.SelectCentroidScoreThreshold {
+		v.Finite("colbert.select_centroid_score_threshold", x)
+	}
+	if !(c.SelectTolerance >= 0 && c.SelectTolerance <= 1) {
+		v.Fail("colbert.select_tolerance", "must be in [0, 1], got %g", c.SelectTolerance)
+	}
+	if c.selecting() && !c.Plaid {
+		v.Fail("colbert.select_ncells", "choosing the PLAID-style search settings on dev needs colbert.plaid = true")
+	}
+	if c.selecting() && r.Data.DevSplit == "" {
+		v.Fail("colbert.select_ncells", "choosing the PLAID-style search settings on dev needs data.dev_split")
+	}
 }
+
+// maxSelectValues bounds each select_* list of the dev grid.
+const maxSelectValues = 16

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 
 	cb "github.com/ragtrain/ragtrain/colbert"
+	"github.com/ragtrain/ragtrain/experiment"
 	"github.com/ragtrain/ragtrain/export"
 	"github.com/ragtrain/ragtrain/index"
 )
@@ -12,7 +13,7 @@ import (
 // Searcher serves the PLAID-style index a run wrote (<run>/plaid) with that run's model: the
 // queries are encoded as the run's evaluation encoded them (query_length tokens, [MASK]
 // expansion, colbert.encode_batch texts a pass) and searched with the run's [colbert] ncells,
-// centroid_score_threshold and ndocs, so that SearchAll of a split's queries at k = eval.depth
+// centroid_score_threshold and ndocs (those chosen on dev when the run chose them), so that SearchAll of a split's queries at k = eval.depth
 // gives the run's own colbert_plaid ranking. Not safe for concurrent use.
 type Searcher struct {
 	X        *cb.Plaid
@@ -67,8 +68,21 @@ func OpenSearcher(dir string) (*Searcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Searcher{X: x, Manifest: man, Params: cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs},
-		Run: run, enc: enc, qlen: m.Cfg.QueryLength}, nil
+	params := cb.SearchParams{NCells: c.NCells, CentroidScoreThreshold: c.CentroidScoreThreshold, NDocs: c.NDocs}
+	if c.selecting() { // the settings chosen on dev, as the run's metrics.json records them
+		mt, err := experiment.ReadMetrics(run)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the PLAID-style search settings chosen on dev: %w", run, err)
+		}
+		nc, ok1 := mt["colbert_plaid/ncells"]
+		nd, ok2 := mt["colbert_plaid/ndocs"]
+		th, ok3 := mt["colbert_plaid/centroid_score_threshold"]
+		if !ok1 || !ok2 || !ok3 || nc < 1 || nd < 4 || nc != float64(int(nc)) || nd != float64(int(nd)) {
+			return nil, fmt.Errorf("%s: %s lacks valid colbert_plaid/ncells, ndocs and centroid_score_threshold (the settings chosen on dev)", run, experiment.MetricsFile)
+		}
+		params = cb.SearchParams{NCells: int(nc), NDocs: int(nd), CentroidScoreThreshold: th}
+	}
+	return &Searcher{X: x, Manifest: man, Params: params, Run: run, enc: enc, qlen: m.Cfg.QueryLength}, nil
 }
 
 // SearchAll encodes the query texts (one pass of encode_batch texts at a time, as the run's
