@@ -378,19 +378,15 @@ func (r *colbertRun) buildPlaid(docs *cb.Tokens) (*cb.Plaid, error) {
 func (r *colbertRun) evaluateSplit(split string, enc *cb.Encoder, exact *cb.Exact, plaid *cb.Plaid, sp cb.SearchParams) error {
 	rec, metrics, depth := r.rec, r.metrics, r.rec.Eval.Depth
 	qrels := r.ds.Qrels[split]
-	qids := qrels.QueryIDs()
-	texts := make([]string, len(qids))
-	for i, q := range qids {
-		texts[i], _ = r.ds.Queries.Text(q)
-	}
-	qv, err := enc.Queries(texts)
+	qids, qv, err := r.encodeQueries(enc, split)
 	if err != nil {
 		return err
 	}
 	runs := map[string]eval.Run{"bm25": {}, "colbert": {}, "colbert_plaid": {}}
 	var recall, exactSecs, plaidSecs float64
 	for i, q := range qids {
-		runs["bm25"][q] = r.bm25.Search(texts[i], depth)
+		text, _ := r.ds.Queries.Text(q)
+		runs["bm25"][q] = r.bm25.Search(text, depth)
 		t0 := time.Now()
 		ex := exact.Search(qv.Rows(i), depth)
 		exactSecs += time.Since(t0).Seconds()
@@ -426,6 +422,17 @@ func (r *colbertRun) evaluateSplit(split string, enc *cb.Encoder, exact *cb.Exac
 			metrics[key("colbert_plaid/recall_of_exact_top10")], metrics[key("colbert_plaid/query_milliseconds")], metrics[key("colbert/query_milliseconds")])
 	}
 	return nil
+}
+
+// encodeQueries returns split's judged query ids and their token vectors, encoded in that order.
+func (r *colbertRun) encodeQueries(enc *cb.Encoder, split string) ([]string, *cb.Tokens, error) {
+	qids := r.ds.Qrels[split].QueryIDs()
+	texts := make([]string, len(qids))
+	for i, q := range qids {
+		texts[i], _ = r.ds.Queries.Text(q)
+	}
+	qv, err := enc.Queries(texts)
+	return qids, qv, err
 }
 
 // topRecall is the share of ref's first k passages found among got's first k.

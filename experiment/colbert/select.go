@@ -58,12 +58,7 @@ func (r *colbertRun) choosePlaid(enc *cb.Encoder, exact *cb.Exact, plaid *cb.Pla
 	if !ok || len(qrels) == 0 {
 		return cb.SearchParams{}, fmt.Errorf("colbert.select_*: data.dev_split %q has no judged queries", split)
 	}
-	qids := qrels.QueryIDs()
-	texts := make([]string, len(qids))
-	for i, q := range qids {
-		texts[i], _ = r.ds.Queries.Text(q)
-	}
-	qv, err := enc.Queries(texts)
+	qids, qv, err := r.encodeQueries(enc, split)
 	if err != nil {
 		return cb.SearchParams{}, err
 	}
