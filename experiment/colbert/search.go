@@ -13,8 +13,9 @@ import (
 // Searcher serves the PLAID-style index a run wrote (<run>/plaid) with that run's model: the
 // queries are encoded as the run's evaluation encoded them (query_length tokens, [MASK]
 // expansion, colbert.encode_batch texts a pass) and searched with the run's [colbert] ncells,
-// centroid_score_threshold and ndocs (those chosen on dev when the run chose them), so that SearchAll of a split's queries at k = eval.depth
-// gives the run's own colbert_plaid ranking. Not safe for concurrent use.
+// centroid_score_threshold and ndocs (those chosen on dev when the run chose them), so that
+// SearchAll of a split's queries at k = eval.depth gives the run's own colbert_plaid ranking.
+// Not safe for concurrent use.
 type Searcher struct {
 	X        *cb.Plaid
 	Manifest *cb.PlaidManifest
