@@ -455,3 +455,113 @@ func TestEncodeTokenizedMatchesEncode(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderRowsDoNotChangeVectors: an Encoder sizes each graph to the call (graphRows: the
+// full batch, else the call's texts rounded up to a power of two), so a lone query runs a 1-row
+// graph. A text's vector must not depend on the rows beside it: 70 texts (MiniLM's widths, H
+// 384, FFN 1536, random weights) encoded in one call and one text per call, then in calls of 3
+// and 13, give the same bits, with fixed and with dynamic padding; and the graphs are the ones
+// graphRows names. Bits on the assembly kernels (checked with RAGTRAIN_KERNEL=avx2 and =avx512
+// on an AMD EPYC Zen 5); within 1e-6 on gonum's Sgemm (-tags noasm, CPUs without AVX2), which
+// blocks its sums by the matrix's rows.
+func TestEncoderRowsDoNotChangeVectors(t *testing.T) {
+	tok := bertTokenizer(t)
+	same := func(a, b []float32) bool {
+		if strings.HasPrefix(model.BLAS(), "Go AVX") {
+			return slices.Equal(a, b)
+		}
+		return len(a) == len(b) && maxAbsDiff(a, b) <= 1e-6
+	}
+	n := make([]int, 70)
+	for i := range n {
+		n[i] = 1 + i*11%60
+	}
+	texts := wordTexts(t, tok, n, 5)
+	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 384, Layers: 1,
+		Heads: 12, FFN: 1536, MaxPosition: 128}
+	m, err := model.NewBiEncoder(cfg, true, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	randomize(m, 0.05, 3)
+	const maxLen = 64
+	for _, dynamic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dynamic=%v", dynamic), func(t *testing.T) {
+			enc, err := NewEncoder(m.Query, tok, maxLen, dynamic)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer enc.Close()
+			all, err := enc.Encode(texts, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, per := range []int{1, 3, 13} {
+				for lo := 0; lo < len(texts); lo += per {
+					hi := min(lo+per, len(texts))
+					v, err := enc.Encode(texts[lo:hi], nil)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !same(v, all[lo*384:hi*384]) {
+						t.Fatalf("texts %d..%d encoded %d at a time differ from one call of %d by %.3g",
+							lo, hi-1, per, len(texts), maxAbsDiff(v, all[lo*384:hi*384]))
+					}
+				}
+			}
+			// The graphs: a lone text ran a 1-row graph, a call of 3 a 4-row one (padded to 32
+			// or 64 with dynamic padding, always to 64 without).
+			want := []graphKey{{1, maxLen}, {4, maxLen}, {16, maxLen}, {64, maxLen}}
+			if dynamic {
+				want = []graphKey{{1, 32}, {4, 32}, {1, maxLen}, {4, maxLen}}
+			}
+			for _, k := range want {
+				if enc.runners[k] == nil {
+					t.Errorf("no %d x %d graph after calls of 1, 3, 13 and 70 texts", k.Rows, k.L)
+				}
+			}
+			if got := enc.graphRows(1, 32); got != 1 {
+				t.Errorf("graphRows(1, 32) = %d, want 1", got)
+			}
+			for _, tc := range []struct{ n, L, want int }{{3, 32, 4}, {13, 32, 16}, {64, 32, 64}, {500, 32, 64}, {0, 32, 1}} {
+				if got := enc.graphRows(tc.n, tc.L); got != tc.want {
+					t.Errorf("graphRows(%d, %d) = %d, want %d", tc.n, tc.L, got, tc.want)
+				}
+			}
+		})
+	}
+	// With dynamic padding the full batch at L 256 is dynamicRows(256) = 16 rows.
+	enc, _ := NewEncoder(m.Query, tok, 256, true)
+	if got := enc.graphRows(40, 256); got != 16 {
+		t.Errorf("dynamic graphRows(40, 256) = %d, want 16", got)
+	}
+}
+
+// BenchmarkEncoderLoneQuery encodes one query of 12 tokens at a time with a tower of
+// all-MiniLM-L6-v2's shape (6 layers, H 384, 12 heads, FFN 1536; random weights), padded to
+// 32 tokens as a retriever's query encoder pads it: the encoding half of a dense query's
+// latency (metrics.json "<dense system>/query_milliseconds").
+func BenchmarkEncoderLoneQuery(b *testing.B) {
+	tok := bertTokenizer(b)
+	cfg := model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 384, Layers: 6,
+		Heads: 12, FFN: 1536, MaxPosition: 512}
+	m, err := model.NewBiEncoder(cfg, true, 3)
+	if err != nil {
+		b.Fatal(err)
+	}
+	texts := wordTexts(b, tok, []int{10}, 9)
+	enc, err := NewEncoder(m.Query, tok, 64, true)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer enc.Close()
+	if _, err := enc.Encode(texts, nil); err != nil { // the graph is built outside the timing
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := enc.Encode(texts, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -31,22 +31,24 @@ func (t *Tokens) Rows(i int) []float32 { return t.Vecs[t.Offs[i]*t.Dim : t.Offs[
 func (t *Tokens) Count(i int) int { return t.Offs[i+1] - t.Offs[i] }
 
 // Encoder computes the normalised token vectors of queries and passages with a model in
-// inference mode (no dropout), B texts per forward pass, one graph per padded length. Not safe
+// inference mode (no dropout), B texts per forward pass (fewer texts: a graph of that many rows
+// rounded up to a power of two), one graph per padded length and row count. Not safe
 // for concurrent use.
 type Encoder struct {
 	m      *Model
 	tok    *tokenize.Tokenizer
 	mk     Markers
 	B      int
-	graphs map[int]*encGraph
+	graphs map[graphKey]*encGraph
 	// QueryCut and DocCut count the texts cut to QueryLength and DocumentLength.
 	QueryCut, DocCut tokenize.TruncCount
 }
 
 type encGraph struct {
-	vm  gorgonia.VM
-	in  *model.Inputs
-	out *gorgonia.Node
+	vm   gorgonia.VM
+	in   *model.Inputs
+	out  *gorgonia.Node
+	rows int
 }
 
 // NewEncoder returns an encoder of m running B texts at a time.
@@ -58,7 +60,7 @@ func NewEncoder(m *Model, tok *tokenize.Tokenizer, B int) (*Encoder, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Encoder{m: m, tok: tok, mk: mk, B: B, graphs: map[int]*encGraph{}}, nil
+	return &Encoder{m: m, tok: tok, mk: mk, B: B, graphs: map[graphKey]*encGraph{}}, nil
 }
 
 // Close releases the graphs.
@@ -66,22 +68,37 @@ func (e *Encoder) Close() {
 	for _, g := range e.graphs {
 		g.vm.Close()
 	}
-	e.graphs = map[int]*encGraph{}
+	e.graphs = map[graphKey]*encGraph{}
 }
 
-func (e *Encoder) graph(L int) (*encGraph, error) {
-	if g, ok := e.graphs[L]; ok {
+// graphKey names a cached graph: Rows texts of L tokens.
+type graphKey struct{ Rows, L int }
+
+// graphRows is the rows of the graph that runs n texts: B when n fills it, else n rounded up to
+// a power of two, so a lone query runs a 1-row graph, not B rows of which B-1 are empty. A
+// text's vectors do not depend on the rows beside it (TestEncoderRowsDoNotChangeVectors).
+func (e *Encoder) graphRows(n int) int {
+	rows := 1
+	for rows < n && rows < e.B {
+		rows *= 2
+	}
+	return min(rows, e.B)
+}
+
+func (e *Encoder) graph(n, L int) (*encGraph, error) {
+	k := graphKey{Rows: e.graphRows(n), L: L}
+	if g, ok := e.graphs[k]; ok {
 		return g, nil
 	}
 	g := gorgonia.NewGraph()
-	in := model.NewInputsOf(g, e.B, L, fmt.Sprintf("colbert%d", L), e.m.Proj.Value.Dtype())
+	in := model.NewInputsOf(g, k.Rows, L, fmt.Sprintf("colbert%dx%d", k.Rows, L), e.m.Proj.Value.Dtype())
 	out, err := e.m.BuildTokens(model.NewBinder(g), in, false)
 	if err != nil {
 		return nil, err
 	}
 	model.ShareBuffers(g, out)
-	eg := &encGraph{vm: gorgonia.NewTapeMachine(g), in: in, out: out}
-	e.graphs[L] = eg
+	eg := &encGraph{vm: gorgonia.NewTapeMachine(g), in: in, out: out, rows: k.Rows}
+	e.graphs[k] = eg
 	return eg, nil
 }
 
@@ -89,11 +106,11 @@ func (e *Encoder) graph(L int) (*encGraph, error) {
 // tokens' normalised vectors to dst, returning dst and the rows' counts.
 func (e *Encoder) run(enc Encoded, lo, hi int, dst []float32) ([]float32, []int, error) {
 	L, d := enc.L, e.m.Cfg.Dim
-	g, err := e.graph(L)
+	g, err := e.graph(hi-lo, L)
 	if err != nil {
 		return nil, nil, err
 	}
-	n := e.B * L
+	n := g.rows * L
 	ids, mask, types := make([]int, n), make([]float32, n), make([]int, n)
 	copy(ids, enc.IDs[lo*L:hi*L])
 	copy(mask, enc.Mask[lo*L:hi*L])

@@ -1,8 +1,11 @@
 package colbert
 
 import (
+	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"gorgonia.org/tensor"
@@ -254,5 +257,106 @@ func TestProjectionGradientFD(t *testing.T) {
 			t.Fatalf("%s: %d values checked", loss.Name, checked)
 		}
 		g.VM.Close()
+	}
+}
+
+// TestEncoderRowsDoNotChangeVectors: the Encoder sizes a graph to the texts it runs (graphRows:
+// B when they fill it, else their count rounded up to a power of two), so a lone query runs a
+// 1-row graph. With MiniLM's widths (H 384, 12 heads, FFN 1536, dim 128; random weights) a
+// text's token vectors are the same bits whatever the rows beside it: 33 queries in one call of
+// B 32 and one per call; 33 passages in one batch of a 33-row graph (B 33) and of a 64-row one
+// (B 64). So on the assembly kernels (AVX2, AVX-512); gonum's Sgemm, where they are missing
+// (-tags noasm, CPUs without AVX2), blocks its sums by the matrix's rows: there within 1e-6.
+func TestEncoderRowsDoNotChangeVectors(t *testing.T) {
+	tok := testTokenizer(t)
+	same := func(a, b []float32) bool {
+		if strings.HasPrefix(model.BLAS(), "Go AVX") {
+			return slices.Equal(a, b)
+		}
+		return len(a) == len(b) && maxDiff(a, b) <= 1e-6
+	}
+	cfg := Config{Encoder: model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 384,
+		Layers: 1, Heads: 12, FFN: 1536, MaxPosition: 64}, Dim: 128, QueryLength: 32, DocumentLength: 48}
+	m, err := New(cfg, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(5, 1))
+	qs, ds := make([]string, 33), make([]string, 33)
+	for i := range qs {
+		qs[i], ds[i] = randomText(r, 2+r.IntN(20)), randomText(r, 5+r.IntN(40))
+	}
+	e32, _ := NewEncoder(m, tok, 32)
+	defer e32.Close()
+	all, err := e32.Queries(qs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range qs {
+		one, err := e32.Queries([]string{q})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !same(one.Vecs, all.Rows(i)) {
+			t.Fatalf("query %d alone differs from its row in a call of 33", i)
+		}
+	}
+	if e32.graphs[graphKey{1, 32}] == nil || e32.graphs[graphKey{32, 32}] == nil {
+		t.Errorf("graphs %v, want 1 x 32 and 32 x 32 among them", slices.Collect(maps.Keys(e32.graphs)))
+	}
+	if got := []int{e32.graphRows(1), e32.graphRows(3), e32.graphRows(17), e32.graphRows(40)}; !slices.Equal(got, []int{1, 4, 32, 32}) {
+		t.Errorf("graphRows of 1, 3, 17, 40 texts at B 32: %v, want [1 4 32 32]", got)
+	}
+	e33, _ := NewEncoder(m, tok, 33)
+	defer e33.Close()
+	e64, _ := NewEncoder(m, tok, 64)
+	defer e64.Close()
+	d33, err := e33.Documents(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d64, err := e64.Documents(ds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d33.Offs, d64.Offs) || !same(d33.Vecs, d64.Vecs) {
+		t.Fatalf("passages through a 33-row and a 64-row graph differ")
+	}
+}
+
+func maxDiff(a, b []float32) float64 {
+	d := 0.0
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// BenchmarkEncoderLoneQuery encodes one query at a time (padded to 32 tokens with [MASK]) with a
+// model of all-MiniLM-L6-v2's shape (6 layers, H 384, 12 heads, FFN 1536, dim 128; random
+// weights) and the recipe's encode batch of 32: the encoding half of a ColBERT query's latency
+// (metrics.json "colbert/query_milliseconds").
+func BenchmarkEncoderLoneQuery(b *testing.B) {
+	tok, err := tokenize.FromVocab(testVocab, tokenize.DefaultVocabOptions())
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := Config{Encoder: model.EncoderConfig{Encoder: model.EncoderTransformer, Vocab: tok.VocabSize(), Hidden: 384,
+		Layers: 6, Heads: 12, FFN: 1536, MaxPosition: 512}, Dim: 128, QueryLength: 32, DocumentLength: 180}
+	m, err := New(cfg, 5)
+	if err != nil {
+		b.Fatal(err)
+	}
+	e, _ := NewEncoder(m, tok, 32)
+	defer e.Close()
+	q := []string{"the big red fish swam in the blue sea"}
+	if _, err := e.Queries(q); err != nil { // the graph is built outside the timing
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := e.Queries(q); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
