@@ -191,7 +191,12 @@ func (r *spladeRun) evaluate() error {
 		"max_length": r.lens.Passage, "query_max_length": r.lens.Query, "steps": rec.Train.Steps}); err != nil {
 		return err
 	}
-	fmt.Fprintf(o.Out, "splade: index written to %s\n", dir)
+	indexBytes, err := dirBytes(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Out, "splade: index written to %s (%d bytes)\n", dir, indexBytes)
+	metrics["splade/index_bytes"], metrics["train/seconds"] = float64(indexBytes), r.trainSec
 	metrics["splade/passage_terms"] = float64(x.Postings()) / float64(max(1, x.Len()))
 	metrics["splade/encode_passage_seconds"] = rk.encodeSec
 	bm25 := index.NewBM25(ids, texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
@@ -244,4 +249,24 @@ func (r *spladeRun) costs(metrics map[string]float64, key func(string) string, n
 	metrics[key(name+"/query_encode_ms")] = 1000 * st.encSec / nq
 	metrics[key(name+"/query_search_ms")] = 1000 * st.searchSec / nq
 	return st
+}
+
+// dirBytes is the size of the data files in dir (the written index's ids and postings; not its
+// manifest, which names the run's path).
+func dirBytes(dir string) (int64, error) {
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, e := range es {
+		info, err := e.Info()
+		if err != nil {
+			return 0, err
+		}
+		if info.Mode().IsRegular() && e.Name() != "manifest.json" {
+			n += info.Size()
+		}
+	}
+	return n, nil
 }

@@ -73,6 +73,7 @@ type spladeRun struct {
 	cfg      export.SpladeConfig
 	lens     biencoder.Lengths
 	zero     *ranking // the model before training (eval.systems "zeroshot")
+	trainSec float64  // the train phase's seconds over every segment (metrics.json "train/seconds")
 }
 
 func run(ctx context.Context, rec *configs.Recipe, o experiment.Options) (string, error) {
@@ -167,6 +168,7 @@ func (r *spladeRun) train(ctx context.Context) error {
 			return fmt.Errorf("%s: %w", ck.Dir, err)
 		}
 		ph.Start, ph.Optimizer, ph.SecondsBefore = ck.Trainer.Step, ck.Optimizer, ck.Trainer.TrainSeconds
+		r.trainSec = ck.Trainer.TrainSeconds
 		fmt.Fprintf(o.Out, "resume: %s at step %d\n", ck.Dir, ck.Trainer.Step)
 	}
 	lg, err := experiment.OpenRunLog(r.dir, o.ResumeDir != "")
@@ -205,7 +207,7 @@ func (r *spladeRun) train(ctx context.Context) error {
 		ts.Epoch, ts.SamplerPosition = r.smp.Epoch(done), done*tr.BatchSize
 	}
 	env := &experiment.Env{Rec: rec, Opts: o, Dir: r.dir, Seed: r.seed, TokenizerPath: filepath.Join(r.dir, "tokenizer.json"), Log: lg}
-	_, _, err = env.RunPhase(ctx, ph)
+	_, r.trainSec, err = env.RunPhase(ctx, ph)
 	return err
 }
 

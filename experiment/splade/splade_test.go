@@ -114,6 +114,13 @@ func TestSpladeResumesExactly(t *testing.T) {
 	if x.Len() != 200 || man.Postings != x.Postings() || math.Abs(float64(x.Postings())/200-m["splade/passage_terms"]) > 1e-9 {
 		t.Errorf("index of %d passages, %d postings; metrics say %v per passage", x.Len(), x.Postings(), m["splade/passage_terms"])
 	}
+	var files int64
+	for _, n := range man.Sizes {
+		files += n
+	}
+	if m["splade/index_bytes"] != float64(files) || files == 0 || m["train/seconds"] <= 0 {
+		t.Errorf("index_bytes %v, the manifest's files %d bytes; train/seconds %v", m["splade/index_bytes"], files, m["train/seconds"])
+	}
 	run, err := eval.ReadTREC(filepath.Join(full, "runs", "test.splade.trec"))
 	if err != nil || len(run) == 0 {
 		t.Fatalf("test.splade.trec: %d queries, %v", len(run), err)
