@@ -33,6 +33,22 @@ func Prune(dense []float32, k int) []Term {
 			ts = append(ts, Term{int32(i), w})
 		}
 	}
+	return pruneTerms(ts, k)
+}
+
+// PruneTerms is Prune of a vector already sparse: the k largest weights of ts (k <= 0 keeps
+// every term), ties broken by the lower id, sorted by id, in a new slice when any is dropped.
+// Under that order the k largest of the k' >= k largest are the k largest, so PruneTerms(
+// Prune(v, k'), k) = Prune(v, k).
+func PruneTerms(ts []Term, k int) []Term {
+	if k <= 0 || len(ts) <= k {
+		return ts
+	}
+	return pruneTerms(slices.Clone(ts), k)
+}
+
+// pruneTerms prunes ts in place.
+func pruneTerms(ts []Term, k int) []Term {
 	if k > 0 && len(ts) > k {
 		slices.SortFunc(ts, func(a, b Term) int {
 			if a.Weight != b.Weight {

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -26,6 +27,29 @@ func TestPrune(t *testing.T) {
 	}
 	if got := Prune([]float32{0, 2, 0, 1}, 0); len(got) != 2 {
 		t.Errorf("k = 0 keeps every non-zero: %v", got)
+	}
+	// PruneTerms(Prune(v, k'), k) = Prune(v, k) for k <= k', ties included (weights drawn from
+	// 8 values), and the input is left as it was.
+	r := rand.New(rand.NewPCG(4, 4))
+	v := make([]float32, 500)
+	for i := range v {
+		if r.Float64() < 0.5 {
+			v[i] = float32(r.IntN(8)) / 4
+		}
+	}
+	wide := Prune(v, 200)
+	before := slices.Clone(wide)
+	for _, k := range []int{1, 7, 64, 199, 200, 300, 0} {
+		want := Prune(v, min(k, 200))
+		if k == 0 {
+			want = wide
+		}
+		if got := PruneTerms(wide, k); !slices.Equal(got, want) {
+			t.Errorf("PruneTerms(Prune(v, 200), %d): %d terms, differs from Prune(v, %d)", k, len(got), k)
+		}
+	}
+	if !slices.Equal(wide, before) {
+		t.Errorf("PruneTerms changed its input")
 	}
 }
 

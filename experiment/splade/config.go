@@ -38,13 +38,27 @@ type Config struct {
 	// ranking's; metrics.json records the passages ("eval/corpus_passages"). 0: the whole
 	// corpus. >= 0. Default 0.
 	EvalCorpusSample int `toml:"eval_corpus_sample"`
+	// SelectTopKPassage, when set, chooses the passages' pruning on data.dev_split instead of
+	// TopKPassage: the trained encoder's passage vectors are kept to each value's largest
+	// weights in turn and the dev queries searched; the smallest value whose dev nDCG@10 is at
+	// least the largest value's minus SelectTolerance indexes the corpus for every split and
+	// for `train search` (select.go; runs/<dev>.splade.select.tsv, metrics.json
+	// "splade/top_k_passage"). The model before training (eval.systems "zeroshot") keeps
+	// TopKPassage. At most 16 values, each >= 1.
+	SelectTopKPassage []int `toml:"select_top_k_passage"`
+	// SelectTolerance is the dev nDCG@10 a smaller index may lose against the largest value of
+	// SelectTopKPassage; in [0, 1]. Default 0.005.
+	SelectTolerance float64 `toml:"select_tolerance"`
 }
 
 func defaultConfig() Config {
-	return Config{LambdaQ: 3e-4, LambdaD: 1e-4, TopKPassage: 256, EncodeBatch: 16, DecoderBiasInit: -5}
+	return Config{LambdaQ: 3e-4, LambdaD: 1e-4, TopKPassage: 256, EncodeBatch: 16, DecoderBiasInit: -5, SelectTolerance: 0.005}
 }
 
-func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
+// maxSelectValues bounds splade.select_top_k_passage.
+const maxSelectValues = 16
+
+func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 	v.NonNegative("splade.lambda_q", c.LambdaQ)
 	v.NonNegative("splade.lambda_d", c.LambdaD)
 	configs.AtLeast(v, "splade.flops_warmup", c.FlopsWarmup, 0)
@@ -53,7 +67,22 @@ func check(v *configs.Checker, _ *configs.Recipe, c *Config) {
 	configs.AtLeast(v, "splade.encode_batch", c.EncodeBatch, 1)
 	v.Finite("splade.decoder_bias_init", c.DecoderBiasInit)
 	configs.AtLeast(v, "splade.eval_corpus_sample", c.EvalCorpusSample, 0)
+	if n := len(c.SelectTopKPassage); n > maxSelectValues {
+		v.Fail("splade.select_top_k_passage", "at most %d values, got %d", maxSelectValues, n)
+	}
+	for _, k := range c.SelectTopKPassage {
+		configs.AtLeast(v, "splade.select_top_k_passage", k, 1)
+	}
+	if !(c.SelectTolerance >= 0 && c.SelectTolerance <= 1) {
+		v.Fail("splade.select_tolerance", "must be in [0, 1], got %g", c.SelectTolerance)
+	}
+	if len(c.SelectTopKPassage) > 0 && r.Data.DevSplit == "" {
+		v.Fail("splade.select_top_k_passage", "choosing the pruning on dev needs data.dev_split")
+	}
 }
+
+// selecting reports whether the passages' pruning is chosen on dev.
+func (c *Config) selecting() bool { return len(c.SelectTopKPassage) > 0 }
 
 // KindName is the recipe kind and the config.json kind of a SPLADE checkpoint.
 const KindName = export.KindSplade

@@ -92,6 +92,7 @@ func EvalCorpus(ds *data.Dataset, passages, splits []string, n int, seed uint64)
 // its index and costs.
 type ranking struct {
 	x         *index.Sparse
+	topK      int     // the passages' pruning of x (top_k_passage, or the dev's choice)
 	encodeSec float64 // the passages' encoding
 	runs      map[string]eval.Run
 	stats     map[string]queryStats
@@ -105,35 +106,45 @@ type queryStats struct {
 }
 
 // rank encodes the passages ids/texts with the model's current weights into an inverted index
-// and ranks every eval split's queries with it, one query at a time (the serving latency).
+// and ranks every eval split's queries with it, one query at a time (the serving latency). The
+// trained model's ("splade") pruning is chosen on dev when splade.select_top_k_passage is set.
 func (r *spladeRun) rank(ids, texts []string, label string) (*ranking, error) {
 	rec, c, o := r.rec, r.c, r.o
+	selecting := label == "splade" && c.selecting()
+	topK := c.TopKPassage
+	if selecting {
+		topK = slices.Max(c.SelectTopKPassage)
+	}
 	start := time.Now()
-	docs, cut, err := EncodeTerms(r.s, r.tok, texts, r.lens.Passage, c.EncodeBatch, c.TopKPassage)
+	docs, cut, err := EncodeTerms(r.s, r.tok, texts, r.lens.Passage, c.EncodeBatch, topK)
 	if err != nil {
 		return nil, err
 	}
-	rk := &ranking{encodeSec: since(start), runs: map[string]eval.Run{}, stats: map[string]queryStats{}}
+	rk := &ranking{encodeSec: since(start), topK: topK, runs: map[string]eval.Run{}, stats: map[string]queryStats{}}
 	tokenize.ReportTruncation(o.Out, label+" corpus", r.lens.Passage, tokenize.TruncPart{Name: "passages", Count: &cut})
-	if rk.x, err = index.NewSparse(ids, docs, r.s.Dim()); err != nil {
-		return nil, err
-	}
 	qr, err := model.NewSpladeRunner(r.s, 1, r.lens.Query)
 	if err != nil {
 		return nil, err
 	}
 	defer qr.Close()
+	if selecting {
+		if rk.topK, err = r.choosePruning(ids, docs, qr); err != nil {
+			return nil, err
+		}
+		docs = pruneAll(docs, rk.topK)
+	}
+	if rk.x, err = index.NewSparse(ids, docs, r.s.Dim()); err != nil {
+		return nil, err
+	}
 	for _, split := range rec.Eval.Splits {
 		run, st := eval.Run{}, queryStats{}
 		for _, q := range r.ds.Qrels[split].QueryIDs() {
 			text, _ := r.ds.Queries.Text(q)
 			t0 := time.Now()
-			bt := r.tok.EncodeBatch([]string{text}, r.lens.Query)
-			w, err := qr.Encode(bt.IDs, bt.Mask, 1)
+			qt, err := r.queryTerms(qr, text)
 			if err != nil {
 				return nil, err
 			}
-			qt := index.Prune(w, c.TopKQuery)
 			t1 := time.Now()
 			hits, n := rk.x.Search(qt, rec.Eval.Depth)
 			st.searchSec += time.Since(t1).Seconds()
@@ -144,8 +155,27 @@ func (r *spladeRun) rank(ids, texts []string, label string) (*ranking, error) {
 		rk.runs[split], rk.stats[split] = run, st
 	}
 	fmt.Fprintf(o.Out, "%s: encoded and indexed %d passages in %.1fs: %.1f non-zero terms per passage (top_k_passage %d), %d postings\n",
-		label, rk.x.Len(), rk.encodeSec, float64(rk.x.Postings())/float64(max(1, rk.x.Len())), c.TopKPassage, rk.x.Postings())
+		label, rk.x.Len(), rk.encodeSec, float64(rk.x.Postings())/float64(max(1, rk.x.Len())), rk.topK, rk.x.Postings())
 	return rk, nil
+}
+
+// queryTerms encodes one query with the 1-row runner qr and prunes it to splade.top_k_query.
+func (r *spladeRun) queryTerms(qr *model.SpladeRunner, text string) ([]index.Term, error) {
+	bt := r.tok.EncodeBatch([]string{text}, r.lens.Query)
+	w, err := qr.Encode(bt.IDs, bt.Mask, 1)
+	if err != nil {
+		return nil, err
+	}
+	return index.Prune(w, r.c.TopKQuery), nil
+}
+
+// pruneAll keeps each vector's k largest weights (index.PruneTerms).
+func pruneAll(docs [][]index.Term, k int) [][]index.Term {
+	out := make([][]index.Term, len(docs))
+	for i, d := range docs {
+		out[i] = index.PruneTerms(d, k)
+	}
+	return out
 }
 
 // zeroShot ranks the eval splits with the model before training (eval.systems "zeroshot"): the
@@ -187,7 +217,7 @@ func (r *spladeRun) evaluate() error {
 	if err != nil {
 		return err
 	}
-	if err := x.Write(dir, map[string]any{"kind": KindName, "run": abs, "top_k_passage": c.TopKPassage, "top_k_query": c.TopKQuery,
+	if err := x.Write(dir, map[string]any{"kind": KindName, "run": abs, "top_k_passage": rk.topK, "top_k_query": c.TopKQuery,
 		"max_length": r.lens.Passage, "query_max_length": r.lens.Query, "steps": rec.Train.Steps}); err != nil {
 		return err
 	}
@@ -199,6 +229,9 @@ func (r *spladeRun) evaluate() error {
 	metrics["splade/index_bytes"], metrics["train/seconds"] = float64(indexBytes), r.trainSec
 	metrics["splade/passage_terms"] = float64(x.Postings()) / float64(max(1, x.Len()))
 	metrics["splade/encode_passage_seconds"] = rk.encodeSec
+	if c.selecting() {
+		metrics["splade/top_k_passage"] = float64(rk.topK)
+	}
 	bm25 := index.NewBM25(ids, texts, index.BM25Params{K1: rec.Index.K1, B: rec.Index.B})
 	for _, split := range rec.Eval.Splits {
 		qids := r.ds.Qrels[split].QueryIDs()

@@ -107,7 +107,11 @@ func (r *spladeRun) load() error {
 	if rec.Model.Encoder != model.EncoderTransformer || !rec.Model.SharedTowers {
 		return rec.KeyError("model.init_from", "SPLADE needs one BERT transformer tower for queries and passages (encoder %q, shared towers %v)", rec.Model.Encoder, rec.Model.SharedTowers)
 	}
-	if r.ds, r.passages, err = experiment.LoadPassages(rec); err != nil {
+	var extra []string // the dev split the pruning is chosen on
+	if r.c.selecting() {
+		extra = append(extra, rec.Data.DevSplit)
+	}
+	if r.ds, r.passages, err = experiment.LoadPassages(rec, extra...); err != nil {
 		return err
 	}
 	if r.tok, err = experiment.PrepareTokenizer(rec, o.ResumeDir, r.passages, o.Out); err != nil {
