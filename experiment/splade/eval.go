@@ -14,12 +14,18 @@ import (
 	"github.com/ragtrain/ragtrain/index"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tokenize"
+	"github.com/schollz/progressbar/v3"
 )
 
 // EncodeTerms encodes texts with s into term weights, B sequences of L tokens per forward pass,
 // and keeps each vector's k largest weights (index.Prune; k <= 0 keeps every non-zero). It
 // returns the pruned vectors in text order and what truncation to L cut.
 func EncodeTerms(s *model.Splade, tok *tokenize.Tokenizer, texts []string, L, B, k int) ([][]index.Term, tokenize.TruncCount, error) {
+	return encodeTerms(s, tok, texts, L, B, k, nil)
+}
+
+// encodeTerms is EncodeTerms, adding each batch's texts to bar when not nil.
+func encodeTerms(s *model.Splade, tok *tokenize.Tokenizer, texts []string, L, B, k int, bar *progressbar.ProgressBar) ([][]index.Term, tokenize.TruncCount, error) {
 	var cut tokenize.TruncCount
 	out := make([][]index.Term, 0, len(texts))
 	if len(texts) == 0 {
@@ -41,6 +47,12 @@ func EncodeTerms(s *model.Splade, tok *tokenize.Tokenizer, texts []string, L, B,
 		for i := range part {
 			out = append(out, index.Prune(w[i*V:(i+1)*V], k))
 		}
+		if bar != nil {
+			_ = bar.Add(len(part))
+		}
+	}
+	if bar != nil {
+		_ = bar.Finish()
 	}
 	return out, cut, nil
 }
@@ -116,7 +128,8 @@ func (r *spladeRun) rank(ids, texts []string, label string) (*ranking, error) {
 		topK = slices.Max(c.SelectTopKPassage)
 	}
 	start := time.Now()
-	docs, cut, err := EncodeTerms(r.s, r.tok, texts, r.lens.Passage, c.EncodeBatch, topK)
+	bar := experiment.ProgressBar(o.Progress, len(texts), label+": encode passages")
+	docs, cut, err := encodeTerms(r.s, r.tok, texts, r.lens.Passage, c.EncodeBatch, topK, bar)
 	if err != nil {
 		return nil, err
 	}
