@@ -3,6 +3,7 @@ package colbert
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -97,6 +98,9 @@ func (r *colbertRun) choosePlaid(enc *cb.Encoder, exact *cb.Exact, plaid *cb.Pla
 	how := fmt.Sprintf("the cheapest within %g of exact MaxSim's %.4f", c.SelectTolerance, exactNDCG)
 	if !within {
 		how = fmt.Sprintf("none within %g of exact MaxSim's %.4f: the best", c.SelectTolerance, exactNDCG)
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, experiment.RunsDir), 0o755); err != nil { // a resumed run's runs/ may be gone
+		return cb.SearchParams{}, err
 	}
 	if err := atomicfile.WriteFile(filepath.Join(r.dir, experiment.RunsDir, split+"."+SelectFile), tsv.Bytes()); err != nil {
 		return cb.SearchParams{}, err

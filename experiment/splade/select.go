@@ -3,6 +3,7 @@ package splade
 import (
 	"bytes"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"time"
@@ -64,6 +65,9 @@ func (r *spladeRun) choosePruning(ids []string, docs [][]index.Term, qr *model.S
 		}
 		scores[i] = m["nDCG@10"]
 		fmt.Fprintf(&tsv, "%d\t%.6f\t%.1f\t%d\t%.3f\n", k, scores[i], float64(x.Postings())/float64(max(1, x.Len())), x.Postings(), ms)
+	}
+	if err := os.MkdirAll(filepath.Join(r.dir, experiment.RunsDir), 0o755); err != nil { // a resumed run's runs/ may be gone
+		return 0, err
 	}
 	if err := atomicfile.WriteFile(filepath.Join(r.dir, experiment.RunsDir, split+"."+SelectFile), tsv.Bytes()); err != nil {
 		return 0, err
