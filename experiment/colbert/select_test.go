@@ -85,6 +85,10 @@ func TestPlaidSettingsChosenOnDev(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// the lone query's encoding, timed apart from the search (both systems encode alike)
+			if e := mt["colbert/query_encode_ms"]; !(e > 0) || mt["colbert_plaid/query_encode_ms"] != e {
+				t.Errorf("query_encode_ms: colbert %v, colbert_plaid %v", e, mt["colbert_plaid/query_encode_ms"])
+			}
 			exact, tolerance := mt["dev/colbert/nDCG@10"], map[string]float64{"0.005": 0.005, "0.0": 0}[tol]
 			chosen, best, bestScore := -1, -1, -1.0
 			var points [][]string

@@ -85,8 +85,9 @@
 // every source system and hybrid: dev select_metric, the test metrics of hybrid.table, index
 // bytes, query milliseconds and training seconds read from the source runs' metrics.json where
 // they report them — "<system>/index_bytes" or "/total_bytes", "<system>/query_ms",
-// "/query_milliseconds" or "/query_encode_ms" + "/query_search_ms", "train/seconds", 0 for
-// bm25 and zeroshot — a hybrid's as the sum of its parts'); and metrics.json, written last:
+// "/query_milliseconds" or "/query_search_ms", plus "/query_encode_ms" where a run times the
+// query's encoding apart, "train/seconds", 0 for bm25 and zeroshot — a hybrid's as the sum of
+// its parts'); and metrics.json, written last:
 // "<system>/<metric>" on test and "<system>.<dev_split>/<metric>" on dev for each hybrid (as
 // experiment.EvaluateSystems writes them for every kind) and for each source system, named
 // "alias:system", with its costs ("alias:system/index_bytes", "/query_ms", "/train_seconds").

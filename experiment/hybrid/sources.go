@@ -194,9 +194,10 @@ var untrained = []string{"bm25", "zeroshot", "splade_zeroshot"}
 
 // sourceCosts reads a system's costs from its run's metrics: index bytes from
 // "<system>/index_bytes" or "<system>/total_bytes" (the PLAID-style index), query latency from
-// "<system>/query_ms", "<system>/query_milliseconds" or "<system>/query_encode_ms" +
-// "<system>/query_search_ms", training time from "train/seconds" (0 for bm25 and zeroshot; a
-// run's rrf fuses its trained model, and so has the run's).
+// "<system>/query_ms", "<system>/query_milliseconds" or "<system>/query_search_ms", plus
+// "<system>/query_encode_ms" where the run times the query's encoding apart (SPLADE; ColBERT,
+// whose query_milliseconds is the search alone), training time from "train/seconds" (0 for bm25
+// and zeroshot; a run's rrf fuses its trained model, and so has the run's).
 func sourceCosts(m map[string]float64, system string) Costs {
 	var c Costs
 	for _, k := range []string{"/index_bytes", "/total_bytes"} {
@@ -204,17 +205,13 @@ func sourceCosts(m map[string]float64, system string) Costs {
 			c.IndexBytes, c.HasIndex = v, true
 		}
 	}
-	for _, k := range []string{"/query_ms", "/query_milliseconds"} {
+	for _, k := range []string{"/query_ms", "/query_milliseconds", "/query_search_ms"} {
 		if v, ok := m[system+k]; ok && !c.HasQuery {
 			c.QueryMS, c.HasQuery = v, true
 		}
 	}
-	if !c.HasQuery {
-		enc, ok1 := m[system+"/query_encode_ms"]
-		search, ok2 := m[system+"/query_search_ms"]
-		if ok1 && ok2 {
-			c.QueryMS, c.HasQuery = enc+search, true
-		}
+	if v, ok := m[system+"/query_encode_ms"]; ok && c.HasQuery {
+		c.QueryMS += v
 	}
 	if slices.Contains(untrained, system) {
 		c.HasTrain = true

@@ -89,6 +89,11 @@ func TestSourceCosts(t *testing.T) {
 	if c := sourceCosts(m, "colbert_plaid"); !c.HasIndex || c.IndexBytes != 100 || c.QueryMS != 3 || c.TrainSeconds != 50 {
 		t.Errorf("colbert_plaid: %+v", c)
 	}
+	m["colbert_plaid/query_encode_ms"] = 20 // a run that times the lone query's encoding apart
+	if c := sourceCosts(m, "colbert_plaid"); c.QueryMS != 23 {
+		t.Errorf("colbert_plaid with its encoding: %+v, want 3 + 20 ms", c)
+	}
+	delete(m, "colbert_plaid/query_encode_ms")
 	if c := sourceCosts(m, "splade"); c.HasIndex || c.QueryMS != 2.5 || !c.HasTrain {
 		t.Errorf("splade: %+v", c)
 	}

@@ -1,6 +1,6 @@
 // Command snapshot compares a finished run directory with its entry in
 // docs/results/seed42-snapshot.json, or records the run as that entry: metrics.json without
-// its timing keys (names containing "seconds" or "per_second") and the sha256 of every
+// its timing keys (names containing "seconds", "per_second" or "_ms") and the sha256 of every
 // runs/*.trec. tools/snapshot/check.sh runs recipes and calls it; a change that must not move
 // any number is checked with one command (issue 36).
 //
@@ -53,7 +53,7 @@ func load(file string) (snapshot, error) {
 
 // timing reports whether a metric is a timing key, left out of the snapshot.
 func timing(key string) bool {
-	return strings.Contains(key, "seconds") || strings.Contains(key, "per_second")
+	return strings.Contains(key, "seconds") || strings.Contains(key, "per_second") || strings.Contains(key, "_ms")
 }
 
 // readRun reads a run directory into an entry.

@@ -148,11 +148,11 @@ func NewSlice(t *testing.T) string {
 }
 
 // Quality drops the timing entries of metrics.json, which differ from run to run: train/*,
-// rates ("per_second") and times ("seconds", "milliseconds").
+// rates ("per_second") and times ("seconds", "milliseconds", "_ms").
 func Quality(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if strings.HasPrefix(k, "train/") || strings.Contains(k, "per_second") || strings.Contains(k, "seconds") {
+		if strings.HasPrefix(k, "train/") || strings.Contains(k, "per_second") || strings.Contains(k, "seconds") || strings.Contains(k, "_ms") {
 			continue
 		}
 		out[k] = v
@@ -233,11 +233,11 @@ func GardenTokenizer(t *testing.T, specials ...string) *tokenize.Tokenizer {
 	return gardentest.Tokenizer(t, specials...)
 }
 
-// Untimed drops the timing keys of metrics (names with "seconds").
+// Untimed drops the timing keys of metrics (names with "seconds", or "_ms": milliseconds).
 func Untimed(m map[string]float64) map[string]float64 {
 	out := map[string]float64{}
 	for k, v := range m {
-		if !strings.Contains(k, "seconds") {
+		if !strings.Contains(k, "seconds") && !strings.Contains(k, "_ms") {
 			out[k] = v
 		}
 	}
