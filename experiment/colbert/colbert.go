@@ -220,7 +220,8 @@ func (r *colbertRun) train(ctx context.Context) error {
 		env := &experiment.Env{Rec: rec, Opts: o, Dir: r.dir, Seed: r.seed, TokenizerPath: r.tokPath, Log: r.lg}
 		return env.SaveZeroStep(PhaseName, r.m.Params(), r.m.Cfg)
 	}
-	if r.ph.Start >= rec.Train.Steps {
+	if r.ph.Start >= rec.Train.Steps { // resumed after the last step: the checkpoint's seconds
+		r.metrics["train/seconds"] = r.ph.SecondsBefore
 		return nil
 	}
 	var teacher *retriever.Teacher

@@ -170,6 +170,32 @@ func TestColBERTResumesExactly(t *testing.T) {
 	if st["query_prefix"] != "[unused0]" || st["document_prefix"] != "[unused1]" || st["query_length"] != 8.0 || st["document_length"] != 24.0 || st["similarity_fn_name"] != "MaxSim" {
 		t.Fatalf("config_sentence_transformers.json: %v", st)
 	}
+	// evaluated again after the last step (a copy's metrics removed, resumed): the training
+	// seconds are the checkpoint's, and the rankings the run's
+	ck, err := checkpoints.Load(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before, err := os.ReadFile(filepath.Join(resumed, experiment.RunsDir, "test.colbert.trec"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(resumed, experiment.MetricsFile)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := experiment.Run(context.Background(), rec, experiment.Options{ResumeDir: resumed, Out: io.Discard, Progress: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	again, err := experiment.ReadMetrics(resumed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := again["train/seconds"]; !(v > 0) || v != ck.Trainer.TrainSeconds {
+		t.Errorf("re-evaluated: train/seconds %v, the checkpoint's %v", v, ck.Trainer.TrainSeconds)
+	}
+	if after, err := os.ReadFile(filepath.Join(resumed, experiment.RunsDir, "test.colbert.trec")); err != nil || string(after) != string(before) {
+		t.Errorf("re-evaluated: test.colbert.trec changed (err %v)", err)
+	}
 }
 
 // A ColBERT run trained by gradient caching (train.mini_batch_size = 2 of 4 queries and 8
