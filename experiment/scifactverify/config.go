@@ -31,7 +31,10 @@ type Config struct {
 	// Default: all eight.
 	Systems []string `toml:"systems"`
 	// EvalSplit is the split whose claims are verified and scored ("dev" to choose, "test"
-	// once). Default "test".
+	// once), or "none": a search point that chooses the Self-RAG decoder's settings on
+	// data.dev_split (select_*) and reads no other split, so that runs differing in LoRA rank,
+	// steps or abstract_tokens compare by dev/<system>/abstract_label_only/f1 without touching
+	// test (systems must then all be Self-RAG systems). Default "test".
 	EvalSplit string `toml:"eval_split"`
 	// MaxEvalClaims, when > 0, verifies only the first n claims of EvalSplit (by id), and of
 	// the dev split where settings are chosen there: a slice, said so in the metrics
@@ -90,7 +93,15 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("scifact_verify.systems", "must name at least one system")
 	}
 	v.DistinctOf("scifact_verify.systems", c.Systems, allSystems)
-	v.OneOf("scifact_verify.eval_split", c.EvalSplit, []string{"train", "dev", "test"})
+	v.OneOf("scifact_verify.eval_split", c.EvalSplit, []string{"train", "dev", "test", "none"})
+	if c.EvalSplit == "none" {
+		if !c.selecting() {
+			v.Fail("scifact_verify.eval_split", `"none" reads only the dev choice: set select_top_k or select_rel_threshold`)
+		}
+		if c.wants(func(s string) bool { return !isSelfRAG(s) }) {
+			v.Fail("scifact_verify.eval_split", `"none" reads only the dev choice, which the Self-RAG systems alone make: systems must be among selfrag_bm25, selfrag_minilm, oracle_selfrag, got %q`, c.Systems)
+		}
+	}
 	configs.AtLeast(v, "scifact_verify.max_eval_claims", c.MaxEvalClaims, 0)
 	if c.MinilmRun != "" {
 		c.MinilmRun = v.Abs(c.MinilmRun)

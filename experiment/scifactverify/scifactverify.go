@@ -122,8 +122,11 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 	if l.trainRank, err = retrieve(l.train.claims, c.TrainK, bm.Search); err != nil {
 		return nil, err
 	}
-	if l.evals, l.ranked, err = readRanked(rec, c.EvalSplit, l.corpus, bm); err != nil {
-		return nil, err
+	l.evals = &split{}
+	if c.EvalSplit != "none" {
+		if l.evals, l.ranked, err = readRanked(rec, c.EvalSplit, l.corpus, bm); err != nil {
+			return nil, err
+		}
 	}
 	if c.selecting() {
 		if l.dev, l.devRanked, err = readRanked(rec, rec.Data.DevSplit, l.corpus, bm); err != nil {
@@ -290,6 +293,9 @@ func (r *verifyRun) train(ctx context.Context) error {
 // the four official metrics and writes metrics.json.
 func (r *verifyRun) evaluate(ctx context.Context) error {
 	c := r.c
+	if c.EvalSplit == "none" { // a search point: the dev choice (selectOnDev) is its result
+		return experiment.WriteMetrics(r.dir, r.metrics)
+	}
 	var gold []eval.SciFactClaim
 	for _, cl := range r.l.evals.claims {
 		gold = append(gold, r.l.evals.gold[cl.ID])

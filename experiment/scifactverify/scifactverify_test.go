@@ -502,6 +502,8 @@ func TestRecipeErrors(t *testing.T) {
 		{"select_rel_threshold = [" + strings.Repeat("0.5, ", 101) + "0.5]", "scifact_verify.select_top_k: the dev grid holds at most 100 k and 101 thresholds, got 0 and 102"},
 		{"select_top_k = [1, 3]\neval_split = \"dev\"", "scifact_verify.eval_split: select_top_k / select_rel_threshold choose on data.dev_split"},
 		{"select_rel_threshold = [0.5]\nsystems = [\"plain_bm25\"]", "scifact_verify.select_top_k: chooses the Self-RAG decoder's settings"},
+		{`eval_split = "none"`, `scifact_verify.eval_split: "none" reads only the dev choice: set select_top_k`},
+		{"eval_split = \"none\"\nselect_top_k = [1]\nsystems = [\"selfrag_bm25\", \"plain_bm25\"]", `scifact_verify.eval_split: "none" reads only the dev choice, which the Self-RAG systems alone make`},
 	} {
 		path := filepath.Join(t.TempDir(), "r.toml")
 		text := "kind = \"scifact_verify\"\nname = \"x\"\n[data]\ndir = \"../../datasets/scifact\"\n[scifact_verify]\ninit_from = \"" +
@@ -724,6 +726,40 @@ func TestSelectOnDev(t *testing.T) {
 			t.Errorf("damaged %v: the choice changed on resume (%v)", damage, err)
 		}
 	}
+
+	// eval_split = "none", a search point: the same choice and dev figures from the same
+	// decisions, and no other split read (no metric outside train/ and dev/, no file but dev's)
+	point := runWith("none", []int{2, 1}, []float64{0.6, 0, 0.3}, 2, 0.5)
+	mp, err := experiment.ReadMetrics(point)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nDev := 0
+	for key, v := range mp {
+		switch {
+		case strings.HasPrefix(key, "dev/"):
+			nDev++
+			if v != mt[key] {
+				t.Errorf("search point %s = %v, the selecting run's %v", key, v, mt[key])
+			}
+		case !strings.HasPrefix(key, "train/"):
+			t.Errorf("search point wrote %s = %v: another split was read", key, v)
+		}
+	}
+	if nDev != 6 { // claims; per Self-RAG system: F1, threshold; selfrag_bm25's top_k
+		t.Errorf("search point: %d dev metrics, want 6: %v", nDev, mp)
+	}
+	files, err := os.ReadDir(filepath.Join(point, experiment.RunsDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !strings.HasPrefix(f.Name(), "dev.") {
+			t.Errorf("search point wrote runs/%s", f.Name())
+		}
+	}
+	testkit.SameFile(t, filepath.Join(sel, experiment.RunsDir, "dev.selfrag_bm25.decisions.jsonl"),
+		filepath.Join(point, experiment.RunsDir, "dev.selfrag_bm25.decisions.jsonl"))
 
 	// decisions made at threshold 1 (every abstract cut by relevance) are not those of 0.3
 	hi := runWith("dev", nil, nil, 2, 1)
