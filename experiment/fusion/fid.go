@@ -40,7 +40,7 @@ import (
 //   - fid@k: model.FiD, one encoder row "[CLS] question cloze [SEP] entry" (fid.encoder_length
 //     tokens) per retrieved entry, the decoder writing "answer [SEP]" after "[CLS] cloze"
 //     (fid.decoder_prefix) over the k encodings;
-//   - rag@k (rag_long@k in a run of every stage: rag@1 is then the qa stage's reader): the
+//   - rag@k (rag_long@1 at k = 1 in a run of every stage: rag@1 is then the qa stage's reader): the
 //     garden reader (GPT-2) with a context of fid.reader_length tokens, "[CLS] <ctx>
 //     entry_1 ... entry_k </ctx> question cloze answer [SEP]" (ragreader.Format; entries
 //     beyond the length are cut, counted in rag@k/contexts_cut).
@@ -184,9 +184,10 @@ const (
 var fidSystems = []string{"fid", "rag"}
 
 // systemName names system at k in metrics: "fid@k", and "rag@k" for the in-context reader,
-// "rag_long@k" in a run of every stage, where rag@1 is the qa stage's garden reader.
+// but "rag_long@1" at k = 1 in a run of every stage, where rag@1 is the qa stage's garden
+// reader (whose context holds one entry); rag@3 and rag@10 are always this stage's reader.
 func (c *FiDConfig) systemName(system string, k int) string {
-	if system == "rag" && !c.Only {
+	if system == "rag" && !c.Only && k == 1 {
 		system = "rag_long"
 	}
 	return fmt.Sprintf("%s@%d", system, k)

@@ -184,8 +184,8 @@ func TestFiDConfigErrors(t *testing.T) {
 		t.Error("fid.only names")
 	}
 	c.Only = false
-	if c.systemName("rag", 1) != "rag_long@1" {
-		t.Error("a run of every stage names the in-context reader rag_long")
+	if c.systemName("rag", 1) != "rag_long@1" || c.systemName("rag", 3) != "rag@3" || c.systemName("fid", 1) != "fid@1" {
+		t.Error("a run of every stage names the in-context reader rag_long@1 at k = 1 (rag@1 is the qa stage's), rag@k above")
 	}
 }
 
@@ -232,8 +232,8 @@ func TestFiDLRScales(t *testing.T) {
 }
 
 // TestFusionRunsEveryStage runs every stage of the kind on the tiny world (fid.only = false,
-// 20 fine-tuning steps): the fid stage runs after the swap and names its in-context systems
-// rag_long@k, leaving the qa stage's rag@1.
+// 20 fine-tuning steps): the fid stage runs after the swap and names its in-context reader
+// rag_long@1 at k = 1, leaving rag@1 to the qa stage's reader, and rag@k above (issue 41's keys).
 func TestFusionRunsEveryStage(t *testing.T) {
 	testkit.SkipUnderRace(t)
 	if testing.Short() {
@@ -250,15 +250,18 @@ func TestFusionRunsEveryStage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{"rag@1/EM", "rag@1/moved_old_town", "knnlm/EM", "fid@1/EM", "fid@3/moved_new_town", "rag_long@1/EM", "rag_long@3/moved_new_town", "time/fid_seconds"} {
+	for _, k := range []string{"rag@1/EM", "rag@1/moved_old_town", "knnlm/EM", "fid@1/EM", "fid@3/moved_new_town", "rag_long@1/EM", "rag@3/EM", "rag@3/moved_new_town", "time/fid_seconds"} {
 		if _, ok := m[k]; !ok {
 			t.Errorf("metrics lack %s", k)
 		}
 	}
-	if _, ok := m["rag@3/EM"]; ok {
-		t.Error("rag@3 in a run of every stage")
+	if _, ok := m["rag_long@3/EM"]; ok {
+		t.Error("rag_long@3 in a run of every stage: only k = 1 needs the other name")
 	}
-	if !strings.Contains(out.String(), "rag_long@3") {
+	if a, b := m["cost/rag@1/seconds_per_question"], m["cost/rag_long@1/seconds_per_question"]; a == b || a == 0 || b == 0 {
+		t.Error("rag@1 and rag_long@1 are the same figures: the fid stage overwrote the qa stage's rag@1")
+	}
+	if !strings.Contains(out.String(), "rag_long@1") || !strings.Contains(out.String(), "rag@3") {
 		t.Errorf("no fid table:\n%s", out.String())
 	}
 }
