@@ -25,11 +25,15 @@
 // Resumable: the datastore is built in shards of knnlm_lm.shard_docs abstracts, each shard
 // and then <run>/datastore/manifest.json written atomically; a resumed run (-resume) verifies
 // the shards the manifest lists (SHA-256, and the hash of the LM file, abstracts, token bound,
-// precision and shard size) and builds from the first one missing; the scoring (minutes) is
-// run again. Progress bars: datastore, dev, test.
+// precision and shard size) and builds from the first one missing. The scoring (hours at full
+// size: an exact search of the datastore per held-out token) writes each split's sums to
+// <run>/scoring/<split>.json after every abstract, atomically, with the hash of what they are
+// of (the datastore, the split's abstracts and tokens, k, the search, the seed, both grids); a
+// resumed run continues from the next abstract with the same sums, bit for bit, and refuses a
+// state of anything else. Progress bars: datastore, dev, test.
 //
-// Outputs: <run>/datastore/, log.jsonl (a line per shard built, per (T, λ) scored and the
-// choice), metrics.json: lm/ppl_dev, lm/ppl_test, knnlm/ppl_dev, knnlm/ppl_test (at the
+// Outputs: <run>/datastore/, <run>/scoring/, log.jsonl (a line per shard built, per (T, λ)
+// scored and the choice), metrics.json: lm/ppl_dev, lm/ppl_test, knnlm/ppl_dev, knnlm/ppl_test (at the
 // choice), knnlm/lambda, knnlm/temperature, knnlm/k, knnlm/ppl_test.lambda=<λ> (each λ at the
 // chosen T), lm/ppl_test.freq<bin> and knnlm/ppl_test.freq<bin>, eval/test_tokens.freq<bin>,
 // datastore/pairs, datastore/bytes (keys, norms, values), datastore/index_bytes (the searcher,

@@ -54,6 +54,7 @@ type lmRun struct {
 	search         knnlm.Searcher
 	builtSecs      float64 // forward passes of this run's build
 	builtPairs     int
+	scored         int // held-out abstracts this run has scored (dev and test)
 	metrics        map[string]float64
 }
 
@@ -361,21 +362,37 @@ func (g *grid) ppl(t, l int, keep func(bin int) bool) float64 {
 
 // scoreSplit runs the LM over the held-out abstracts ids, searches the k nearest keys of every
 // position's key and accumulates the grid; it returns the tokens, the LM's and the search's
-// seconds.
+// seconds (of every process that scored the split). After each abstract the sums are written
+// to <run>/scoring/<name>.json, from which a resumed run continues.
 func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *grid, counts map[int32]int) (int, float64, float64, error) {
+	st, err := readScore(r.dir, name, r.scoreHash(name, ids, g), g, len(ids))
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if st.Done > 0 {
+		fmt.Fprintf(r.o.Out, "resume: scoring %s: %d of %d abstracts (%d tokens) read from %s\n", name, st.Done, len(ids), st.Tokens, scorePath(r.dir, name))
+	}
 	r.dec.KeepKeys = true
 	defer func() { r.dec.KeepKeys = false }()
 	H, V := r.lm.Cfg.Hidden, r.lm.Cfg.Vocab
 	lp, scratch := make([]float64, V), make([]float64, V)
-	var lmSecs, searchSecs float64
-	tokens := 0
 	b := experiment.ProgressBar(r.o.Progress, len(ids), name)
-	for _, id := range ids {
+	_ = b.Add(st.Done)
+	for i := st.Done; i < len(ids); i++ {
 		if err := ctx.Err(); err != nil {
 			return 0, 0, 0, err
 		}
+		if r.o.InterruptPhase == ScorePhaseName && r.scored == r.o.InterruptAt {
+			return 0, 0, 0, fmt.Errorf("scoring %s: interrupted after %d abstracts", name, i)
+		}
+		r.scored++
+		id := ids[i]
 		seq := r.seqs[id]
 		if len(seq) < 2 {
+			st.Done = i + 1
+			if err := writeScore(r.dir, name, st, g); err != nil {
+				return 0, 0, 0, err
+			}
 			_ = b.Add(1)
 			continue
 		}
@@ -397,21 +414,25 @@ func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *gr
 			knnlm.LogSoftmax(lp, scratch)
 			logLM[t] = lp[seq[t+1]]
 		}
-		lmSecs += time.Since(start).Seconds()
+		st.LMSeconds += time.Since(start).Seconds()
 		start = time.Now()
 		nbs := r.search.Search(r.dec.Keys[:(len(seq)-1)*H], r.c.K)
-		searchSecs += time.Since(start).Seconds()
+		st.SearchSeconds += time.Since(start).Seconds()
 		for t, nb := range nbs {
 			if len(nb) > 0 {
 				g.nearest += float64(nb[0].Dist)
 			}
 			g.add(binOf(counts[int32(seq[t+1])]), seq[t+1], logLM[t], nb)
 		}
-		tokens += len(seq) - 1
+		st.Tokens += len(seq) - 1
+		st.Done = i + 1
+		if err := writeScore(r.dir, name, st, g); err != nil {
+			return 0, 0, 0, err
+		}
 		_ = b.Add(1)
 	}
 	_ = b.Finish()
-	return tokens, lmSecs, searchSecs, nil
+	return st.Tokens, st.LMSeconds, st.SearchSeconds, nil
 }
 
 // evaluate scores the dev and test abstracts, chooses (temperature, λ) by dev perplexity, and

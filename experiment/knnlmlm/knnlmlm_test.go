@@ -328,6 +328,44 @@ func TestResumesExactly(t *testing.T) {
 	}
 }
 
+// TestScoringResumesExactly: a run stopped while scoring (after the first dev abstract, and
+// after the first test abstract) and resumed ends with the uninterrupted run's metrics (timings
+// aside), reading the sums it had; a scoring state of anything else is refused, naming its file.
+func TestScoringResumesExactly(t *testing.T) {
+	rec := tinyRecipe(t, "")
+	_, m := runTiny(t, rec)
+	dev := int(m["eval/dev_docs"])
+	if dev < 2 || m["eval/test_docs"] < 2 {
+		t.Fatalf("tiny run: %v dev and %v test abstracts", dev, m["eval/test_docs"])
+	}
+	for _, c := range []struct {
+		at   int
+		want string
+	}{{1, fmt.Sprintf("resume: scoring dev: 1 of %d abstracts", dev)}, {dev + 1, "resume: scoring test: 1 of"}} {
+		full, resumed, out := testkit.Resume(t, rec, ScorePhaseName, c.at)
+		if !strings.Contains(out, c.want) || !strings.Contains(out, "resume: datastore: 3 of 3 shards") {
+			t.Errorf("stopped after %d abstracts, the resumed run says:\n%s", c.at, out)
+		}
+		testkit.SameMetrics(t, fmt.Sprintf("stopped after %d: ", c.at), full, resumed, testkit.Untimed)
+	}
+	broken, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard, InterruptPhase: ScorePhaseName, InterruptAt: 1})
+	if err == nil {
+		t.Fatal("not interrupted")
+	}
+	path := filepath.Join(broken, ScoreDir, "dev.json")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(strings.Replace(string(raw), `"hash":"`, `"hash":"0`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = experiment.Run(context.Background(), rec, experiment.Options{ResumeDir: broken, Out: io.Discard, Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another") {
+		t.Errorf("a state of other scoring: resumed with err = %v", err)
+	}
+}
+
 // TestRecipeBounds: every size the section reads is bounded before anything is allocated, the
 // error naming the key; the datastore's bytes and the LM's context are checked before any pass.
 func TestRecipeBounds(t *testing.T) {
