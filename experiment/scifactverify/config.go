@@ -17,6 +17,10 @@ func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "scifac
 // The systems a run may evaluate (issue 39): the reader (closed-book SmolLM2-Instruct, the plain
 // LoRA reader, the Self-RAG reader) and where its abstracts come from (BM25 or a MiniLM run over
 // the whole corpus; oracle: the claim's cited abstracts).
+// searchPoint is scifact_verify.eval_split's value for a search point: the dev choice alone,
+// no split read for evaluation.
+const searchPoint = "none"
+
 var allSystems = []string{"closedbook_bm25", "closedbook_minilm", "plain_bm25", "plain_minilm",
 	"selfrag_bm25", "selfrag_minilm", "oracle_plain", "oracle_selfrag"}
 
@@ -93,8 +97,8 @@ func check(v *configs.Checker, r *configs.Recipe, c *Config) {
 		v.Fail("scifact_verify.systems", "must name at least one system")
 	}
 	v.DistinctOf("scifact_verify.systems", c.Systems, allSystems)
-	v.OneOf("scifact_verify.eval_split", c.EvalSplit, []string{"train", "dev", "test", "none"})
-	if c.EvalSplit == "none" {
+	v.OneOf("scifact_verify.eval_split", c.EvalSplit, []string{"train", "dev", "test", searchPoint})
+	if c.EvalSplit == searchPoint {
 		if !c.selecting() {
 			v.Fail("scifact_verify.eval_split", `"none" reads only the dev choice: set select_top_k or select_rel_threshold`)
 		}

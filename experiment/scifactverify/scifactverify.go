@@ -123,7 +123,7 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 		return nil, err
 	}
 	l.evals = &split{}
-	if c.EvalSplit != "none" {
+	if c.EvalSplit != searchPoint {
 		if l.evals, l.ranked, err = readRanked(rec, c.EvalSplit, l.corpus, bm); err != nil {
 			return nil, err
 		}
@@ -133,8 +133,12 @@ func load(rec *configs.Recipe, out io.Writer) (*loaded, error) {
 			return nil, err
 		}
 	}
-	fmt.Fprintf(out, "scifact_verify: %s (%d layers, H = %d); %d abstracts; %d train claims, %d %s claims\n",
-		c.InitFrom, m.Cfg.Layers, m.Cfg.Hidden, len(l.corpus.Order), len(l.train.claims), len(l.evals.claims), c.EvalSplit)
+	evals := fmt.Sprintf(", %d %s claims", len(l.evals.claims), c.EvalSplit)
+	if c.EvalSplit == searchPoint {
+		evals = " (a search point: no split but dev's is read)"
+	}
+	fmt.Fprintf(out, "scifact_verify: %s (%d layers, H = %d); %d abstracts; %d train claims%s\n",
+		c.InitFrom, m.Cfg.Layers, m.Cfg.Hidden, len(l.corpus.Order), len(l.train.claims), evals)
 	if l.dev != nil {
 		fmt.Fprintf(out, "scifact_verify: the Self-RAG decoder's top_k and rel_threshold chosen on %d %s claims\n", len(l.dev.claims), rec.Data.DevSplit)
 	}
@@ -293,7 +297,7 @@ func (r *verifyRun) train(ctx context.Context) error {
 // the four official metrics and writes metrics.json.
 func (r *verifyRun) evaluate(ctx context.Context) error {
 	c := r.c
-	if c.EvalSplit == "none" { // a search point: the dev choice (selectOnDev) is its result
+	if c.EvalSplit == searchPoint { // a search point: the dev choice (selectOnDev) is its result
 		return experiment.WriteMetrics(r.dir, r.metrics)
 	}
 	var gold []eval.SciFactClaim
