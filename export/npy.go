@@ -82,38 +82,29 @@ func checkShape(path string, shape []int, n int) error {
 // WriteNPYFloat32 writes data, row-major with the given shape (e.g. [N, H]), to path as a
 // little-endian float32 ('<f4') .npy file, version 1.0, atomically (temporary file, rename).
 func WriteNPYFloat32(path string, data []float32, shape ...int) error {
-	if err := checkShape(path, shape, len(data)); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		if _, err := w.Write(npyHeader("<f4", shape)); err != nil {
-			return err
-		}
-		var b [4]byte
-		for _, v := range data {
-			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
-			if _, err := w.Write(b[:]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return writeNPYAs(path, npyFloat32, data, shape)
 }
 
 // WriteNPYInt64 writes data, row-major with the given shape, as a little-endian int64 ('<i8')
 // .npy file, version 1.0, atomically.
 func WriteNPYInt64(path string, data []int64, shape ...int) error {
+	return writeNPYAs(path, npyInt64, data, shape)
+}
+
+// writeNPYAs writes data, row-major with the given shape, to path as a .npy file of dtype t,
+// version 1.0, atomically.
+func writeNPYAs[T any](path string, t npyDtype[T], data []T, shape []int) error {
 	if err := checkShape(path, shape, len(data)); err != nil {
 		return err
 	}
 	return atomicfile.Write(path, func(w io.Writer) error {
-		if _, err := w.Write(npyHeader("<i8", shape)); err != nil {
+		if _, err := w.Write(npyHeader(t.descr, shape)); err != nil {
 			return err
 		}
-		var b [8]byte
+		b := make([]byte, t.size)
 		for _, v := range data {
-			binary.LittleEndian.PutUint64(b[:], uint64(v))
-			if _, err := w.Write(b[:]); err != nil {
+			t.put(b, v)
+			if _, err := w.Write(b); err != nil {
 				return err
 			}
 		}
@@ -216,25 +207,30 @@ func decodeNPYInt64(path, descr string, shape []int, data []byte) ([]int64, []in
 	return decodeNPYAs(path, descr, shape, data, npyInt64)
 }
 
-// npyDtype is a dtype the readers take: its descr, its name in errors, the bytes of a value and
-// the decoding of a data section into values.
+// npyDtype is a dtype the readers and writers take: its descr, its name in errors, the bytes of
+// a value, the encoding of one value and the decoding of a data section into values.
 type npyDtype[T any] struct {
 	descr, name string
 	size        int
+	put         func(b []byte, v T)
 	decode      func(out []T, data []byte)
 }
 
 var (
-	npyFloat32 = npyDtype[float32]{"<f4", "little-endian float32", 4, func(out []float32, data []byte) {
-		for i := range out {
-			out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-		}
-	}}
-	npyInt64 = npyDtype[int64]{"<i8", "little-endian int64", 8, func(out []int64, data []byte) {
-		for i := range out {
-			out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
-		}
-	}}
+	npyFloat32 = npyDtype[float32]{"<f4", "little-endian float32", 4,
+		func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) },
+		func(out []float32, data []byte) {
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+		}}
+	npyInt64 = npyDtype[int64]{"<i8", "little-endian int64", 8,
+		func(b []byte, v int64) { binary.LittleEndian.PutUint64(b, uint64(v)) },
+		func(out []int64, data []byte) {
+			for i := range out {
+				out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
+			}
+		}}
 )
 
 // readNPYAs reads a .npy file of dtype t (C order) and returns its values, row-major, and its
