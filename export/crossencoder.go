@@ -274,11 +274,8 @@ func openRunCrossEncoder(dir string) (*CrossEncoderDir, error) {
 	if r.Kind == KindBiEncoder {
 		return openBodyCrossEncoder(dir, nil)
 	}
-	if r.Kind != KindCrossEncoder {
-		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindCrossEncoder)
-	}
 	var c model.CrossEncoderConfig
-	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
+	if err := r.kindConfig(KindCrossEncoder, &c); err != nil {
 		return nil, err
 	}
 	set := checkpointSet(r.Checkpoint, "")

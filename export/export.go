@@ -17,6 +17,7 @@ import (
 	"github.com/ragtrain/ragtrain/configs"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
+	"github.com/ragtrain/ragtrain/internal/jsonerr"
 	"github.com/ragtrain/ragtrain/tokenize"
 )
 
@@ -252,15 +253,8 @@ func readJSON(path string, v any, strict bool) error {
 
 // jsonErrLine returns the 1-based line of a JSON decoding error, 1 when unknown.
 func jsonErrLine(b []byte, err error) int {
-	var off int64
-	var se *json.SyntaxError
-	var te *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &se):
-		off = se.Offset
-	case errors.As(err, &te):
-		off = te.Offset
-	default:
+	off, ok := jsonerr.Offset(err)
+	if !ok {
 		return 1
 	}
 	return 1 + strings.Count(string(b[:min(int(off), len(b))]), "\n")

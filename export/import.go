@@ -235,11 +235,8 @@ func openRunBiEncoder(dir string) (*BiEncoderDir, error) {
 	if err != nil {
 		return nil, err
 	}
-	if r.Kind != KindBiEncoder {
-		return nil, fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, KindBiEncoder)
-	}
 	var c model.BiEncoderConfig
-	if err := r.Checkpoint.DecodeConfig(&c); err != nil {
+	if err := r.kindConfig(KindBiEncoder, &c); err != nil {
 		return nil, err
 	}
 	set := checkpointSet(r.Checkpoint, "")
@@ -525,6 +522,15 @@ type tensorSet struct {
 
 func newTensorSet(file string) *tensorSet {
 	return &tensorSet{file: file, byName: map[string]checkpoints.Tensor{}}
+}
+
+// kindConfig decodes the model config of r's checkpoint into c (a pointer) after checking that
+// the run holds a model of kind.
+func (r *Run) kindConfig(kind string, c any) error {
+	if r.Kind != kind {
+		return fmt.Errorf("%s: holds a %s, not a %s", r.Checkpoint.Dir, r.Kind, kind)
+	}
+	return r.Checkpoint.DecodeConfig(c)
 }
 
 // checkpointSet is the set of ck's parameters whose names start with prefix ("": all), in the

@@ -82,38 +82,29 @@ func checkShape(path string, shape []int, n int) error {
 // WriteNPYFloat32 writes data, row-major with the given shape (e.g. [N, H]), to path as a
 // little-endian float32 ('<f4') .npy file, version 1.0, atomically (temporary file, rename).
 func WriteNPYFloat32(path string, data []float32, shape ...int) error {
-	if err := checkShape(path, shape, len(data)); err != nil {
-		return err
-	}
-	return atomicfile.Write(path, func(w io.Writer) error {
-		if _, err := w.Write(npyHeader("<f4", shape)); err != nil {
-			return err
-		}
-		var b [4]byte
-		for _, v := range data {
-			binary.LittleEndian.PutUint32(b[:], math.Float32bits(v))
-			if _, err := w.Write(b[:]); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return writeNPYAs(path, npyFloat32, data, shape)
 }
 
 // WriteNPYInt64 writes data, row-major with the given shape, as a little-endian int64 ('<i8')
 // .npy file, version 1.0, atomically.
 func WriteNPYInt64(path string, data []int64, shape ...int) error {
+	return writeNPYAs(path, npyInt64, data, shape)
+}
+
+// writeNPYAs writes data, row-major with the given shape, to path as a .npy file of dtype t,
+// version 1.0, atomically.
+func writeNPYAs[T any](path string, t npyDtype[T], data []T, shape []int) error {
 	if err := checkShape(path, shape, len(data)); err != nil {
 		return err
 	}
 	return atomicfile.Write(path, func(w io.Writer) error {
-		if _, err := w.Write(npyHeader("<i8", shape)); err != nil {
+		if _, err := w.Write(npyHeader(t.descr, shape)); err != nil {
 			return err
 		}
-		var b [8]byte
+		b := make([]byte, t.size)
 		for _, v := range data {
-			binary.LittleEndian.PutUint64(b[:], uint64(v))
-			if _, err := w.Write(b[:]); err != nil {
+			t.put(b, v)
+			if _, err := w.Write(b); err != nil {
 				return err
 			}
 		}
@@ -203,49 +194,66 @@ func npyCount(path string, shape []int, data []byte, size int) (int, error) {
 
 // ReadNPYFloat32 reads a little-endian float32 .npy file written by WriteNPYFloat32 or numpy
 // (C order) and returns its values, row-major, and its shape.
-func ReadNPYFloat32(path string) ([]float32, []int, error) {
-	descr, shape, data, err := readNPY(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	return decodeNPYFloat32(path, descr, shape, data)
-}
+func ReadNPYFloat32(path string) ([]float32, []int, error) { return readNPYAs(path, npyFloat32) }
 
 func decodeNPYFloat32(path, descr string, shape []int, data []byte) ([]float32, []int, error) {
-	if descr != "<f4" {
-		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<f4' (little-endian float32)", path, descr)
-	}
-	n, err := npyCount(path, shape, data, 4)
-	if err != nil {
-		return nil, nil, err
-	}
-	out := make([]float32, n)
-	for i := range out {
-		out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
-	}
-	return out, shape, nil
+	return decodeNPYAs(path, descr, shape, data, npyFloat32)
 }
 
 // ReadNPYInt64 reads a little-endian int64 .npy file (C order).
-func ReadNPYInt64(path string) ([]int64, []int, error) {
+func ReadNPYInt64(path string) ([]int64, []int, error) { return readNPYAs(path, npyInt64) }
+
+func decodeNPYInt64(path, descr string, shape []int, data []byte) ([]int64, []int, error) {
+	return decodeNPYAs(path, descr, shape, data, npyInt64)
+}
+
+// npyDtype is a dtype the readers and writers take: its descr, its name in errors, the bytes of
+// a value, the encoding of one value and the decoding of a data section into values.
+type npyDtype[T any] struct {
+	descr, name string
+	size        int
+	put         func(b []byte, v T)
+	decode      func(out []T, data []byte)
+}
+
+var (
+	npyFloat32 = npyDtype[float32]{"<f4", "little-endian float32", 4,
+		func(b []byte, v float32) { binary.LittleEndian.PutUint32(b, math.Float32bits(v)) },
+		func(out []float32, data []byte) {
+			for i := range out {
+				out[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[4*i:]))
+			}
+		}}
+	npyInt64 = npyDtype[int64]{"<i8", "little-endian int64", 8,
+		func(b []byte, v int64) { binary.LittleEndian.PutUint64(b, uint64(v)) },
+		func(out []int64, data []byte) {
+			for i := range out {
+				out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
+			}
+		}}
+)
+
+// readNPYAs reads a .npy file of dtype t (C order) and returns its values, row-major, and its
+// shape.
+func readNPYAs[T any](path string, t npyDtype[T]) ([]T, []int, error) {
 	descr, shape, data, err := readNPY(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	return decodeNPYInt64(path, descr, shape, data)
+	return decodeNPYAs(path, descr, shape, data, t)
 }
 
-func decodeNPYInt64(path, descr string, shape []int, data []byte) ([]int64, []int, error) {
-	if descr != "<i8" {
-		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '<i8' (little-endian int64)", path, descr)
+// decodeNPYAs decodes the data section of a .npy file after checking that descr is t's and that
+// the data fills shape exactly.
+func decodeNPYAs[T any](path, descr string, shape []int, data []byte, t npyDtype[T]) ([]T, []int, error) {
+	if descr != t.descr {
+		return nil, nil, fmt.Errorf("%s: npy: dtype %q, want '%s' (%s)", path, descr, t.descr, t.name)
 	}
-	n, err := npyCount(path, shape, data, 8)
+	n, err := npyCount(path, shape, data, t.size)
 	if err != nil {
 		return nil, nil, err
 	}
-	out := make([]int64, n)
-	for i := range out {
-		out[i] = int64(binary.LittleEndian.Uint64(data[8*i:]))
-	}
+	out := make([]T, n)
+	t.decode(out, data)
 	return out, shape, nil
 }

@@ -162,14 +162,20 @@ func diagCrossEntropy(loss string, dt tensor.Dtype, scores, mask *G.Node, tau fl
 	return meanDiff(loss, lse, pos)
 }
 
-// meanDiff is mean_b(a_b - b_b) for [B] nodes a and b: a mean negative log-likelihood when a
-// is the log normaliser and b the target's log score.
+// meanDiff is the mean over the elements of a - b, nodes of one shape: for [B] nodes
+// mean_b(a_b - b_b), a mean negative log-likelihood when a is the log normaliser and b the
+// target's log score.
 func meanDiff(loss string, a, b *G.Node) (*G.Node, error) {
-	nll, err := G.Sub(a, b)
+	d, err := G.Sub(a, b)
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s", loss)
 	}
-	out, err := G.Mean(nll)
+	return mean(loss, d)
+}
+
+// mean returns the mean of x's elements; loss names the loss in the error.
+func mean(loss string, x *G.Node) (*G.Node, error) {
+	out, err := G.Mean(x)
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
 	}

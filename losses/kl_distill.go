@@ -77,15 +77,7 @@ func softKL(loss string, names [4]string, s, t *G.Node, tauS, tauT float64) (*G.
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s", loss)
 	}
-	kl, err := G.Sub(negH, crossRows)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s", loss)
-	}
-	out, err := G.Mean(kl)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
-	}
-	return out, nil
+	return meanDiff(loss, negH, crossRows) // mean_b KL(p_T || p_S)
 }
 
 // kl_distill distils a teacher's scores of each list's candidates into the lists' scores:

@@ -51,15 +51,7 @@ func Listwise(a, labels *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "losses: Listwise")
 	}
-	mean, err := G.Mean(rows)
-	if err != nil {
-		return nil, errors.Wrap(err, "losses: Listwise: mean")
-	}
-	out, err := G.Neg(mean)
-	if err != nil {
-		return nil, errors.Wrap(err, "losses: Listwise")
-	}
-	return out, nil
+	return negMean("Listwise", rows)
 }
 
 // labelDistOp turns [B,K] graded labels into per-row distributions t = labels / row sum, a

@@ -84,11 +84,7 @@ func MarginMSE(q, pPos, pNeg, tPos, tNeg *G.Node, sim Similarity) (*G.Node, erro
 	if err != nil {
 		return nil, errors.Wrapf(err, "losses: %s: square", loss)
 	}
-	out, err := G.Mean(sq)
-	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
-	}
-	return out, nil
+	return mean(loss, sq)
 }
 
 // teacherMarginOp computes the constant tPos - tNeg of two [B] nodes after checking that every

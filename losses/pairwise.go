@@ -37,11 +37,7 @@ func Pairwise(aPos, aNeg *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := G.Mean(sp)
-	if err != nil {
-		return nil, errors.Wrap(err, "losses: Pairwise: mean")
-	}
-	return out, nil
+	return mean("Pairwise", sp)
 }
 
 // pairwise trains cross-encoders on lists whose slot 0 is the positive.

@@ -49,15 +49,7 @@ func Pointwise(a, y *G.Node) (*G.Node, error) {
 	if err != nil {
 		return nil, errors.Wrap(err, "losses: Pointwise")
 	}
-	per, err := G.Sub(sp, ya)
-	if err != nil {
-		return nil, errors.Wrap(err, "losses: Pointwise")
-	}
-	out, err := G.Mean(per)
-	if err != nil {
-		return nil, errors.Wrap(err, "losses: Pointwise: mean")
-	}
-	return out, nil
+	return meanDiff("Pointwise", sp, ya)
 }
 
 // index formats the row-major flat index i of an array of the given shape as "[i][j]...".

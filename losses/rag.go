@@ -211,9 +211,9 @@ func ragJoint(loss string, logw, logp, mask *G.Node) (*G.Node, error) {
 
 // negMean returns -mean(x).
 func negMean(loss string, x *G.Node) (*G.Node, error) {
-	m, err := G.Mean(x)
+	m, err := mean(loss, x)
 	if err != nil {
-		return nil, errors.Wrapf(err, "losses: %s: mean", loss)
+		return nil, err
 	}
 	out, err := G.Neg(m)
 	if err != nil {

@@ -63,10 +63,7 @@ func LoadDir(dir string) (*Tokenizer, string, error) {
 	cfgPath := filepath.Join(dir, ConfigFile)
 	if fileExists(cfgPath) {
 		var c tokenizerConfigJSON
-		if err := readConfigJSON(cfgPath, &c); err != nil {
-			return nil, "", err
-		}
-		if err := c.apply(cfgPath, &o); err != nil {
+		if err := readOptions(cfgPath, &c, &o); err != nil {
 			return nil, "", err
 		}
 		var err error
@@ -77,11 +74,7 @@ func LoadDir(dir string) (*Tokenizer, string, error) {
 	}
 	mapPath := filepath.Join(dir, SpecialTokensFile)
 	if fileExists(mapPath) {
-		var m specialTokensJSON
-		if err := readConfigJSON(mapPath, &m); err != nil {
-			return nil, "", err
-		}
-		if err := m.apply(mapPath, &o); err != nil {
+		if err := readOptions(mapPath, &specialTokensJSON{}, &o); err != nil {
 			return nil, "", err
 		}
 		used = append(used, mapPath)
@@ -145,6 +138,20 @@ func loadVocabWithAdded(vocabPath string, o VocabOptions, added []addedDecoderEn
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// optionsFile is a JSON file of a vocab.txt directory that sets VocabOptions
+// (tokenizer_config.json, special_tokens_map.json).
+type optionsFile interface {
+	apply(path string, o *VocabOptions) error
+}
+
+// readOptions decodes the JSON file at path into f and applies it to o.
+func readOptions(path string, f optionsFile, o *VocabOptions) error {
+	if err := readConfigJSON(path, f); err != nil {
+		return err
+	}
+	return f.apply(path, o)
 }
 
 // readConfigJSON decodes the JSON file at path into v; errors name the file and the line.

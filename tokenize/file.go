@@ -12,6 +12,7 @@ import (
 
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/internal/bounded"
+	"github.com/ragtrain/ragtrain/internal/jsonerr"
 )
 
 // The tokenizer.json layout, as written by Hugging Face tokenizers 0.13+.
@@ -137,16 +138,8 @@ func parse(path string, data []byte) (*Tokenizer, error) {
 
 // jsonLine returns ":LINE" for a JSON error that carries an offset.
 func jsonLine(data []byte, err error) string {
-	var off int64 = -1
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.As(err, &syn):
-		off = syn.Offset
-	case errors.As(err, &typ):
-		off = typ.Offset
-	}
-	if off < 0 || off > int64(len(data)) {
+	off, ok := jsonerr.Offset(err)
+	if !ok || off < 0 || off > int64(len(data)) {
 		return ""
 	}
 	return ":" + strconv.Itoa(1+bytes.Count(data[:off], []byte("\n")))

@@ -224,30 +224,30 @@ func (w *World) writePretrain(out io.Writer) error {
 }
 
 func (w *World) writeGardeners(out io.Writer) error {
-	for i := range w.Gardeners {
-		g := &w.Gardeners[i]
-		rec := GardenerRecord{
+	return jsonLines(out, w.Gardeners, func(g *Gardener) any {
+		return GardenerRecord{
 			ID: g.Key, Index: g.ID, FirstName: g.FirstName, Surname: g.Surname, Name: g.Name(),
 			Town: g.Facts[LivesIn], Plant: g.Facts[Grows], Animal: g.Facts[Keeps],
 			Rank: g.Rank, Biographies: g.Biographies, Covered: g.Covered, Split: g.Split(),
 		}
-		if err := jsonLine(out, rec); err != nil {
-			return err
-		}
-	}
-	return nil
+	})
 }
 
 func (w *World) writeQuestions(out io.Writer) error {
-	for i := range w.Questions {
-		q := &w.Questions[i]
-		rec := QuestionRecord{
+	return jsonLines(out, w.Questions, func(q *Question) any {
+		return QuestionRecord{
 			ID: q.ID, Gardener: w.Gardeners[q.Gardener].Key, Relation: q.Relation.String(),
 			Cloze: q.Cloze, Question: q.Trained, Unseen: q.Unseen, Answer: q.Answer,
 			Count: q.Count, Bucket: q.Bucket, Split: q.Split, HasEntry: q.HasEntry,
 			Previous: q.Previous, Poisoned: q.Poisoned,
 		}
-		if err := jsonLine(out, rec); err != nil {
+	})
+}
+
+// jsonLines writes record(&items[i]) for every item, in order, one jsonLine each.
+func jsonLines[T any](out io.Writer, items []T, record func(*T) any) error {
+	for i := range items {
+		if err := jsonLine(out, record(&items[i])); err != nil {
 			return err
 		}
 	}

@@ -442,27 +442,17 @@ func (r *colbertRun) encodeQueries(enc *cb.Encoder, split string) ([]string, *cb
 	return qids, qv, err
 }
 
-// latencyQueries bounds the queries loneQueryEncode encodes.
-const latencyQueries = 100
-
 // loneQueryEncode is the mean milliseconds of encoding one query alone (the first
-// latencyQueries of qids, one call each), the half of a served query's latency that
+// experiment.LatencyQueries of qids, one call each), the half of a served query's latency that
 // "<system>/query_milliseconds" (the search over vectors encoded beforehand) leaves out.
 func loneQueryEncode(enc *cb.Encoder, ds *data.Dataset, qids []string) (float64, error) {
-	n := min(len(qids), latencyQueries)
-	if n == 0 {
-		return 0, nil
-	}
 	cut := enc.QueryCut // the truncation counts count each query once
 	defer func() { enc.QueryCut = cut }()
-	start := time.Now()
-	for _, q := range qids[:n] {
-		text, _ := ds.Queries.Text(q)
-		if _, err := enc.Queries([]string{text}); err != nil {
-			return 0, err
-		}
-	}
-	return 1000 * time.Since(start).Seconds() / float64(n), nil
+	return experiment.LoneLatency(len(qids), func(i int) error {
+		text, _ := ds.Queries.Text(qids[i])
+		_, err := enc.Queries([]string{text})
+		return err
+	})
 }
 
 // topRecall is the share of ref's first k passages found among got's first k.

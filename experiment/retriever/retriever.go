@@ -199,7 +199,7 @@ func (r *retrieverRun) evaluateSplit(split string, searcher *biencoder.Searcher,
 	}
 	fmt.Fprintf(out, "\n%s split, %d queries (%s):\n%s", split, len(qids), filepath.Base(rec.Data.Dir), eval.FormatTable(rec.Eval.Metrics, rows))
 	fmt.Fprintf(out, "per query: dense %.2f ms (encode and search, one at a time, first %d queries), BM25 %.3f ms; dense index %.1f MiB\n",
-		denseMS, min(len(texts), latencyQueries), metrics[sysKey("bm25")+"/query_milliseconds"], float64(searcher.IndexBytes())/(1<<20))
+		denseMS, min(len(texts), experiment.LatencyQueries), metrics[sysKey("bm25")+"/query_milliseconds"], float64(searcher.IndexBytes())/(1<<20))
 	return nil
 }
 
@@ -219,24 +219,15 @@ func denseSystems(systems []string) []string {
 	return out
 }
 
-// latencyQueries bounds the queries timed one at a time by queryLatency.
-const latencyQueries = 100
-
 // queryLatency is the mean milliseconds of answering one query (its text encoded by the query
-// tower, then the index searched to depth), timed over the first latencyQueries of texts one at
-// a time, as a server answers a request; the run's GOMAXPROCS threads serve each query.
+// tower, then the index searched to depth), timed over the first experiment.LatencyQueries of
+// texts one at a time, as a server answers a request; the run's GOMAXPROCS threads serve each
+// query.
 func queryLatency(searcher *biencoder.Searcher, texts []string, depth int) (float64, error) {
-	n := min(len(texts), latencyQueries)
-	if n == 0 {
-		return 0, nil
-	}
 	cut := searcher.QueryCut // the truncation report counts each query once
 	defer func() { searcher.QueryCut = cut }()
-	start := time.Now()
-	for _, t := range texts[:n] {
-		if _, err := searcher.Search([]string{t}, depth); err != nil {
-			return 0, err
-		}
-	}
-	return 1000 * time.Since(start).Seconds() / float64(n), nil
+	return experiment.LoneLatency(len(texts), func(i int) error {
+		_, err := searcher.Search([]string{texts[i]}, depth)
+		return err
+	})
 }

@@ -44,14 +44,7 @@ func Resume(t *testing.T, rec *configs.Recipe, phase string, at int) (full, resu
 // at step and hold the same tensors, bit for bit (where prefixes the messages); it returns a's.
 func SameCheckpoint(t *testing.T, where, a, b string, step int) *checkpoints.Checkpoint {
 	t.Helper()
-	x, err := checkpoints.Load(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := checkpoints.Load(b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	x, y := loadBoth(t, checkpoints.Load, a, b)
 	if len(x.Params) == 0 || len(x.Params) != len(y.Params) || x.Trainer.Step != step || y.Trainer.Step != step {
 		t.Fatalf("%scheckpoints of %d and %d tensors at steps %d, %d, want step %d", where, len(x.Params), len(y.Params), x.Trainer.Step, y.Trainer.Step, step)
 	}

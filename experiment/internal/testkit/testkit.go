@@ -212,17 +212,23 @@ func SkipUnderRace(t *testing.T) {
 // SameFile fails t unless the files a and b hold the same bytes.
 func SameFile(t *testing.T, a, b string) {
 	t.Helper()
-	x, err := os.ReadFile(a)
-	if err != nil {
-		t.Fatal(err)
-	}
-	y, err := os.ReadFile(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(x, y) {
+	if x, y := loadBoth(t, os.ReadFile, a, b); !bytes.Equal(x, y) {
 		t.Errorf("%s and %s differ", a, b)
 	}
+}
+
+// loadBoth returns load(a) and load(b), failing t on the first error.
+func loadBoth[T any](t *testing.T, load func(string) (T, error), a, b string) (T, T) {
+	t.Helper()
+	x, err := load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return x, y
 }
 
 // GardenTokenizer trains a small WordPiece vocabulary on garden-like text with the reader's
@@ -301,14 +307,7 @@ func ReadLog(t *testing.T, dir string) []LogLine {
 // the messages ("" for none).
 func SameMetrics(t *testing.T, where, full, resumed string, keep func(map[string]float64) map[string]float64) {
 	t.Helper()
-	want, err := experiment.ReadMetrics(full)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := experiment.ReadMetrics(resumed)
-	if err != nil {
-		t.Fatal(err)
-	}
+	want, got := loadBoth(t, experiment.ReadMetrics, full, resumed)
 	want, got = keep(want), keep(got)
 	if len(want) == 0 || len(want) != len(got) {
 		t.Fatalf("%smetrics: %v vs %v", where, want, got)

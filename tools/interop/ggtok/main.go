@@ -13,16 +13,15 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"os"
 
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/internal/atomicfile"
 	"github.com/ragtrain/ragtrain/tokenize"
 	"github.com/ragtrain/ragtrain/tools/internal/cli"
+	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 )
 
 func main() {
@@ -51,25 +50,18 @@ func run(path, textsPath, out, hf string) error {
 			return err
 		}
 	}
-	in, err := os.Open(textsPath)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	sc := bufio.NewScanner(in)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
 	type result struct {
 		IDs         []int  `json:"ids"`
 		Decoded     string `json:"decoded"`
 		DecodedSkip string `json:"decoded_skip"`
 	}
 	var buf []byte
-	for n := 1; sc.Scan(); n++ {
+	err = jsonl.Lines(textsPath, func(n int, line []byte) error {
 		var s string
 		ids := []int{}
-		if err := json.Unmarshal(sc.Bytes(), &s); err == nil {
+		if err := json.Unmarshal(line, &s); err == nil {
 			ids = append(ids, tok.Encode(s)...)
-		} else if err := json.Unmarshal(sc.Bytes(), &ids); err != nil {
+		} else if err := json.Unmarshal(line, &ids); err != nil {
 			return fmt.Errorf("%s:%d: want a JSON string or an array of ids: %v", textsPath, n, err)
 		}
 		b, err := json.Marshal(result{ids, tok.Decode(ids, false), tok.Decode(ids, true)})
@@ -77,9 +69,10 @@ func run(path, textsPath, out, hf string) error {
 			return fmt.Errorf("%s:%d: %w", textsPath, n, err)
 		}
 		buf = append(append(buf, b...), '\n')
-	}
-	if err := sc.Err(); err != nil {
-		return fmt.Errorf("%s: %w", textsPath, err)
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 	return atomicfile.WriteFile(out, buf)
 }

@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/json"
 	"flag"
@@ -30,6 +29,7 @@ import (
 	"github.com/ragtrain/ragtrain/gguf"
 	"github.com/ragtrain/ragtrain/model"
 	"github.com/ragtrain/ragtrain/tools/internal/cli"
+	"github.com/ragtrain/ragtrain/tools/interop/internal/jsonl"
 	"gorgonia.org/gorgonia"
 )
 
@@ -82,15 +82,9 @@ func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder boo
 		for i, ids := range seqs {
 			var logits []float32
 			if useDecoder {
-				c, err := d.NewCache(len(ids))
-				if err != nil {
+				if logits, err = decoderLogits(d, ids); err != nil {
 					return err
 				}
-				l, err := d.Forward([]*model.LlamaCache{c}, [][]int{ids}, true)
-				if err != nil {
-					return err
-				}
-				logits = l[0]
 			} else if logits, err = graphLogits(m, ids); err != nil {
 				return fmt.Errorf("sequence %d: %w", i, err)
 			}
@@ -124,17 +118,13 @@ func run(path, inPath, out, mode string, maxNew, stop, batch int, useDecoder boo
 			if g.Stopped {
 				steps++
 			}
-			c, err := d.NewCache(len(seq))
-			if err != nil {
-				return err
-			}
-			l, err := d.Forward([]*model.LlamaCache{c}, [][]int{seq}, true)
+			l, err := decoderLogits(d, seq)
 			if err != nil {
 				return err
 			}
 			gaps := make([]float64, steps)
 			for s := 0; s < steps; s++ {
-				row := l[0][(len(seqs[i])-1+s)*v : (len(seqs[i])+s)*v]
+				row := l[(len(seqs[i])-1+s)*v : (len(seqs[i])+s)*v]
 				gaps[s] = topGap(row)
 			}
 			if err := enc.Encode(map[string]any{"tokens": nonNil(g.Tokens), "gaps": gaps}); err != nil {
@@ -170,6 +160,20 @@ func nonNil(x []int) []int {
 		return []int{}
 	}
 	return x
+}
+
+// decoderLogits runs the cached decoder on one sequence from an empty cache: the logits of every
+// position, [len(ids), V].
+func decoderLogits(d *model.LlamaDecoder, ids []int) ([]float32, error) {
+	c, err := d.NewCache(len(ids))
+	if err != nil {
+		return nil, err
+	}
+	l, err := d.Forward([]*model.LlamaCache{c}, [][]int{ids}, true)
+	if err != nil {
+		return nil, err
+	}
+	return l[0], nil
 }
 
 // graphLogits runs Llama.BuildLogits on one sequence.
@@ -210,22 +214,19 @@ func topGap(row []float32) float64 {
 }
 
 func readIDs(path string) ([][]int, error) {
-	f, err := os.Open(path)
+	var out [][]int
+	err := jsonl.Lines(path, func(n int, line []byte) error {
+		var r struct{ IDs []int }
+		if err := json.Unmarshal(line, &r); err != nil {
+			return fmt.Errorf("%s:%d: %w", path, n, err)
+		}
+		out = append(out, r.IDs)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var out [][]int
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<26)
-	for line := 1; sc.Scan(); line++ {
-		var r struct{ IDs []int }
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		out = append(out, r.IDs)
-	}
-	return out, sc.Err()
+	return out, nil
 }
 
 func writeF32(path string, v []float32) error {

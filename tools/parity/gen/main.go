@@ -159,18 +159,8 @@ func encode(prefix string, t *model.Tower, tok *tokenize.Tokenizer, texts []stri
 	if err != nil {
 		return err
 	}
-	ids, mask, types := make([]int64, len(b.IDs)), make([]int64, len(b.Mask)), make([]int64, len(b.Types))
-	for i := range ids {
-		ids[i], mask[i], types[i] = int64(b.IDs[i]), int64(b.Mask[i]), int64(b.Types[i])
-	}
 	B := len(texts)
-	if err := export.WriteNPYInt64(prefix+"_ids.npy", ids, B, L); err != nil {
-		return err
-	}
-	if err := export.WriteNPYInt64(prefix+"_mask.npy", mask, B, L); err != nil {
-		return err
-	}
-	if err := export.WriteNPYInt64(prefix+"_types.npy", types, B, L); err != nil {
+	if err := writeBatch(prefix, b.IDs, b.Mask, b.Types, B, L); err != nil {
 		return err
 	}
 	return export.WriteNPYFloat32(prefix+"_go.npy", vecs, B, t.Dim())
