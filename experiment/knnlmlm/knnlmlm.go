@@ -374,8 +374,7 @@ func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *gr
 	}
 	r.dec.KeepKeys = true
 	defer func() { r.dec.KeepKeys = false }()
-	H, V := r.lm.Cfg.Hidden, r.lm.Cfg.Vocab
-	lp, scratch := make([]float64, V), make([]float64, V)
+	lp, scratch := make([]float64, r.lm.Cfg.Vocab), make([]float64, r.lm.Cfg.Vocab)
 	b := experiment.ProgressBar(r.o.Progress, len(ids), name)
 	_ = b.Add(st.Done)
 	for i := st.Done; i < len(ids); i++ {
@@ -386,45 +385,11 @@ func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *gr
 			return 0, 0, 0, fmt.Errorf("scoring %s: interrupted after %d abstracts", name, i)
 		}
 		r.scored++
-		id := ids[i]
-		seq := r.seqs[id]
-		if len(seq) < 2 {
-			st.Done = i + 1
-			if err := writeScore(r.dir, name, st, g); err != nil {
+		if seq := r.seqs[ids[i]]; len(seq) >= 2 {
+			if err := r.scoreAbstract(ids[i], seq, g, st, counts, lp, scratch); err != nil {
 				return 0, 0, 0, err
 			}
-			_ = b.Add(1)
-			continue
 		}
-		start := time.Now()
-		cache, err := r.dec.NewCache(len(seq))
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		out, err := r.dec.Forward([]*model.LlamaCache{cache}, [][]int{seq}, true)
-		if err != nil {
-			return 0, 0, 0, fmt.Errorf("abstract %s: %w", id, err)
-		}
-		logits := out[0]
-		logLM := make([]float64, len(seq)-1)
-		for t := range logLM {
-			for j, x := range logits[t*V : (t+1)*V] {
-				scratch[j] = float64(x)
-			}
-			knnlm.LogSoftmax(lp, scratch)
-			logLM[t] = lp[seq[t+1]]
-		}
-		st.LMSeconds += time.Since(start).Seconds()
-		start = time.Now()
-		nbs := r.search.Search(r.dec.Keys[:(len(seq)-1)*H], r.c.K)
-		st.SearchSeconds += time.Since(start).Seconds()
-		for t, nb := range nbs {
-			if len(nb) > 0 {
-				g.nearest += float64(nb[0].Dist)
-			}
-			g.add(binOf(counts[int32(seq[t+1])]), seq[t+1], logLM[t], nb)
-		}
-		st.Tokens += len(seq) - 1
 		st.Done = i + 1
 		if err := writeScore(r.dir, name, st, g); err != nil {
 			return 0, 0, 0, err
@@ -433,6 +398,43 @@ func (r *lmRun) scoreSplit(ctx context.Context, name string, ids []string, g *gr
 	}
 	_ = b.Finish()
 	return st.Tokens, st.LMSeconds, st.SearchSeconds, nil
+}
+
+// scoreAbstract runs the LM over abstract id's tokens seq (at least 2), searches the k nearest
+// keys of every position's key and adds each predicted token to g; st counts its tokens and
+// seconds. lp and scratch are [Vocab] buffers.
+func (r *lmRun) scoreAbstract(id string, seq []int, g *grid, st *scoreState, counts map[int32]int, lp, scratch []float64) error {
+	H, V := r.lm.Cfg.Hidden, r.lm.Cfg.Vocab
+	start := time.Now()
+	cache, err := r.dec.NewCache(len(seq))
+	if err != nil {
+		return err
+	}
+	out, err := r.dec.Forward([]*model.LlamaCache{cache}, [][]int{seq}, true)
+	if err != nil {
+		return fmt.Errorf("abstract %s: %w", id, err)
+	}
+	logits := out[0]
+	logLM := make([]float64, len(seq)-1)
+	for t := range logLM {
+		for j, x := range logits[t*V : (t+1)*V] {
+			scratch[j] = float64(x)
+		}
+		knnlm.LogSoftmax(lp, scratch)
+		logLM[t] = lp[seq[t+1]]
+	}
+	st.LMSeconds += time.Since(start).Seconds()
+	start = time.Now()
+	nbs := r.search.Search(r.dec.Keys[:(len(seq)-1)*H], r.c.K)
+	st.SearchSeconds += time.Since(start).Seconds()
+	for t, nb := range nbs {
+		if len(nb) > 0 {
+			g.nearest += float64(nb[0].Dist)
+		}
+		g.add(binOf(counts[int32(seq[t+1])]), seq[t+1], logLM[t], nb)
+	}
+	st.Tokens += len(seq) - 1
+	return nil
 }
 
 // evaluate scores the dev and test abstracts, chooses (temperature, λ) by dev perplexity, and

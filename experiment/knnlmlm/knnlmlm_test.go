@@ -364,6 +364,13 @@ func TestScoringResumesExactly(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "another") {
 		t.Errorf("a state of other scoring: resumed with err = %v", err)
 	}
+	if err := os.WriteFile(path, raw[:len(raw)/2], 0o644); err != nil { // a cut file
+		t.Fatal(err)
+	}
+	_, err = experiment.Run(context.Background(), rec, experiment.Options{ResumeDir: broken, Out: io.Discard, Progress: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a cut scoring state: resumed with err = %v", err)
+	}
 }
 
 // TestRecipeBounds: every size the section reads is bounded before anything is allocated, the

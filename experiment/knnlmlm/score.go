@@ -25,7 +25,8 @@ const ScoreDir = "scoring"
 // scores before it stops) in the tests of resume.
 const ScorePhaseName = "scoring"
 
-// maxScoreState bounds a <split>.json (a few hundred sums and counts).
+// maxScoreState bounds a <split>.json: at most 6 bins x 64 temperatures x 65 λ (maxGrid and
+// λ = 0) sums, about 25,000 numbers of at most ~25 characters, under 0.7 MB.
 const maxScoreState = 1 << 20
 
 // scoreState is a split's <split>.json: the first Done abstracts of the split scored into the

@@ -14,13 +14,13 @@ var section = configs.NewSection("scifact_verify", defaultConfig, check)
 // Of returns the [scifact_verify] section of a recipe.
 func Of(r *configs.Recipe) *Config { return configs.SectionOf[Config](r, "scifact_verify") }
 
-// The systems a run may evaluate (issue 39): the reader (closed-book SmolLM2-Instruct, the plain
-// LoRA reader, the Self-RAG reader) and where its abstracts come from (BM25 or a MiniLM run over
-// the whole corpus; oracle: the claim's cited abstracts).
 // searchPoint is scifact_verify.eval_split's value for a search point: the dev choice alone,
 // no split read for evaluation.
 const searchPoint = "none"
 
+// The systems a run may evaluate (issue 39): the reader (closed-book SmolLM2-Instruct, the plain
+// LoRA reader, the Self-RAG reader) and where its abstracts come from (BM25 or a MiniLM run over
+// the whole corpus; oracle: the claim's cited abstracts).
 var allSystems = []string{"closedbook_bm25", "closedbook_minilm", "plain_bm25", "plain_minilm",
 	"selfrag_bm25", "selfrag_minilm", "oracle_plain", "oracle_selfrag"}
 

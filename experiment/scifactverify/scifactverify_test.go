@@ -621,14 +621,16 @@ func TestSelectOnDev(t *testing.T) {
 		t.Skip("end-to-end runs")
 	}
 	var selRec *configs.Recipe
+	var out strings.Builder // the last run's output
 	runWith := func(split string, ks []int, ts []float64, k int, th float64) string {
+		out.Reset()
 		rec := tinyRecipe(t, "")
 		if ks != nil {
 			selRec = rec
 		}
 		c := Of(rec)
 		c.Systems, c.EvalSplit, c.SelectTopK, c.SelectRelThreshold, c.TopK, c.RelThreshold = []string{"selfrag_bm25", "oracle_selfrag"}, split, ks, ts, k, th
-		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: io.Discard, Progress: io.Discard})
+		dir, err := experiment.Run(context.Background(), rec, experiment.Options{Out: &out, Progress: io.Discard})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -730,6 +732,9 @@ func TestSelectOnDev(t *testing.T) {
 	// eval_split = "none", a search point: the same choice and dev figures from the same
 	// decisions, and no other split read (no metric outside train/ and dev/, no file but dev's)
 	point := runWith("none", []int{2, 1}, []float64{0.6, 0, 0.3}, 2, 0.5)
+	if o := out.String(); !strings.Contains(o, "train claims (a search point: no split but dev's is read)") || strings.Contains(o, "none claims") {
+		t.Errorf("a search point's load line:\n%s", o)
+	}
 	mp, err := experiment.ReadMetrics(point)
 	if err != nil {
 		t.Fatal(err)
