@@ -64,7 +64,11 @@ func Serve(name, dir string, in io.Reader, out io.Writer, prof Profiles) error {
 		runtime.MemProfileRate = 64 << 10
 	}
 	model.CountGEMM(true)
-	if err := enc.Encode(message{Ready: true, System: "ragtrain (" + model.BLAS() + ")", Threads: runtime.GOMAXPROCS(0)}); err != nil {
+	sys := "ragtrain (" + model.BLAS() + ")"
+	if model.MatmulPrecision() == model.BFloat16 {
+		sys = "ragtrain (bf16 products: " + model.BF16Kernel() + ")"
+	}
+	if err := enc.Encode(message{Ready: true, System: sys, Threads: runtime.GOMAXPROCS(0)}); err != nil {
 		return err
 	}
 	profiling := false

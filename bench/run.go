@@ -59,13 +59,17 @@ type Options struct {
 	Compile  bool
 	JavaLibs string // directory of Debian's Lucene jars; "": /usr/share/java
 	OpenBLAS bool   // also build and run our OpenBLAS variant (or the pure-Go one from an OpenBLAS build)
-	Peers    bool   // run PyTorch and Lucene
-	Self     string // our worker binary (this program)
-	WorkDir  string // scratch directory (data, compiled peers, profiles)
-	Profile  bool   // write CPU and allocation profiles of our workers into WorkDir
-	JSON     string // also write the results there ("" for none)
-	Command  string // the command line, printed in the header
-	Timeout  time.Duration
+	// BF16 also runs ours with bfloat16 products (model.BFloat16; label "ours, ..., bf16") and
+	// the PyTorch 2 peers under torch.autocast("cpu", dtype=torch.bfloat16) (labels "... eager,
+	// bf16 autocast", "... encode(), bf16 autocast").
+	BF16    bool
+	Peers   bool   // run PyTorch and Lucene
+	Self    string // our worker binary (this program)
+	WorkDir string // scratch directory (data, compiled peers, profiles)
+	Profile bool   // write CPU and allocation profiles of our workers into WorkDir
+	JSON    string // also write the results there ("" for none)
+	Command string // the command line, printed in the header
+	Timeout time.Duration
 	// FMAPeak is how long each FMA peak measurement runs (model.FMAPeak: every vector width
 	// on one thread and on Threads), before the timed runs of minilm-train, whose matrix
 	// products are judged against it; 0: not measured.
@@ -416,9 +420,9 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 		}
 		return e
 	}
-	ours := func(label, bin, tag string) system {
+	ours := func(label, bin, tag string, extra ...string) system {
 		return system{label: label, start: func(w Workload) *exec.Cmd {
-			args := []string{"-worker", w.Name, "-dir", o.WorkDir}
+			args := append([]string{"-worker", w.Name, "-dir", o.WorkDir}, extra...)
 			if o.Profile {
 				base := filepath.Join(o.WorkDir, w.Name+"."+tag)
 				args = append(args, "-cpuprofile", base+".cpu.pprof", "-memprofile", base+".alloc.pprof")
@@ -431,6 +435,9 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 	selfBLAS := model.BLAS()
 	selfLabel := "ours, " + shortBLAS(selfBLAS)
 	systems = append(systems, ours(selfLabel, o.Self, tagOf(selfBLAS)))
+	if o.BF16 {
+		systems = append(systems, ours(selfLabel+", bf16", o.Self, tagOf(selfBLAS)+"-bf16", "-precision", "bf16"))
+	}
 	if o.OpenBLAS {
 		other, tags := "Go kernel", ""
 		if selfBLAS != "OpenBLAS" {
@@ -479,6 +486,11 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 		venvPrefix = prefix
 		logf("PyTorch %s via %s", version, py)
 		systems = append(systems, torch("PyTorch "+version+" eager", py))
+		if o.BF16 {
+			s := torch("PyTorch "+version+" eager, bf16 autocast", py, "--autocast")
+			s.only = func(w Workload) bool { return !w.SmolLM2 }
+			systems = append(systems, s)
+		}
 		if o.Compile {
 			s := torch("PyTorch "+version+" torch.compile", py, "--compile")
 			s.only = func(w Workload) bool { return w.Compile }
@@ -505,6 +517,11 @@ func (o Options) systems(f Files, logf func(string, ...any)) ([]system, []string
 			s := torch("sentence-transformers "+stVersion+" encode()", py, "--st")
 			s.only = func(w Workload) bool { return w.Encode }
 			systems = append(systems, s)
+			if o.BF16 {
+				s := torch("sentence-transformers "+stVersion+" encode(), bf16 autocast", py, "--st", "--autocast")
+				s.only = func(w Workload) bool { return w.Encode }
+				systems = append(systems, s)
+			}
 		}
 	}
 	if py, version, prefix, err := findTorch(o.Python); err != nil {

@@ -141,6 +141,7 @@
 //	train.warmup_steps                  100            linear warm-up steps; >= 0
 //	train.schedule                      "linear"       decay after warm-up: "linear", "cosine" or "constant"
 //	train.grad_clip                     1.0            largest global gradient norm; 0 = no clipping; >= 0
+//	train.precision                     "float32"      matrix products: "float32", or "bf16" (bfloat16 inputs, float32 accumulation; model.BFloat16)
 //	train.log_every                     50             steps between log lines; >= 1
 //	train.checkpoint_every              500            steps between checkpoints; 0 = only at the end; >= 0
 //	train.eval_every                    0              kind retriever, needs eval.select_metric: evaluate on data.dev_split every this many train steps and at the last (instead of at every checkpoint); each evaluation is a checkpoint (resume point), a "select" line of log.jsonl and a redraw of <run>/training_curve.png; the best is kept in <run>/best/, tested and exported; 0 = at the train checkpoints when select_metric is set; in [0, train.steps]

@@ -320,6 +320,14 @@ type Train struct {
 	// GradClip is the largest global gradient norm; 0 turns clipping off;
 	// >= 0. Default 1.0.
 	GradClip float64 `toml:"grad_clip"`
+	// Precision of the model's float32 matrix products in the whole run (training forward and
+	// backward, and the run's encoding, scoring and decoding): "float32", or "bf16" (mixed
+	// precision: both operands of each product rounded to bfloat16, float32 accumulation;
+	// weights, gradients, optimizer state, softmax, norms and losses stay float32; model.BFloat16
+	// has the rounding and the kernels: VDPBF16PS on CPUs with AVX512-BF16, else the float32
+	// kernel on the rounded operands, the same bits). Checkpoints stay float32. Default
+	// "float32".
+	Precision string `toml:"precision"`
 	// LogEvery is the steps between log lines; >= 1. Default 50.
 	LogEvery int `toml:"log_every"`
 	// CheckpointEvery is the steps between checkpoints; 0 saves only at the
@@ -470,6 +478,7 @@ func Defaults() *Recipe {
 			WeightDecay:     0.01,
 			WarmupSteps:     100,
 			Schedule:        "linear",
+			Precision:       "float32",
 			GradClip:        1.0,
 			LogEvery:        50,
 			CheckpointEvery: 500,

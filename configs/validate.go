@@ -125,6 +125,7 @@ func (l *loader) validate(r *Recipe) error {
 	v.NonNegative("train.weight_decay", tr.WeightDecay)
 	AtLeast(v, "train.warmup_steps", tr.WarmupSteps, 0)
 	v.OneOf("train.schedule", tr.Schedule, schedules)
+	v.OneOf("train.precision", tr.Precision, []string{"float32", "bf16"})
 	v.NonNegative("train.grad_clip", tr.GradClip)
 	AtLeast(v, "train.log_every", tr.LogEvery, 1)
 	AtLeast(v, "train.checkpoint_every", tr.CheckpointEvery, 0)

@@ -63,6 +63,14 @@ func Run(ctx context.Context, rec *configs.Recipe, o Options) (dir string, err e
 	if o.Progress == nil {
 		o.Progress = os.Stderr
 	}
+	precision, err := model.ParsePrecision(rec.Train.Precision)
+	if err != nil {
+		return "", fmt.Errorf("train.precision: %w", err)
+	}
+	defer model.SetMatmulPrecision(model.SetMatmulPrecision(precision))
+	if precision == model.BFloat16 {
+		fmt.Fprintf(o.Out, "matrix products: bf16 inputs, float32 accumulation (%s)\n", model.BF16Kernel())
+	}
 	return run(ctx, rec, o)
 }
 

@@ -314,9 +314,10 @@ func (d *LlamaDecoder) attention(out, q []float32, caches []*LlamaCache, toks []
 // values each, at most 6) and the first keys keys of key/value head h of layer i, reading the
 // cache's packed keys: sgemm's 6 x 16 kernel on sgemm's own packing of both operands, so each
 // score is the same bits as sgemm(false, true, rows, keys, dh, scale, q, dh, k, kw, 0, sc,
-// keys) gives. It reports false (nothing done) where that kernel is not what sgemm runs.
+// keys) gives. It reports false (nothing done) where that kernel is not what sgemm runs (another
+// float32 path, or bfloat16 products).
 func stepScores(sc, q []float32, rows, dh int, scale float32, c *LlamaCache, i, h, keys int) bool {
-	if sgemmExt != nil || !haveAVX2FMA || rows > gemmMR || dh > gemmKC {
+	if sgemmExt != nil || !haveAVX2FMA || bf16Products() || rows > gemmMR || dh > gemmKC {
 		return false
 	}
 	var ap [gemmMR * gemmKC]float32

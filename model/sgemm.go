@@ -30,18 +30,34 @@ const (
 
 var gemmPool = sync.Pool{New: func() any { return new([]float32) }}
 
-func getBuf(n int) *[]float32 {
-	p := gemmPool.Get().(*[]float32)
+var u32Pool = sync.Pool{New: func() any { return new([]uint32) }}
+
+func getBuf(n int) *[]float32   { return pooled[float32](&gemmPool, n) }
+func getBufU32(n int) *[]uint32 { return pooled[uint32](&u32Pool, n) }
+
+// pooled takes a buffer of n elements from pool (of *[]T), growing it if needed.
+func pooled[T any](pool *sync.Pool, n int) *[]T {
+	p := pool.Get().(*[]T)
 	if cap(*p) < n {
-		*p = make([]float32, n)
+		*p = make([]T, n)
 	}
 	*p = (*p)[:n]
 	return p
 }
 
 // sgemm computes c = alpha*op(a)*op(b) + beta*c, row-major, op(a) m x k,
-// op(b) k x n, as BLAS Sgemm.
+// op(b) k x n, as BLAS Sgemm, with the products' precision of
+// SetMatmulPrecision (bf16.go).
 func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	if bf16Products() {
+		sbgemm(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, nil, c, ldc)
+		return
+	}
+	sgemm32(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+}
+
+// sgemm32 is sgemm with float32 products.
+func sgemm32(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
 	if sgemmExt != nil || !haveAVX2FMA {
 		sgemmGeneric(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
@@ -50,8 +66,17 @@ func sgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []fl
 }
 
 // sgemmBias computes c = op(a)*op(b) + bias, bias (n values) added to every
-// row of c.
+// row of c, with the products' precision of SetMatmulPrecision.
 func sgemmBias(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias []float32, c []float32, ldc int) {
+	if bf16Products() && k > 0 {
+		sbgemm(tA, tB, m, n, k, 1, a, lda, b, ldb, 0, bias[:n], c, ldc)
+		return
+	}
+	sgemm32Bias(tA, tB, m, n, k, a, lda, b, ldb, bias, c, ldc)
+}
+
+// sgemm32Bias is sgemmBias with float32 products.
+func sgemm32Bias(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, bias []float32, c []float32, ldc int) {
 	if sgemmExt != nil || !haveAVX2FMA || k == 0 {
 		for i := 0; i < m; i++ {
 			copy(c[i*ldc:i*ldc+n], bias)
@@ -72,19 +97,7 @@ func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 	checkGemm(tB, k, n, b, ldb, "b")
 	checkGemm(false, m, n, c, ldc, "c")
 	// With beta = 0 the first k block overwrites c (no clearing pass).
-	overwrite := beta == 0 && k > 0 && alpha != 0
-	if beta != 1 && !overwrite {
-		for i := 0; i < m; i++ {
-			row := c[i*ldc : i*ldc+n]
-			if beta == 0 {
-				clear(row)
-			} else {
-				for j := range row {
-					row[j] *= beta
-				}
-			}
-		}
-	}
+	overwrite := prepareC(m, n, k, alpha, beta, c, ldc)
 	if k == 0 || alpha == 0 {
 		return
 	}
@@ -152,19 +165,7 @@ func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 							return
 						}
 						sgemmKernel6x16(kb, &aPanel[0], &bPanel[0], &tmp[0], gemmNR, nil, false)
-						for r := 0; r < mr; r++ {
-							dst, src := c[ci+r*ldc:ci+r*ldc+nr], tmp[r*gemmNR:r*gemmNR+nr]
-							switch {
-							case add:
-								addInto(dst, src)
-							case bb != nil:
-								for j := range dst {
-									dst[j] = src[j] + bb[j]
-								}
-							default:
-								copy(dst, src)
-							}
-						}
+						mergeBlock(c[ci:], ldc, tmp[:], gemmNR, mr, nr, add, bb)
 					}
 					if !wide {
 						for jr := 0; jr < nb; jr += gemmNR {
@@ -211,6 +212,10 @@ func pickAVX512(env string, zen4 bool) bool {
 	}
 	return !zen4
 }
+
+// pickBF16 reports whether a CPU with VDPBF16PS uses it for bfloat16 products, given
+// RAGTRAIN_KERNEL (env): "avx2" and "avx512" force a float32 kernel (see useBF16Kernel).
+func pickBF16(env string) bool { return env != "avx2" && env != "avx512" }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
 

@@ -9,6 +9,7 @@ import (
 )
 
 //go:generate go run gen_sgemm512.go -o sgemm512_amd64.s
+//go:generate go run gen_sgemm512.go -bf16 -o sbgemm512_amd64.s
 
 // haveAVX2FMA reports whether the assembly kernels can run.
 var haveAVX2FMA = cpu.X86.HasAVX2 && cpu.X86.HasFMA
@@ -26,6 +27,14 @@ var haveAVX512 = haveAVX2FMA && cpu.X86.HasAVX512F
 // RAGTRAIN_KERNEL=avx2 or =avx512 in the environment forces one path (the
 // AVX-512 one only where the CPU has it), for tests and benchmarks of both.
 var useAVX512 = haveAVX512 && pickAVX512(os.Getenv("RAGTRAIN_KERNEL"), isZen4())
+
+// haveBF16 reports whether the CPU has AVX512-BF16 (VDPBF16PS) besides AVX-512F.
+var haveBF16 = haveAVX512 && cpu.X86.HasAVX512BF16
+
+// useBF16Kernel selects VDPBF16PS (sbgemmKernel12x32BF16) for bfloat16 products where the CPU
+// has it; RAGTRAIN_KERNEL=avx2 or =avx512 forces the float32 kernel of that name for them too
+// (the same bits but for subnormal partial sums; bf16.go), for tests and benchmarks of both.
+var useBF16Kernel = haveBF16 && pickBF16(os.Getenv("RAGTRAIN_KERNEL"))
 
 // isZen4 reports whether the CPU is an AMD family 19h part (Zen 3 and Zen
 // 4; of those only Zen 4 has AVX-512). x/sys/cpu does not give the family.
@@ -58,5 +67,18 @@ func sgemmKernel6x16(k int, a, b, c *float32, ldc int, bias *float32, add bool)
 // Each element sums its k products in the same order as sgemmKernel6x16
 // (sgemm512_amd64.s, written by gen_sgemm512.go).
 //
+// sbgemmKernel12x32BF16 is sgemmKernel12x32AVX512 on kp pairs of k, the packed operands holding
+// bfloat16 pairs (packBBF16's panels of B; A's 12 rows row-major, aStride pairs apart:
+// packABF16), with VDPBF16PS (sbgemm512_amd64.s, written by gen_sgemm512.go -bf16).
+//
+//go:noescape
+func sbgemmKernel12x32BF16(kp int, a *uint32, aStride int, b *uint32, bStride int, c *float32, ldc int, bias *float32, add bool)
+
+// cvtBF16x16 sets dst[i] = bfloat16(alpha·src[i]) for i < n, n a multiple of 16, with
+// VCVTNEPS2BF16 (bf16_amd64.s; AVX512-BF16 only).
+//
+//go:noescape
+func cvtBF16x16(dst *uint16, src *float32, n int, alpha float32)
+
 //go:noescape
 func sgemmKernel12x32AVX512(k int, a *float32, aStride int, b *float32, bStride int, c *float32, ldc int, bias *float32, add bool)

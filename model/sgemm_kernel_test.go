@@ -25,8 +25,21 @@ func kernelPaths() []string {
 	return paths
 }
 
-// withKernel runs f on the GEMM kernel path named by kernelPaths.
+// bf16Paths names the bfloat16 product paths this CPU has: "bf16" (VDPBF16PS), "bf16-fma" (the
+// float32 kernel on rounded operands).
+func bf16Paths() []string {
+	if haveBF16 {
+		return []string{"bf16", "bf16-fma"}
+	}
+	return []string{"bf16-fma"}
+}
+
+// withKernel runs f on the GEMM kernel path named by kernelPaths or bf16Paths.
 func withKernel(name string, f func()) {
+	if name == "bf16" || name == "bf16-fma" {
+		withPrecision(BFloat16, func() { withBF16Kernel(name == "bf16", f) })
+		return
+	}
 	if name == "generic" {
 		f()
 		return
@@ -45,48 +58,77 @@ func TestSgemmKernelsBitIdentical(t *testing.T) {
 	if !haveAVX512 || !haveAVX2FMA {
 		t.Skip("needs both the AVX2 and the AVX-512 kernel")
 	}
-	r := rand.New(rand.NewPCG(3, 4))
+	for _, g := range gemmCases(rand.New(rand.NewPCG(3, 4)), 150) {
+		var out [2][]float32
+		for p, path := range []string{"avx2", "avx512"} {
+			withKernel(path, func() { out[p] = g.run() })
+		}
+		sameBits32(t, g.String(), "avx2", out[0], "avx512", out[1])
+	}
+}
+
+// gemmCase is one product of gemmCases: sgemm (or sgemmBias) on its operands.
+type gemmCase struct {
+	i, m, n, k, lda, ldb, ldc int
+	tA, tB, useBias           bool
+	alpha, beta               float32
+	a, b, c0, bias            []float32
+}
+
+// gemmCases gives five Transformer-like shapes and n random ones: edge sizes 1, sizes that are
+// not multiples of the tiles, k past gemmKC, transposes, strides, alpha/beta values and bias.
+func gemmCases(r *rand.Rand, n int) []gemmCase {
 	dims := []int{1, 2, 5, 6, 7, 11, 12, 13, 16, 17, 31, 32, 33, 47, 48, 63, 64, 65, 95, 97, 130}
 	ks := []int{1, 3, 8, 31, 255, 256, 257, 300, 513}
 	shapes := [][3]int{{256, 256, 32}, {64, 32, 64}, {768, 384, 384}, {300, 1030, 40}, {125, 70, 600}}
-	for i := 0; i < 150; i++ {
+	for i := 0; i < n; i++ {
 		shapes = append(shapes, [3]int{dims[r.IntN(len(dims))], dims[r.IntN(len(dims))], ks[r.IntN(len(ks))]})
 	}
+	var out []gemmCase
 	for i, s := range shapes {
-		m, n, k := s[0], s[1], s[2]
-		tA, tB := r.IntN(2) == 1, r.IntN(2) == 1
+		g := gemmCase{i: i, m: s[0], n: s[1], k: s[2], tA: r.IntN(2) == 1, tB: r.IntN(2) == 1}
 		ab := [][2]float32{{1, 0}, {0.5, 1}, {1, 0.25}, {-1.5, 0}, {1, 1}, {0, 0.5}}[r.IntN(6)]
-		useBias := ab == [2]float32{1, 0} && r.IntN(2) == 1
-		ar, ac := m, k
-		if tA {
-			ar, ac = k, m
+		g.alpha, g.beta = ab[0], ab[1]
+		g.useBias = ab == [2]float32{1, 0} && r.IntN(2) == 1
+		ar, ac := g.m, g.k
+		if g.tA {
+			ar, ac = g.k, g.m
 		}
-		br, bc := k, n
-		if tB {
-			br, bc = n, k
+		br, bc := g.k, g.n
+		if g.tB {
+			br, bc = g.n, g.k
 		}
-		lda, ldb, ldc := ac+r.IntN(3), bc+r.IntN(3), n+r.IntN(3)
-		a := randF32(r, (ar-1)*lda+ac)
-		b := randF32(r, (br-1)*ldb+bc)
-		c0 := randF32(r, (m-1)*ldc+n)
-		bias := randF32(r, n)
-		var out [2][]float32
-		for p, path := range []string{"avx2", "avx512"} {
-			c := append([]float32(nil), c0...)
-			withKernel(path, func() {
-				if useBias {
-					sgemmBias(tA, tB, m, n, k, a, lda, b, ldb, bias, c, ldc)
-				} else {
-					sgemm(tA, tB, m, n, k, ab[0], a, lda, b, ldb, ab[1], c, ldc)
-				}
-			})
-			out[p] = c
-		}
-		name := fmt.Sprintf("%d: %dx%dx%d tA=%v tB=%v alpha,beta=%v bias=%v", i, m, n, k, tA, tB, ab, useBias)
-		for j := range out[0] {
-			if math.Float32bits(out[0][j]) != math.Float32bits(out[1][j]) {
-				t.Fatalf("%s: c[%d]: avx2 %v (%#x), avx512 %v (%#x)", name, j, out[0][j], math.Float32bits(out[0][j]), out[1][j], math.Float32bits(out[1][j]))
-			}
+		g.lda, g.ldb, g.ldc = ac+r.IntN(3), bc+r.IntN(3), g.n+r.IntN(3)
+		g.a = randF32(r, (ar-1)*g.lda+ac)
+		g.b = randF32(r, (br-1)*g.ldb+bc)
+		g.c0 = randF32(r, (g.m-1)*g.ldc+g.n)
+		g.bias = randF32(r, g.n)
+		out = append(out, g)
+	}
+	return out
+}
+
+// run computes the case's product into a copy of c0.
+func (g gemmCase) run() []float32 {
+	c := append([]float32(nil), g.c0...)
+	if g.useBias {
+		sgemmBias(g.tA, g.tB, g.m, g.n, g.k, g.a, g.lda, g.b, g.ldb, g.bias, c, g.ldc)
+	} else {
+		sgemm(g.tA, g.tB, g.m, g.n, g.k, g.alpha, g.a, g.lda, g.b, g.ldb, g.beta, c, g.ldc)
+	}
+	return c
+}
+
+func (g gemmCase) String() string {
+	return fmt.Sprintf("%d: %dx%dx%d tA=%v tB=%v alpha,beta=%v,%v bias=%v", g.i, g.m, g.n, g.k, g.tA, g.tB, g.alpha, g.beta, g.useBias)
+}
+
+// sameBits32 fails t at the first element where x and y differ in their bits.
+func sameBits32(t *testing.T, what, xName string, x []float32, yName string, y []float32) {
+	t.Helper()
+	for j := range x {
+		if math.Float32bits(x[j]) != math.Float32bits(y[j]) {
+			t.Fatalf("%s: c[%d]: %s %v (%#x), %s %v (%#x)", what, j, xName, x[j], math.Float32bits(x[j]), yName, y[j], math.Float32bits(y[j]))
 		}
 	}
 }
@@ -119,7 +161,7 @@ func BenchmarkSgemmKernels(b *testing.B) {
 		if s.tB {
 			ldb = s.k
 		}
-		for _, path := range kernelPaths() {
+		for _, path := range append(kernelPaths(), bf16Paths()...) {
 			b.Run(s.name+"/"+path, func(b *testing.B) {
 				withKernel(path, func() {
 					for i := 0; i < b.N; i++ {
@@ -154,52 +196,55 @@ func TestTransformerStepKernelsBitIdentical(t *testing.T) {
 	if !haveAVX512 || !haveAVX2FMA {
 		t.Skip("needs both the AVX2 and the AVX-512 kernel")
 	}
+	avx2, avx512 := transformerStep(t, "avx2"), transformerStep(t, "avx512")
+	for i := range avx2 {
+		sameBits32(t, fmt.Sprintf("output %d (0 = loss, then gradients)", i), "avx2", avx2[i], "avx512", avx512[i])
+	}
+}
+
+// transformerStep runs one forward and backward step of a small float32 transformer bi-encoder
+// (dropout on, fixed seeds) on the kernel path named by kernelPaths or bf16Paths and returns
+// the loss, then every gradient.
+func transformerStep(t *testing.T, path string) [][]float32 {
+	t.Helper()
 	const Q, P, L = 4, 8, 16
 	cfg := EncoderConfig{Encoder: EncoderTransformer, Vocab: 200, Hidden: 64, Layers: 2, Heads: 2, FFN: 160, MaxPosition: L, Dropout: 0.1}
-	var out [2][][]float32
-	for i, path := range []string{"avx2", "avx512"} {
-		withKernel(path, func() {
-			m, err := NewBiEncoder(cfg, true, 1)
-			if err != nil {
-				t.Fatal(err)
-			}
-			pg := newPairGraphQP(t, m, Q, P, L)
-			grads, err := gorgonia.Grad(pg.loss, pg.binder.Nodes()...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			vm := gorgonia.NewTapeMachine(pg.g)
-			defer vm.Close()
-			r := rand.New(rand.NewPCG(1, 2))
-			m.SetRNG(rand.New(rand.NewPCG(7, 0)))
-			qi, qm, qt := tinyBatch(r, Q, L, cfg.Vocab)
-			pi, pm, pt := tinyBatch(r, P, L, cfg.Vocab)
-			if err := pg.qIn.Let(qi, qm, qt); err != nil {
-				t.Fatal(err)
-			}
-			if err := pg.pIn.Let(pi, pm, pt); err != nil {
-				t.Fatal(err)
-			}
-			if err := vm.RunAll(); err != nil {
-				t.Fatal(err)
-			}
-			for _, n := range append([]*gorgonia.Node{pg.loss}, grads...) {
-				switch v := n.Value().Data().(type) {
-				case []float32:
-					out[i] = append(out[i], append([]float32(nil), v...))
-				case float32:
-					out[i] = append(out[i], []float32{v})
-				default:
-					t.Fatalf("%v: value of type %T", n, v)
-				}
-			}
-		})
-	}
-	for i := range out[0] {
-		for j := range out[0][i] {
-			if math.Float32bits(out[0][i][j]) != math.Float32bits(out[1][i][j]) {
-				t.Fatalf("output %d (0 = loss, then gradients)[%d]: avx2 %v, avx512 %v", i, j, out[0][i][j], out[1][i][j])
+	var out [][]float32
+	withKernel(path, func() {
+		m, err := NewBiEncoder(cfg, true, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pg := newPairGraphQP(t, m, Q, P, L)
+		grads, err := gorgonia.Grad(pg.loss, pg.binder.Nodes()...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		vm := gorgonia.NewTapeMachine(pg.g)
+		defer vm.Close()
+		r := rand.New(rand.NewPCG(1, 2))
+		m.SetRNG(rand.New(rand.NewPCG(7, 0)))
+		qi, qm, qt := tinyBatch(r, Q, L, cfg.Vocab)
+		pi, pm, pt := tinyBatch(r, P, L, cfg.Vocab)
+		if err := pg.qIn.Let(qi, qm, qt); err != nil {
+			t.Fatal(err)
+		}
+		if err := pg.pIn.Let(pi, pm, pt); err != nil {
+			t.Fatal(err)
+		}
+		if err := vm.RunAll(); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range append([]*gorgonia.Node{pg.loss}, grads...) {
+			switch v := n.Value().Data().(type) {
+			case []float32:
+				out = append(out, append([]float32(nil), v...))
+			case float32:
+				out = append(out, []float32{v})
+			default:
+				t.Fatalf("%v: value of type %T", n, v)
 			}
 		}
-	}
+	})
+	return out
 }

@@ -28,7 +28,9 @@ passages sorted by length, each batch padded to its own length).
 
 --compile wraps the model in torch.compile (the default inductor backend; one untimed run
 before "ready" compiles it, so compile time is left out; a failure is reported as an error
-starting "torch.compile:"). --st (encoding only) times sentence-transformers' own
+starting "torch.compile:"). --autocast runs every step under torch.autocast("cpu",
+dtype=torch.bfloat16) (PyTorch's mixed precision: bf16 matrix products, float32 elsewhere; the
+optimizer step inside it is not autocast). --st (encoding only) times sentence-transformers' own
 SentenceTransformer.encode() on the passages' texts instead: a BertModel of the same shapes with
 random weights (transformers' BertConfig, saved with the Go side's tokenizer.json in a temporary
 model directory with modules.json, Pooling and Normalize as all-MiniLM-L6-v2's), encode(texts,
@@ -554,6 +556,7 @@ def main():
     ap.add_argument("--describe", action="store_true", help="print the model's parameter count and exit")
     ap.add_argument("--compile", action="store_true", help="wrap the model in torch.compile (pretrained-shape workloads)")
     ap.add_argument("--st", action="store_true", help="time sentence-transformers' encode() (encoding workloads)")
+    ap.add_argument("--autocast", action="store_true", help="run each timed step under torch.autocast('cpu', dtype=torch.bfloat16)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(42)
@@ -599,6 +602,14 @@ def main():
     if args.st:
         import sentence_transformers
         system = f"sentence-transformers {sentence_transformers.__version__} (PyTorch {torch.__version__})"
+    if args.autocast:
+        plain = run
+
+        def run():
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return plain()
+
+        system += ", bf16 autocast"
     send({"ready": True, "system": system, "threads": torch.get_num_threads()})
     for line in sys.stdin:
         cmd = line.strip()

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/ragtrain/ragtrain/bench"
+	"github.com/ragtrain/ragtrain/model"
 )
 
 func main() {
@@ -40,6 +41,8 @@ func main() {
 		dir      = flag.String("dir", "", "internal: the directory of the prepared inputs (with -worker)")
 		cpuProf  = flag.String("cpuprofile", "", "internal: write a CPU profile of the timed runs (with -worker)")
 		memProf  = flag.String("memprofile", "", "internal: write an allocation profile (with -worker)")
+		prec     = flag.String("precision", "float32", "internal: the worker's matrix products, float32 or bf16 (with -worker)")
+		bf16     = flag.Bool("bf16", false, "also run ours with bfloat16 products (train.precision = \"bf16\") and PyTorch 2 / sentence-transformers under torch.autocast(\"cpu\", dtype=torch.bfloat16)")
 		dataset  = flag.String("data", "datasets/cranfield", "BEIR directory of Cranfield")
 		only     = flag.String("only", "", "comma-separated workloads (default all: "+strings.Join(names(), ", ")+"); also "+bench.ANNWorkload+" and "+strings.Join(smolNames(), ", ")+", only when named")
 		reps     = flag.Int("reps", 9, "timed runs per system; the median is reported")
@@ -84,6 +87,12 @@ func main() {
 	flag.Var(scaleSet, "scale-set", "scale: a recipe override key=value (a TOML value, e.g. train.steps=5) of a key the recipe sets; repeatable")
 	flag.Parse()
 	if *worker != "" {
+		p, err := model.ParsePrecision(*prec)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench worker:", err)
+			os.Exit(2)
+		}
+		model.SetMatmulPrecision(p)
 		if err := bench.Serve(*worker, *dir, os.Stdin, os.Stdout, bench.Profiles{CPU: *cpuProf, Mem: *memProf}); err != nil {
 			fmt.Fprintln(os.Stderr, "bench worker:", err)
 			os.Exit(1)
@@ -102,7 +111,7 @@ func main() {
 		Dataset: *dataset, Reps: *reps, Warmup: *warmup, Threads: *threads, Python: *python,
 		Venv: filepath.Join(*venv, "bin", "python"), Compile: *compile, SciFact: *scifact, Pretrained: *pretrain, SciFactShapes: ss,
 		SmolLM2: *smollm2, LlamaCppPath: *llamaCpp, Timeout: *timeout, SmolLM2Shapes: smolShapes(*smolMB, *smolCk),
-		OpenBLAS: *openblas, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak, Settle: *settle,
+		OpenBLAS: *openblas, BF16: *bf16, Peers: *peers, Profile: *profile, JSON: *jsonOut, FMAPeak: *fmaPeak, Settle: *settle,
 		Command: strings.Join(append([]string{"go run ./cmd/bench"}, os.Args[1:]...), " "),
 		Out:     os.Stdout, Log: os.Stderr,
 	}
