@@ -3,6 +3,7 @@ package model
 import (
 	"fmt"
 	"math"
+	"math/big"
 	"math/rand/v2"
 	"testing"
 )
@@ -88,7 +89,8 @@ func isNaN16(h uint16) bool { return h&0x7f80 == 0x7f80 && h&0x7f != 0 }
 
 // refBF16 is the product of the package notes, element by element in plain Go: c[i][j] =
 // beta·c + Σ over blocks of gemmKC values of k (block sums from zero, pairs odd product first),
-// or the first block's sum plus bias (useBias).
+// or the first block's sum plus bias (useBias). Each product is added with one rounding
+// (fusedAdd).
 func refBF16(g gemmCase) []float32 {
 	c := append([]float32(nil), g.c0...)
 	at := func(i, p int) float32 {
@@ -123,8 +125,8 @@ func refBF16(g gemmCase) []float32 {
 			for pc := 0; pc < g.k && alpha != 0; pc += gemmKC {
 				var acc float32
 				for p := pc; p < min(pc+gemmKC, g.k); p += 2 {
-					acc += float32(at(i, p+1) * bt(p+1, j))
-					acc += float32(at(i, p) * bt(p, j))
+					acc = fusedAdd(acc, at(i, p+1), bt(p+1, j))
+					acc = fusedAdd(acc, at(i, p), bt(p, j))
 				}
 				switch {
 				case !overwrite || pc > 0:
@@ -138,6 +140,30 @@ func refBF16(g gemmCase) []float32 {
 		}
 	}
 	return c
+}
+
+// fusedAdd is acc + x·y rounded once to float32, as an FMA and VDPBF16PS add a product of two
+// bfloat16 values: the product is exact in float64, but not always in float32 (it can overflow,
+// or fall below the normal range), so acc + float32(x*y) would round twice there.
+func fusedAdd(acc, x, y float32) float32 {
+	p := float64(x) * float64(y)
+	switch {
+	case math.IsNaN(float64(acc)):
+		return acc
+	case math.IsNaN(p) || math.IsInf(p, 0):
+		return acc + x*y
+	case math.IsInf(float64(acc), 0):
+		return acc
+	case p == float64(float32(p)): // exact in float32: one rounding either way
+		return acc + float32(p)
+	}
+	s := new(big.Float).SetPrec(2000).SetFloat64(p)
+	s.Add(s, new(big.Float).SetFloat64(float64(acc)))
+	if s.Sign() == 0 {
+		return 0
+	}
+	f, _ := s.Float32()
+	return f
 }
 
 // TestBF16KernelsBitIdentical: VDPBF16PS (where the CPU has it), the float32 FMA kernels on the
