@@ -249,9 +249,10 @@ func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly
 // matMulT sets out [m,n] = x [m,k] · wᵀ (w [n,k]): with step (one token per sequence after
 // its cached prefix: few rows) by gemvRows, else (prompts) by sgemm. Both compute each row of out from its row of x
 // alone, in an order that does not depend on m, so a sequence's logits do not depend on the
-// other sequences of its batch.
+// other sequences of its batch. With bfloat16 products (SetMatmulPrecision) steps go through
+// sgemm too: gemvRows has float32 products only.
 func matMulT(out, x, w []float32, m, n, k int, step bool) {
-	if step {
+	if step && !bf16Products() {
 		gemvRows(out, x, w, m, n, k)
 		return
 	}
