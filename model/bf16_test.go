@@ -314,3 +314,39 @@ func TestTransformerStepBF16(t *testing.T) {
 	}
 	t.Logf("loss %v (float32 %v); largest gradient relative L2 difference %.3g", fma[0][0], f32[0][0], worst)
 }
+
+// BenchmarkMicroKernels times the 12 x 32 micro-kernels alone on hot packed panels (k = 256: 128
+// bfloat16 pairs, or 256 float32 values), one thread: the products' ceiling, before packing.
+func BenchmarkMicroKernels(b *testing.B) {
+	if !haveAVX512 {
+		b.Skip("no AVX-512 kernel")
+	}
+	const kp = 128
+	c := make([]float32, gemmZMR*gemmZNR)
+	flops := func(b *testing.B) {
+		b.ReportMetric(float64(2*gemmZMR*gemmZNR*2*kp)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOPS")
+	}
+	b.Run("float32", func(b *testing.B) {
+		a, bb := randF32(rand.New(rand.NewPCG(1, 1)), gemmZMR*2*kp), randF32(rand.New(rand.NewPCG(1, 2)), gemmZNR*2*kp)
+		for b.Loop() {
+			sgemmKernel12x32AVX512(2*kp, &a[0], gemmMR*2*kp, &bb[0], gemmNR*2*kp, &c[0], gemmZNR, nil, false)
+		}
+		flops(b)
+	})
+	if !haveBF16 {
+		return
+	}
+	b.Run("bf16", func(b *testing.B) {
+		a, bb := make([]uint32, gemmZMR*kp), make([]uint32, gemmZNR*kp)
+		for i := range a {
+			a[i] = 0x3f803f80
+		}
+		for i := range bb {
+			bb[i] = 0x3f803f80
+		}
+		for b.Loop() {
+			sbgemmKernel12x32BF16(kp, &a[0], kp, &bb[0], gemmNR*kp, &c[0], gemmZNR, nil, false)
+		}
+		flops(b)
+	})
+}
