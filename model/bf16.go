@@ -105,9 +105,7 @@ func sbgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 	if m == 0 || n == 0 {
 		return
 	}
-	checkGemm(tA, m, k, a, lda, "a")
-	checkGemm(tB, k, n, b, ldb, "b")
-	checkGemm(false, m, n, c, ldc, "c")
+	checkGemms(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
 	if k == 0 || alpha == 0 {
 		prepareC(m, n, k, alpha, beta, c, ldc)
 		return

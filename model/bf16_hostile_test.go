@@ -57,7 +57,11 @@ func wideVal(r *rand.Rand) func() float32 {
 }
 
 // checkThree compares refBF16, the FMA path and (where the CPU has it) VDPBF16PS on g.
-func checkThree(t *testing.T, g gemmCase) {
+func checkThree(t *testing.T, g gemmCase) { checkPaths(t, g, "plain Go", refBF16(g)) }
+
+// checkPaths compares refBF16 with the FMA path, and nativeRef (named what) with VDPBF16PS where
+// the CPU has it.
+func checkPaths(t *testing.T, g gemmCase, what string, nativeRef []float32) {
 	t.Helper()
 	ref := refBF16(g)
 	var fma, native []float32
@@ -69,7 +73,7 @@ func checkThree(t *testing.T, g gemmCase) {
 	})
 	sameBits32(t, g.String(), "plain Go", ref, "FMA kernel", fma)
 	if haveBF16 {
-		sameBits32(t, g.String(), "plain Go", ref, "VDPBF16PS", native)
+		sameBits32(t, g.String(), what, nativeRef, "VDPBF16PS", native)
 	}
 }
 
@@ -251,18 +255,7 @@ func TestBF16TinyProducts(t *testing.T) {
 					return m * float32(math.Ldexp(1, e))
 				}
 				g := hostileCase(i, s[0], s[1], s[2], tt&1 == 1, tt&2 == 2, 1, 1, 0, false, val)
-				ref := refBF16(g)
-				var fma, native []float32
-				withPrecision(BFloat16, func() {
-					withBF16Kernel(false, func() { fma = g.run() })
-					if haveBF16 {
-						withBF16Kernel(true, func() { native = g.run() })
-					}
-				})
-				sameBits32(t, g.String(), "plain Go", ref, "FMA kernel", fma)
-				if haveBF16 {
-					sameBits32(t, g.String(), "plain Go, subnormal partial sums flushed", refBF16Flush(g), "VDPBF16PS", native)
-				}
+				checkPaths(t, g, "plain Go, subnormal partial sums flushed", refBF16Flush(g))
 				i++
 			}
 		}

@@ -175,19 +175,9 @@ func TestBF16KernelsBitIdentical(t *testing.T) {
 	if !haveBF16 {
 		t.Log("no AVX512-BF16 on this CPU: the VDPBF16PS path is not tested here, only the FMA path against plain Go")
 	}
-	withPrecision(BFloat16, func() {
-		for _, g := range gemmCases(rand.New(rand.NewPCG(5, 6)), 150) {
-			ref := refBF16(g)
-			var fma []float32
-			withBF16Kernel(false, func() { fma = g.run() })
-			sameBits32(t, g.String(), "plain Go", ref, "FMA kernel", fma)
-			if haveBF16 {
-				var native []float32
-				withBF16Kernel(true, func() { native = g.run() })
-				sameBits32(t, g.String(), "plain Go", ref, "VDPBF16PS", native)
-			}
-		}
-	})
+	for _, g := range gemmCases(rand.New(rand.NewPCG(5, 6)), 150) {
+		checkThree(t, g)
+	}
 }
 
 // TestBF16ProductBound: against the float64 product of the unrounded operands, each element of a

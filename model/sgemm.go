@@ -93,9 +93,7 @@ func sgemmAsm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b [
 	if m == 0 || n == 0 {
 		return
 	}
-	checkGemm(tA, m, k, a, lda, "a")
-	checkGemm(tB, k, n, b, ldb, "b")
-	checkGemm(false, m, n, c, ldc, "c")
+	checkGemms(tA, tB, m, n, k, a, lda, b, ldb, c, ldc)
 	// With beta = 0 the first k block overwrites c (no clearing pass).
 	overwrite := prepareC(m, n, k, alpha, beta, c, ldc)
 	if k == 0 || alpha == 0 {
@@ -218,6 +216,13 @@ func pickAVX512(env string, zen4 bool) bool {
 func pickBF16(env string) bool { return env != "avx2" && env != "avx512" }
 
 func roundUp(x, m int) int { return (x + m - 1) / m * m }
+
+// checkGemms checks the three operands of a product (checkGemm).
+func checkGemms(tA, tB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	checkGemm(tA, m, k, a, lda, "a")
+	checkGemm(tB, k, n, b, ldb, "b")
+	checkGemm(false, m, n, c, ldc, "c")
+}
 
 // checkGemm panics, as BLAS does, when a row-major operand op(x) of r rows
 // and c columns does not fit in x with leading dimension ld (the kernel
