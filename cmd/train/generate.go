@@ -24,6 +24,7 @@ type generateArgs struct {
 	topP           float64
 	seed           uint64
 	batch          int
+	precision      string
 	log            io.Writer // where the model read is named (stderr), nil: nowhere
 }
 
@@ -37,7 +38,8 @@ func generateFlags(a *generateArgs) *flag.FlagSet {
 	fs.Float64Var(&a.topP, "top-p", 1, "with -temperature: sample among the most probable tokens whose probabilities sum to at least this (nucleus sampling), in (0,1]")
 	fs.Uint64Var(&a.seed, "seed", 0, "with -temperature: the sampling seed (prompt i draws from its own stream, so outputs do not depend on batching)")
 	fs.IntVar(&a.batch, "batch", 8, "prompts decoded together")
-	subUsage(fs, "Usage: train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S]\n\n"+
+	fs.StringVar(&a.precision, "precision", "float32", `the model's matrix products: "float32", or "bf16" (operands rounded to bfloat16, float32 accumulation: train.precision's products)`)
+	subUsage(fs, "Usage: train generate -model M -prompts FILE [-max-new-tokens N] [-chat] [-temperature T -top-p P -seed S] [-precision bf16]\n\n"+
 		"Prints one JSON line per prompt: {\"prompt\", \"text\", \"tokens\"}, tokens the new ids without the stop token (the\n"+
 		"tokenizer's eos), text their decoding without special tokens.")
 	return fs
@@ -105,6 +107,11 @@ func readPrompts(path string) ([]promptLine, error) {
 }
 
 func generate(a generateArgs, w io.Writer) error {
+	precision, err := model.ParsePrecision(a.precision)
+	if err != nil {
+		return fmt.Errorf("-precision: %w", err)
+	}
+	defer model.SetMatmulPrecision(model.SetMatmulPrecision(precision))
 	prompts, err := readPrompts(a.prompts)
 	if err != nil {
 		return err

@@ -187,6 +187,47 @@ func TestGenerateSubcommand(t *testing.T) {
 	}
 }
 
+// TestGeneratePrecision: -precision bf16 decodes as the decoder does with bfloat16 products (and
+// the process's products are float32 again after it); another value is refused before anything
+// is read.
+func TestGeneratePrecision(t *testing.T) {
+	path, m := tinyGGUF(t)
+	prompts := filepath.Join(t.TempDir(), "p.jsonl")
+	if err := os.WriteFile(prompts, []byte(`{"prompt": "hello world"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, _ := gguf.Open(path)
+	tok, err := tokenize.LoadGGUFTokenizer(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, _ := model.NewLlamaDecoder(m)
+	old := model.SetMatmulPrecision(model.BFloat16)
+	want, err := d.Generate([][]int{tok.Encode("hello world")}, model.SampleOptions{MaxNew: 12, Stop: []int{2}})
+	model.SetMatmulPrecision(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f32, err := d.Generate([][]int{tok.Encode("hello world")}, model.SampleOptions{MaxNew: 12, Stop: []int{2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Equal(want[0].Tokens, f32[0].Tokens) { // else an ignored flag would pass
+		t.Fatalf("the tiny model decodes %v in both precisions", f32[0].Tokens)
+	}
+	got, err := runGenerateOut(t, "-model", path, "-prompts", prompts, "-max-new-tokens", "12", "-precision", "bf16")
+	if err != nil || len(got) != 1 || !slices.Equal(got[0].Tokens, append([]int{}, want[0].Tokens...)) {
+		t.Fatalf("-precision bf16: %+v, %v; want tokens %v", got, err, want[0].Tokens)
+	}
+	if model.MatmulPrecision() != model.Float32 {
+		t.Fatal("generate left the products in bf16")
+	}
+	if _, err := runGenerateOut(t, "-model", "no-such.gguf", "-prompts", "no-such.jsonl", "-precision", "fp16"); err == nil ||
+		!strings.Contains(err.Error(), `-precision: precision "fp16"`) {
+		t.Errorf("-precision fp16: %v", err)
+	}
+}
+
 // TestGenerateUsage: generate's flags appear in the help; missing flags exit 1.
 func TestGenerateUsage(t *testing.T) {
 	out, _, code := runChild(t, "generate", "-h")
