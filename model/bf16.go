@@ -114,6 +114,12 @@ func sbgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 		sbgemmFMA(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc)
 		return
 	}
+	sbgemmKernel(tA, tB, m, n, k, alpha, a, lda, b, ldb, beta, bias, c, ldc, nil)
+}
+
+// sbgemmKernel is sbgemm on VDPBF16PS (k > 0, alpha != 0), op(b) packed here or, when pb is not
+// nil, read from pb (b unused).
+func sbgemmKernel(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias []float32, c []float32, ldc int, pb *packedBF16) {
 	overwrite := prepareC(m, n, k, alpha, beta, c, ldc)
 	workers := runtime.GOMAXPROCS(0)
 	if m*n*k < 1<<21 {
@@ -123,24 +129,24 @@ func sbgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 	mc := min(gemmMC, roundUp((m+workers-1)/workers, mr))
 	nBlocks := (m + mc - 1) / mc
 	kcp := gemmKC / 2
-	bBuf := getBufU32(kcp * roundUp(min(n, gemmNC), nr))
-	defer u32Pool.Put(bBuf)
-	bp := *bBuf
+	var buf []uint32
+	if pb == nil {
+		bBuf := getBufU32(kcp * roundUp(min(n, gemmNC), nr))
+		defer u32Pool.Put(bBuf)
+		buf = *bBuf
+	}
+	block := 0 // index of the (jc, pc) block in pb
 	for jc := 0; jc < n; jc += gemmNC {
 		nb := min(gemmNC, n-jc)
-		panels := roundUp(nb, nr) / gemmNR
-		for pc := 0; pc < k; pc += gemmKC {
+		for pc := 0; pc < k; pc, block = pc+gemmKC, block+1 {
 			kb := min(gemmKC, k-pc)
 			kbp := (kb + 1) / 2
-			packWork := kbp * gemmNR
-			if workers == 1 {
-				packWork = 0
+			bp := buf
+			if pb != nil {
+				bp = pb.blocks[block]
+			} else {
+				packBBlockBF16(bp, b, ldb, tB, jc, nb, pc, kb, workers)
 			}
-			parallelFor(panels, packWork, func(lo, hi int) {
-				for jp := lo; jp < hi; jp++ {
-					packBBF16(bp[jp*kbp*gemmNR:(jp+1)*kbp*gemmNR], b, ldb, tB, pc, kb, jc+jp*gemmNR, max(0, min(gemmNR, nb-jp*gemmNR)))
-				}
-			})
 			blockWork := mc * nb * kb
 			if workers == 1 {
 				blockWork = 0
@@ -179,6 +185,60 @@ func sbgemm(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []f
 			})
 		}
 	}
+}
+
+// packBBlockBF16 packs columns jc..jc+nb-1, rows pc..pc+kb-1 of op(b) into dst as
+// sbgemmKernel reads them: roundUp(nb, 32)/16 panels of packBBF16 (a last odd panel all zero).
+func packBBlockBF16(dst []uint32, b []float32, ldb int, tB bool, jc, nb, pc, kb, workers int) {
+	kbp := (kb + 1) / 2
+	packWork := kbp * gemmNR
+	if workers == 1 {
+		packWork = 0
+	}
+	parallelFor(roundUp(nb, gemmZNR)/gemmNR, packWork, func(lo, hi int) {
+		for jp := lo; jp < hi; jp++ {
+			packBBF16(dst[jp*kbp*gemmNR:(jp+1)*kbp*gemmNR], b, ldb, tB, pc, kb, jc+jp*gemmNR, max(0, min(gemmNR, nb-jp*gemmNR)))
+		}
+	})
+}
+
+// packedBF16 is a weight matrix w [n,k] packed once as op(b) = wᵀ of sbgemmKernel (every block of
+// gemmNC columns and gemmKC rows, in the kernel's order), for products that would otherwise round
+// the same weights again at every call: LLaMA decoding steps (bf16Weights).
+type packedBF16 struct {
+	n, k   int
+	blocks [][]uint32
+}
+
+func packWeightsBF16(w []float32, n, k int) *packedBF16 {
+	p := &packedBF16{n: n, k: k}
+	for jc := 0; jc < n; jc += gemmNC {
+		nb := min(gemmNC, n-jc)
+		for pc := 0; pc < k; pc += gemmKC {
+			kb := min(gemmKC, k-pc)
+			blk := make([]uint32, (kb+1)/2*roundUp(nb, gemmZNR))
+			packBBlockBF16(blk, w, k, true, jc, nb, pc, kb, runtime.GOMAXPROCS(0))
+			p.blocks = append(p.blocks, blk)
+		}
+	}
+	return p
+}
+
+// bf16Weights packs weight matrices on first use and keeps them (by name) for the products of
+// one LlamaDecoder.Generate call: x [m,k] · wᵀ with the bits of sgemm(false, true, ...) under
+// BFloat16. Not safe for concurrent use; the weights must not change while it is held.
+type bf16Weights map[string]*packedBF16
+
+// matMulT sets out [m,n] = x [m,k] · wᵀ (w [n,k], packed under name on first use).
+func (bw bf16Weights) matMulT(name string, out, x, w []float32, m, n, k int) {
+	p := bw[name]
+	if p == nil || p.n != n || p.k != k {
+		p = packWeightsBF16(w, n, k)
+		bw[name] = p
+	}
+	checkGemm(false, m, k, x, k, "a")
+	checkGemm(false, m, n, out, n, "c")
+	sbgemmKernel(false, true, m, n, k, 1, x, k, nil, k, 0, nil, out, n, p)
 }
 
 // mergeBlock writes the rows x cols corner of the block src (row stride lds) into dst (row

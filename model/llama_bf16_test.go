@@ -2,6 +2,7 @@ package model
 
 import (
 	"math"
+	"slices"
 	"testing"
 )
 
@@ -62,5 +63,53 @@ func TestLlamaDecoderBF16(t *testing.T) {
 	t.Logf("logits up to %.3g; |decoder - graph|: float32 prefill %.3g steps %.3g; bf16 prefill %.3g steps %.3g", scale, fp, fs, bp, bs)
 	if bs > 100*max(bp, fs, 1e-6) {
 		t.Errorf("bf16 decoding steps differ from the bf16 graph by %.3g, the prefill by %.3g: the steps' products are not bfloat16", bs, bp)
+	}
+}
+
+// TestLlamaGenerateBF16PackedWeights: with bfloat16 products Generate packs the weights once
+// (bf16Weights) for its decoding steps; its tokens and log-probabilities are those of the same
+// greedy decoding done step by step through Forward, whose products pack the weights at every
+// call: the same bits.
+func TestLlamaGenerateBF16PackedWeights(t *testing.T) {
+	if !useBF16Kernel {
+		t.Skip("no VDPBF16PS kernel: decoding steps go through the FMA path unpacked")
+	}
+	m, err := NewLlama(tinyLlamaConfig(), 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	perturbNorms(m, 10)
+	defer SetMatmulPrecision(SetMatmulPrecision(BFloat16))
+	d, err := NewLlamaDecoder(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prompts := [][]int{{3, 1, 4, 1, 5}, {9, 2, 6}}
+	const maxNew = 12
+	got, err := d.Generate(prompts, SampleOptions{MaxNew: maxNew})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range prompts {
+		c, _ := d.NewCache(len(p) + maxNew)
+		toks := p
+		var want []int
+		var lp float64
+		for len(want) < maxNew {
+			out, err := d.Forward([]*LlamaCache{c}, [][]int{toks}, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			best, l := (&sampler{}).pick(out[0], nil) // greedy: the most probable token
+			lp += l
+			want = append(want, best)
+			toks = []int{best}
+		}
+		if len(got[i].Tokens) != maxNew || !slices.Equal(got[i].Tokens, want) {
+			t.Fatalf("prompt %d: Generate %v, step by step %v", i, got[i].Tokens, want)
+		}
+		if math.Float64bits(got[i].LogProb) != math.Float64bits(lp) {
+			t.Errorf("prompt %d: log-probability %v, step by step %v", i, got[i].LogProb, lp)
+		}
 	}
 }

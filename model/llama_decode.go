@@ -90,7 +90,7 @@ func (d *LlamaDecoder) w(name string) []float32 { return d.m.byName[name].Value.
 // logits of the next token: with all, one [len(toks[s]), V] block per sequence (row j scoring the
 // token after toks[s][j]); else one [V] row per sequence, after its last token.
 func (d *LlamaDecoder) Forward(caches []*LlamaCache, toks [][]int, all bool) ([][]float32, error) {
-	return d.forward(caches, toks, all, false)
+	return d.forward(caches, toks, all, false, nil)
 }
 
 // ForwardKeys appends toks[s] to the sequence of caches[s] as Forward(caches, toks, true) does
@@ -103,13 +103,15 @@ func (d *LlamaDecoder) ForwardKeys(caches []*LlamaCache, toks [][]int) ([]float3
 	keep, kept := d.KeepKeys, d.Keys
 	defer func() { d.KeepKeys, d.Keys = keep, kept }()
 	d.KeepKeys = true
-	if _, err := d.forward(caches, toks, true, true); err != nil {
+	if _, err := d.forward(caches, toks, true, true, nil); err != nil {
 		return nil, err
 	}
 	return d.Keys, nil
 }
 
-func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly bool) ([][]float32, error) {
+// forward is Forward (ForwardKeys with keysOnly); with bfloat16 products, a non-nil packed keeps
+// the weights of decoding steps packed from one call to the next (Generate).
+func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly bool, packed bf16Weights) ([][]float32, error) {
 	c := d.cfg
 	h, dh, v := c.Hidden, c.HeadDim(), c.Vocab
 	qw, kw := c.Heads*dh, c.KVHeads*dh
@@ -173,7 +175,7 @@ func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly
 	g := make([]float32, rows*c.FFN)
 	u := make([]float32, rows*c.FFN)
 	proj := func(out, in []float32, din int, name string, dout int) {
-		matMulT(out, in, d.w(name), rows, dout, din, step)
+		matMulT(out, in, d.w(name), rows, dout, din, step, packed, name)
 	}
 	scale := float32(1 / math.Sqrt(float64(dh)))
 	for i := 0; i < c.Layers; i++ {
@@ -232,7 +234,7 @@ func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly
 	rmsNorm(xs, xs, d.w(LlamaFinalNorm), h, c.RMSEps)
 	logits := make([]float32, len(sel)*v)
 	head := d.m.HeadParam().Value.Data().([]float32)
-	matMulT(logits, xs, head, len(sel), v, h, step)
+	matMulT(logits, xs, head, len(sel), v, h, step, packed, "lm_head")
 	out := make([][]float32, len(toks))
 	at := 0
 	for s := range toks {
@@ -250,13 +252,17 @@ func (d *LlamaDecoder) forward(caches []*LlamaCache, toks [][]int, all, keysOnly
 // its cached prefix: few rows) by gemvRows, else (prompts) by sgemm. Both compute each row of out from its row of x
 // alone, in an order that does not depend on m, so a sequence's logits do not depend on the
 // other sequences of its batch. With bfloat16 products (SetMatmulPrecision) steps go through
-// sgemm too: gemvRows has float32 products only.
-func matMulT(out, x, w []float32, m, n, k int, step bool) {
-	if step && !bf16Products() {
+// sgemm too (gemvRows has float32 products only), or, with packed (and the VDPBF16PS kernel),
+// through the weights packed under name at the first step: the same bits.
+func matMulT(out, x, w []float32, m, n, k int, step bool, packed bf16Weights, name string) {
+	switch {
+	case step && !bf16Products():
 		gemvRows(out, x, w, m, n, k)
-		return
+	case step && packed != nil && useBF16Kernel:
+		packed.matMulT(name, out, x, w, m, n, k)
+	default:
+		sgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
 	}
-	sgemm(false, true, m, n, k, 1, x, k, w, k, 0, out, n)
 }
 
 // attention writes the causal attention of layer i for the new rows of every sequence: query
@@ -380,16 +386,20 @@ func (d *LlamaDecoder) Generate(prompts [][]int, o SampleOptions) ([]Generation,
 		batch = 8
 	}
 	res := make([]Generation, len(prompts))
+	var packed bf16Weights // bfloat16 products: the weights packed once for every decoding step
+	if bf16Products() {
+		packed = bf16Weights{}
+	}
 	for lo := 0; lo < len(prompts); lo += batch {
 		hi := min(lo+batch, len(prompts))
-		if err := d.generateBatch(prompts[lo:hi], res[lo:hi], lo, o); err != nil {
+		if err := d.generateBatch(prompts[lo:hi], res[lo:hi], lo, o, packed); err != nil {
 			return nil, fmt.Errorf("model: generate: prompts %d..%d: %w", lo, hi-1, err)
 		}
 	}
 	return res, nil
 }
 
-func (d *LlamaDecoder) generateBatch(prompts [][]int, res []Generation, first int, o SampleOptions) error {
+func (d *LlamaDecoder) generateBatch(prompts [][]int, res []Generation, first int, o SampleOptions, packed bf16Weights) error {
 	if o.MaxNew == 0 {
 		return nil
 	}
@@ -414,7 +424,7 @@ func (d *LlamaDecoder) generateBatch(prompts [][]int, res []Generation, first in
 		for j, i := range active {
 			cs[j] = caches[i]
 		}
-		logits, err := d.Forward(cs, toks[:len(active)], false)
+		logits, err := d.forward(cs, toks[:len(active)], false, false, packed)
 		if err != nil {
 			return err
 		}
