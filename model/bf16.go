@@ -382,7 +382,16 @@ func packBBF16(dst []uint32, b []float32, ldb int, tB bool, p0, kb, j0, nr int) 
 // zero), so the float32 kernel's FMA chain adds the products in VDPBF16PS's order.
 func sbgemmFMA(tA, tB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, bias []float32, c []float32, ldc int) {
 	k2 := roundUp(k, 2)
-	ar, br := make([]float32, m*k2), make([]float32, k2*n)
+	aBuf, bBuf := getBuf(m*k2), getBuf(k2*n)
+	defer gemmPool.Put(aBuf)
+	defer gemmPool.Put(bBuf)
+	ar, br := *aBuf, *bBuf
+	if k2 > k { // the pad of an odd k: a zero pair half
+		for i := 0; i < m; i++ {
+			ar[i*k2+k-1] = 0
+		}
+		clear(br[(k-1)*n : k*n])
+	}
 	for i := 0; i < m; i++ {
 		for p := 0; p < k; p++ {
 			ix := i*lda + p

@@ -56,6 +56,18 @@ func wideVal(r *rand.Rand) func() float32 {
 	}
 }
 
+// runBF16Paths computes g with bfloat16 products on the FMA path and (where the CPU has it, else
+// nil) on VDPBF16PS.
+func runBF16Paths(g gemmCase) (fma, native []float32) {
+	withPrecision(BFloat16, func() {
+		withBF16Kernel(false, func() { fma = g.run() })
+		if haveBF16 {
+			withBF16Kernel(true, func() { native = g.run() })
+		}
+	})
+	return fma, native
+}
+
 // checkThree compares refBF16, the FMA path and (where the CPU has it) VDPBF16PS on g.
 func checkThree(t *testing.T, g gemmCase) { checkPaths(t, g, "plain Go", refBF16(g)) }
 
@@ -64,13 +76,7 @@ func checkThree(t *testing.T, g gemmCase) { checkPaths(t, g, "plain Go", refBF16
 func checkPaths(t *testing.T, g gemmCase, what string, nativeRef []float32) {
 	t.Helper()
 	ref := refBF16(g)
-	var fma, native []float32
-	withPrecision(BFloat16, func() {
-		withBF16Kernel(false, func() { fma = g.run() })
-		if haveBF16 {
-			withBF16Kernel(true, func() { native = g.run() })
-		}
-	})
+	fma, native := runBF16Paths(g)
 	sameBits32(t, g.String(), "plain Go", ref, "FMA kernel", fma)
 	if haveBF16 {
 		sameBits32(t, g.String(), what, nativeRef, "VDPBF16PS", native)
@@ -169,13 +175,7 @@ func TestBF16SpecialValues(t *testing.T) {
 func checkSpecial(t *testing.T, g gemmCase) {
 	t.Helper()
 	ref := refBF16(g)
-	var fma, native []float32
-	withPrecision(BFloat16, func() {
-		withBF16Kernel(false, func() { fma = g.run() })
-		if haveBF16 {
-			withBF16Kernel(true, func() { native = g.run() })
-		}
-	})
+	fma, native := runBF16Paths(g)
 	for j := range ref {
 		if x, y := ref[j], fma[j]; math.Float32bits(x) != math.Float32bits(y) && !(x != x && y != y) {
 			t.Fatalf("%s: c[%d]: plain Go %v (%#x), FMA kernel %v (%#x)", g, j, x, math.Float32bits(x), y, math.Float32bits(y))

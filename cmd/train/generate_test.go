@@ -125,11 +125,7 @@ func TestGenerateSubcommand(t *testing.T) {
 	if err := os.WriteFile(prompts, []byte(strings.Join(lines, "\n\n")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := gguf.Open(path)
-	tok, err := tokenize.LoadGGUFTokenizer(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ggufTokenizer(t, path)
 	d, _ := model.NewLlamaDecoder(m)
 	for _, chat := range []bool{false, true} {
 		args := []string{"-model", path, "-prompts", prompts, "-max-new-tokens", "12"}
@@ -187,6 +183,20 @@ func TestGenerateSubcommand(t *testing.T) {
 	}
 }
 
+// ggufTokenizer is the tokenizer of the GGUF file at path.
+func ggufTokenizer(t *testing.T, path string) *tokenize.GGUFTokenizer {
+	t.Helper()
+	f, err := gguf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok, err := tokenize.LoadGGUFTokenizer(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
 // TestGeneratePrecision: -precision bf16 decodes as the decoder does with bfloat16 products (and
 // the process's products are float32 again after it); another value is refused before anything
 // is read.
@@ -196,11 +206,7 @@ func TestGeneratePrecision(t *testing.T) {
 	if err := os.WriteFile(prompts, []byte(`{"prompt": "hello world"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f, _ := gguf.Open(path)
-	tok, err := tokenize.LoadGGUFTokenizer(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ggufTokenizer(t, path)
 	d, _ := model.NewLlamaDecoder(m)
 	old := model.SetMatmulPrecision(model.BFloat16)
 	want, err := d.Generate([][]int{tok.Encode("hello world")}, model.SampleOptions{MaxNew: 12, Stop: []int{2}})
@@ -278,11 +284,7 @@ func TestGenerateFromDirectories(t *testing.T) {
 		}
 		return tokens(g)
 	}
-	f, _ := gguf.Open(path)
-	tok, err := tokenize.LoadGGUFTokenizer(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tok := ggufTokenizer(t, path)
 	// what the decoder generates with model w
 	want := func(w *model.Llama, chat bool) [][]int {
 		t.Helper()
