@@ -18,9 +18,16 @@ import (
 )
 
 // TestMain lets the test binary serve as our worker process, as cmd/bench does
-// (Options.Self = the test binary): "-worker NAME -dir DIR".
+// (Options.Self = the test binary): "-worker NAME -dir DIR [-precision P]".
 func TestMain(m *testing.M) {
-	if len(os.Args) == 5 && os.Args[1] == "-worker" && os.Args[3] == "-dir" {
+	if (len(os.Args) == 5 || len(os.Args) == 7 && os.Args[5] == "-precision") && os.Args[1] == "-worker" && os.Args[3] == "-dir" {
+		if len(os.Args) == 7 {
+			p, err := model.ParsePrecision(os.Args[6])
+			if err != nil {
+				os.Exit(2)
+			}
+			model.SetMatmulPrecision(p)
+		}
 		if err := Serve(os.Args[2], os.Args[4], os.Stdin, os.Stdout, Profiles{}); err != nil {
 			os.Exit(1)
 		}
@@ -254,6 +261,64 @@ func TestRun(t *testing.T) {
 	}
 	if _, err := Run(Options{Dataset: "../datasets/cranfield", Workloads: []string{"bm26"}, Reps: 1, Threads: 1, WorkDir: work, Out: &out, Log: &log}); err == nil || !strings.Contains(err.Error(), `unknown workload "bm26"`) {
 		t.Fatalf("unknown workload: %v", err)
+	}
+}
+
+// TestRunBF16: with BF16 the orchestrator also runs our worker with bfloat16 products, labelled
+// "..., bf16", and that worker says it runs them (the flag reaches it).
+func TestRunBF16(t *testing.T) {
+	var out, log bytes.Buffer
+	work := t.TempDir()
+	res, err := Run(Options{
+		Dataset: "../datasets/cranfield", Workloads: []string{"bi-transformer-step"}, Reps: 1, Warmup: 0, Threads: 2,
+		BF16: true, Self: os.Args[0], WorkDir: work, Command: "go test", Settle: -1, Out: &out, Log: &log,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 1 || len(res[0].Samples) != 2 {
+		t.Fatalf("results %+v", res)
+	}
+	f32, bf := res[0].Samples[0], res[0].Samples[1]
+	if strings.Contains(f32.Label, "bf16") || !strings.HasSuffix(bf.Label, ", bf16") || f32.Err != "" || bf.Err != "" {
+		t.Fatalf("samples %+v, %+v", f32, bf)
+	}
+	if strings.Contains(f32.System, "bf16") || !strings.Contains(bf.System, "bf16 products: ") {
+		t.Fatalf("workers say %q and %q", f32.System, bf.System)
+	}
+	if !strings.Contains(out.String(), "| ours, "+shortBLAS(model.BLAS())+", bf16 |") {
+		t.Errorf("table lacks the bf16 row:\n%s", out.String())
+	}
+}
+
+// TestPeerAutocast: peer.py --autocast runs a step under torch.autocast bf16 and says so
+// (skipped without a Python that imports torch).
+func TestPeerAutocast(t *testing.T) {
+	pys := testPythons(t)
+	if len(pys) == 0 {
+		t.Skip("PyTorch peer not checked: no Python with torch (install Debian python3-torch, or bash tools/pyenv/setup.sh)")
+	}
+	_, f := prepared(t)
+	script := filepath.Join(t.TempDir(), "peer.py")
+	if err := os.WriteFile(script, peerPy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(pys[len(pys)-1], script, "--workload", "encode-transformer", "--data", f.Data, "--threads", "1", "--autocast")
+	cmd.Stdin = strings.NewReader("run\nquit\n")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var msgs []message
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m message
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			continue // the peer's own warnings
+		}
+		msgs = append(msgs, m)
+	}
+	if len(msgs) != 3 || !msgs[0].Ready || !strings.HasSuffix(msgs[0].System, ", bf16 autocast") || msgs[1].Units != 512 || !(msgs[1].Seconds > 0) {
+		t.Fatalf("messages %+v", msgs)
 	}
 }
 
